@@ -1,0 +1,78 @@
+// The Express application: the request pipeline of DECISIONS §3, in that order.
+import express, { type Express } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import type { Redis } from 'ioredis';
+import type { Config } from './config.js';
+import { loadSpec, specJson, specYaml } from './contract.js';
+import { isDatabaseReachable, type Db } from './db/database.js';
+import { docsRouter } from './docs.js';
+import type { Logger } from './logger.js';
+import { authenticate, requireScope } from './middleware/authenticate.js';
+import { jsonBody } from './middleware/body.js';
+import { errorHandler } from './middleware/error-handler.js';
+import { createRateLimits } from './middleware/rate-limit.js';
+import { requestContext } from './middleware/request-context.js';
+import { operationRouter, pathNotFound, requireOperation } from './middleware/routing.js';
+import { dispatch } from './routes/handler.js';
+import { handlers } from './routes/index.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  /** Shared rate-limit counters; without it they are counted in this process. */
+  redis?: Redis | undefined;
+}
+
+export function createApp({ config, db, logger, redis }: AppDeps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('trust proxy', config.trustProxy);
+
+  const limits = createRateLimits({ config, redis, logger });
+
+  app.use(requestContext(logger));
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const database = (await isDatabaseReachable(db)) ? 'up' : 'down';
+    const redisState = redis ? (redis.status === 'ready' ? 'up' : 'down') : 'not_configured';
+    const status = database === 'down' ? 'unavailable' : redisState === 'down' ? 'degraded' : 'ok';
+    res.status(database === 'up' ? 200 : 503).json({ status, database, redis: redisState });
+  });
+  app.get('/openapi.json', (_req, res) => {
+    res.type('application/json').send(specJson);
+  });
+  app.get('/openapi.yaml', (_req, res) => {
+    res.type('application/yaml').send(specYaml);
+  });
+  app.use(docsRouter());
+
+  app.use(
+    '/v1',
+    operationRouter(),
+    requireOperation,
+    authenticate({ db, keyCacheTtlMs: config.keyCacheTtlMs, failedAuth: limits.failedAuth }),
+    limits.perKey,
+    requireScope,
+    jsonBody,
+    ...OpenApiValidator.middleware({
+      apiSpec: loadSpec() as never,
+      validateRequests: { allowUnknownQueryParameters: false },
+      validateResponses: config.validateResponses,
+      validateSecurity: false,
+      validateApiSpec: false,
+      ignoreUndocumented: false,
+      ajvFormats: { mode: 'full' },
+      fileUploader: false,
+    } as never),
+    dispatch(handlers, db),
+  );
+
+  app.use((_req, _res, next) => next(pathNotFound()));
+  app.use(errorHandler);
+  return app;
+}

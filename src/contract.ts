@@ -1,0 +1,53 @@
+// The contract, read once: the parsed openapi.yaml and the operations it declares.
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import type { operations } from '../generated/api.js';
+
+export type OperationId = keyof operations;
+
+export interface Operation {
+  readonly operationId: OperationId;
+  readonly method: 'get' | 'post' | 'patch' | 'put' | 'delete';
+  /** The path as the contract writes it, e.g. /agents/{id}. */
+  readonly path: string;
+  /** The same path in Express syntax, e.g. /agents/:id. */
+  readonly expressPath: string;
+  /** Scopes the key must hold (all of them). */
+  readonly scopes: readonly string[];
+  readonly hasBody: boolean;
+}
+
+export const specPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
+export const specYaml = fs.readFileSync(specPath, 'utf8');
+
+/** A fresh copy of the parsed contract (consumers such as the validator may mutate theirs). */
+export function loadSpec(): Record<string, any> {
+  return parse(specYaml) as Record<string, any>;
+}
+
+const METHODS = ['get', 'post', 'patch', 'put', 'delete'] as const;
+
+function listOperations(spec: Record<string, any>): Operation[] {
+  const found: Operation[] = [];
+  for (const [path, item] of Object.entries<Record<string, any>>(spec.paths)) {
+    for (const method of METHODS) {
+      const op = item[method];
+      if (!op) continue;
+      const security: Array<Record<string, string[]>> = op.security ?? spec.security ?? [];
+      found.push({
+        operationId: op.operationId,
+        method,
+        path,
+        expressPath: path.replace(/\{(\w+)\}/g, ':$1'),
+        scopes: security.flatMap((requirement) => requirement.bearerAuth ?? []),
+        hasBody: Boolean(op.requestBody),
+      });
+    }
+  }
+  return found;
+}
+
+export const spec = loadSpec();
+export const specJson = JSON.stringify(spec);
+export const contractOperations: readonly Operation[] = listOperations(spec);

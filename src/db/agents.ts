@@ -1,0 +1,98 @@
+// Agents of a workspace.
+import { v7 as uuidv7 } from 'uuid';
+import type { components } from '../../generated/api.js';
+import type { Db } from './database.js';
+import type { AgentRow } from './schema.js';
+import { pageOf, totalCount, type Page } from './pagination.js';
+
+export type Agent = components['schemas']['Agent'];
+type AgentCreate = components['schemas']['AgentCreate'];
+type AgentUpdate = components['schemas']['AgentUpdate'];
+
+export function agentRowToAgent(row: AgentRow): Agent {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    instructions: row.instructions,
+    model: row.model,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export async function listAgents(
+  db: Db,
+  workspaceId: string,
+  filter: { status?: Agent['status'] | undefined },
+  page: number,
+  limit: number,
+): Promise<Page<Agent>> {
+  let base = db.selectFrom('agents').where('workspace_id', '=', workspaceId);
+  if (filter.status) base = base.where('status', '=', filter.status);
+  const rows = await base
+    .selectAll()
+    .select(totalCount())
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit)
+    .offset((page - 1) * limit)
+    .execute();
+  return pageOf(rows, agentRowToAgent, page, limit, base);
+}
+
+export async function getAgent(db: Db, workspaceId: string, id: string): Promise<Agent | undefined> {
+  const row = await db
+    .selectFrom('agents')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row && agentRowToAgent(row);
+}
+
+export async function createAgent(db: Db, workspaceId: string, input: AgentCreate): Promise<Agent> {
+  const now = new Date();
+  const row = await db
+    .insertInto('agents')
+    .values({
+      workspace_id: workspaceId,
+      id: uuidv7(),
+      name: input.name,
+      status: 'active',
+      instructions: input.instructions,
+      model: input.model,
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return agentRowToAgent(row);
+}
+
+export async function updateAgent(db: Db, workspaceId: string, id: string, patch: AgentUpdate): Promise<Agent | undefined> {
+  const row = await db
+    .updateTable('agents')
+    .set({
+      ...(patch.name !== undefined && { name: patch.name }),
+      ...(patch.instructions !== undefined && { instructions: patch.instructions }),
+      ...(patch.model !== undefined && { model: patch.model }),
+      ...(patch.status !== undefined && { status: patch.status }),
+      updated_at: new Date(),
+    })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+  return row && agentRowToAgent(row);
+}
+
+/** Deletes an agent; false when there was none. Its threads keep their history, unassigned. */
+export async function deleteAgent(db: Db, workspaceId: string, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom('agents')
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

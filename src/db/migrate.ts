@@ -1,0 +1,25 @@
+// Applies pending migrations; Kysely's Migrator holds a PostgreSQL advisory lock while it runs,
+// so instances starting together apply each migration exactly once.
+import { Migrator, type Migration, type MigrationResultSet } from 'kysely/migration';
+import type { Kysely } from 'kysely';
+import * as m0001 from './migrations/0001_initial.js';
+
+const migrations: Record<string, Migration> = {
+  '0001_initial': m0001,
+};
+
+function createMigrator(db: Kysely<any>): Migrator {
+  return new Migrator({ db, provider: { getMigrations: async () => migrations } });
+}
+
+/** Migrates to the latest version; throws with the failing migration's error. */
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const result: MigrationResultSet = await createMigrator(db).migrateToLatest();
+  if (result.error) {
+    const failed = result.results?.find((r) => r.status === 'Error')?.migrationName;
+    throw new Error(`migration ${failed ?? '(setup)'} failed: ${String((result.error as Error).message ?? result.error)}`, {
+      cause: result.error,
+    });
+  }
+  return (result.results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

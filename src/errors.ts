@@ -1,0 +1,32 @@
+// The one error type of the API; every failure leaves the service in this shape.
+import type { components } from '../generated/api.js';
+
+export type ErrorCode = components['schemas']['ErrorCode'];
+export type ErrorDetail = components['schemas']['ErrorDetail'];
+export type ErrorBody = components['schemas']['Error'];
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  toBody(): ErrorBody {
+    const error: ErrorBody['error'] = { code: this.code, message: this.message };
+    if (this.details) error.details = this.details;
+    return { error };
+  }
+}
+
+export const notFound = (what: string): ApiError => new ApiError(404, 'not_found', `${what} not found.`);
+
+export const invalidReference = (field: string, what: string): ApiError =>
+  new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [
+    { path: `/body/${field}`, message: `no ${what} with this id` },
+  ]);

@@ -1,0 +1,121 @@
+// The one place a failure becomes a response: ApiError, validator, body-parser and database errors
+// all leave as {"error":{"code","message","details?"}}; anything else is a logged 500.
+import type { ErrorRequestHandler } from 'express';
+import { ApiError, type ErrorDetail } from '../errors.js';
+
+interface ValidatorError {
+  status: number;
+  headers?: Record<string, string>;
+  message?: string;
+  errors?: Array<{ path?: string; message?: string }>;
+}
+
+interface BodyParserError {
+  type: string;
+  status?: number;
+}
+
+interface DatabaseError {
+  code?: string;
+  constraint?: string;
+  message?: string;
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '53300']);
+const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|Connection terminated|PGlite is closed|Client was closed/i;
+
+function isValidatorError(err: unknown): err is ValidatorError {
+  return typeof err === 'object' && err !== null && typeof (err as ValidatorError).status === 'number' && 'errors' in err;
+}
+
+function fromValidator(err: ValidatorError): ApiError {
+  const details: ErrorDetail[] = (err.errors ?? []).map((e) => ({
+    path: e.path ?? '',
+    message: e.message ?? 'is invalid',
+  }));
+  switch (err.status) {
+    case 400:
+      return new ApiError(400, 'validation_error', 'The request does not match the contract.', details);
+    case 415:
+      return new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.');
+    case 413:
+      return new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.');
+    case 404:
+      return new ApiError(404, 'not_found', 'No such endpoint.');
+    case 405:
+      return new ApiError(405, 'method_not_allowed', 'This method is not allowed on this path.');
+    default:
+      // A response that breaks the contract (validation of responses in tests and development).
+      return new ApiError(500, 'internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.');
+  }
+}
+
+function fromBodyParser(err: BodyParserError): ApiError | undefined {
+  switch (err.type) {
+    case 'entity.parse.failed':
+      return new ApiError(400, 'invalid_json', 'The request body is not valid JSON.');
+    case 'entity.too.large':
+      return new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.');
+    case 'charset.unsupported':
+    case 'encoding.unsupported':
+      return new ApiError(415, 'unsupported_media_type', 'Send the body as application/json in UTF-8.');
+    case 'request.aborted':
+    case 'request.size.invalid':
+      return new ApiError(400, 'invalid_json', 'The request body was incomplete.');
+    default:
+      return undefined;
+  }
+}
+
+/** The body field a composite foreign key protects, e.g. threads_workspace_id_agent_id_fkey -> agentId. */
+function referencedField(constraint: string | undefined): { field: string; what: string } {
+  const name = /workspace_id_(\w+?)_id_fkey$/.exec(constraint ?? '')?.[1] ?? 'record';
+  return { field: `${name}Id`, what: name };
+}
+
+function fromDatabase(err: DatabaseError): ApiError | undefined {
+  const code = err.code ?? '';
+  if (code === '23505') return new ApiError(409, 'conflict', 'The request clashes with an existing record.');
+  if (code === '23503') {
+    const { field, what } = referencedField(err.constraint);
+    return new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [
+      { path: `/body/${field}`, message: `no ${what} with this id` },
+    ]);
+  }
+  if (code === '22021' || code === '22P05') {
+    return new ApiError(400, 'validation_error', 'The request contains characters that cannot be stored (such as NUL).');
+  }
+  if (code.startsWith('08') || code.startsWith('57P') || CONNECTION_CODES.has(code) || CONNECTION_MESSAGES.test(err.message ?? '')) {
+    return new ApiError(503, 'service_unavailable', 'The service is temporarily unavailable; retry later.', undefined, {
+      'Retry-After': '5',
+    });
+  }
+  return undefined;
+}
+
+/** Maps any thrown value to the ApiError the client sees. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (typeof err === 'object' && err !== null) {
+    if (typeof (err as BodyParserError).type === 'string') {
+      const mapped = fromBodyParser(err as BodyParserError);
+      if (mapped) return mapped;
+    }
+    if (isValidatorError(err)) return fromValidator(err);
+    const mapped = fromDatabase(err as DatabaseError);
+    if (mapped) return mapped;
+  }
+  return new ApiError(500, 'internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.');
+}
+
+export const errorHandler: ErrorRequestHandler = (err, req, res, next) => {
+  if (res.headersSent) return next(err);
+  const apiError = toApiError(err);
+  if (apiError.status >= 500) {
+    req.log.error({ err, status: apiError.status }, 'request failed');
+  }
+  if (apiError.headers) res.set(apiError.headers);
+  if ((err as ValidatorError).headers) res.set((err as ValidatorError).headers);
+  // res.send, not res.json: the response validator wraps res.json, and an error must always leave.
+  res.status(apiError.status).type('application/json').send(JSON.stringify(apiError.toBody()));
+};

@@ -1,0 +1,58 @@
+// The typed shape of an operation handler, derived from the generated contract types:
+// a handler receives its validated inputs and returns its status and body.
+import type { RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import type { operations } from '../../generated/api.js';
+import type { OperationId } from '../contract.js';
+import type { Db } from '../db/database.js';
+import type { AuthContext } from '../middleware/authenticate.js';
+
+type Op<K extends OperationId> = operations[K];
+type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
+type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never;
+type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 200 | 201 | 204>;
+
+export type PathParams<K extends OperationId> = Defined<Op<K>['parameters']['path']>;
+export type Query<K extends OperationId> = Defined<Op<K>['parameters']['query']>;
+export type Body<K extends OperationId> = Op<K> extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
+export type Reply<K extends OperationId> = {
+  [S in SuccessStatus<K>]: S extends 204 ? { status: 204 } : { status: S; body: JsonOf<Op<K>['responses'][S]> };
+}[SuccessStatus<K>];
+
+export interface Call<K extends OperationId> {
+  auth: AuthContext;
+  db: Db;
+  params: PathParams<K>;
+  query: Query<K>;
+  body: Body<K>;
+  log: Logger;
+}
+
+export type Handler<K extends OperationId> = (call: Call<K>) => Promise<Reply<K>>;
+
+/** Every operation of the contract, each with its handler: a missing one fails the type check. */
+export type Handlers = { [K in OperationId]: Handler<K> };
+
+type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown }>;
+
+/** Runs the matched operation's handler and sends what it returns. */
+export function dispatch(handlers: Handlers, db: Db): RequestHandler {
+  return async (req, res) => {
+    const handler = handlers[req.operation!.operationId] as unknown as AnyHandler;
+    const reply = await handler({
+      auth: req.auth!,
+      db,
+      params: req.params as never,
+      query: req.query as never,
+      body: req.body,
+      log: req.log,
+    });
+    if (reply.body === undefined) res.status(reply.status).end();
+    else res.status(reply.status).json(reply.body);
+  };
+}
+
+/** Page and limit with the contract's defaults (the validator has already checked their range). */
+export function paging(query: { page?: number; limit?: number }): { page: number; limit: number } {
+  return { page: query.page ?? 1, limit: query.limit ?? 20 };
+}

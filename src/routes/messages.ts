@@ -1,0 +1,21 @@
+// Handlers of the Messages operations.
+import { listThreadMessages } from '../db/messages.js';
+import { threadExists } from '../db/threads.js';
+import { notFound } from '../errors.js';
+import { sendMessage } from '../services/messages.js';
+import { paging, type Handlers } from './handler.js';
+
+export const messageHandlers: Pick<Handlers, 'sendMessage' | 'listThreadMessages'> = {
+  async sendMessage({ db, auth, body }) {
+    return { status: 201, body: await sendMessage(db, auth.workspaceId, body) };
+  },
+
+  async listThreadMessages({ db, auth, params, query }) {
+    const { page, limit } = paging(query);
+    const result = await listThreadMessages(db, auth.workspaceId, params.threadId, page, limit);
+    if (result.pagination.total === 0 && !(await threadExists(db, auth.workspaceId, params.threadId))) {
+      throw notFound('Thread');
+    }
+    return { status: 200, body: result };
+  },
+};

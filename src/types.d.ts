@@ -1,0 +1,13 @@
+// What the middleware adds to Express' request.
+import type { Logger } from 'pino';
+import type { Operation } from './contract.js';
+import type { AuthContext } from './middleware/authenticate.js';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    id: string;
+    log: Logger;
+    operation?: Operation;
+    auth?: AuthContext;
+  }
+}
