@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 export function createRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
-    commandTimeout: 250,
+    commandTimeout: 500,
     maxRetriesPerRequest: 0,
     connectTimeout: 2_000,
     retryStrategy: (times) => Math.min(100 * times, 2_000),

@@ -15,33 +15,33 @@ const MAX_BLOCKED_IPS = 10_000;
 
 function createStore(redis: Redis | undefined, prefix: string): Store {
   if (!redis) return new MemoryStore();
-  const store = new RedisStore({
+  return new RedisStore({
     prefix,
     sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never,
   });
-  // The store loads its Lua scripts at init and keeps a failed load for good; Redis is rarely ready
-  // at init (the client is still connecting), so load them again whenever Redis becomes ready.
-  redis.on('ready', () => loadScripts(store));
-  return store;
 }
 
-function loadScripts(store: RedisStore): void {
-  store.incrementScriptSha = quiet(store.loadIncrementScript());
-  store.getScriptSha = quiet(store.loadGetScript());
-}
-
-/** A promise whose rejection is left to its awaiters (never an unhandled rejection). */
-function quiet<T>(promise: Promise<T>): Promise<T> {
-  promise.catch(() => {});
-  return promise;
-}
-
-/** Silences the rejection of a script load that init() started before Redis was ready. */
-function silenceInitialLoad(store: Store): void {
-  if (store instanceof RedisStore) {
-    quiet(store.incrementScriptSha);
-    quiet(store.getScriptSha);
-  }
+/**
+ * The store loads its Lua scripts in init() and keeps a failed load for good, which would leave
+ * limits off after Redis was down (or merely still connecting) at start-up. So load them again
+ * whenever Redis becomes ready, and retry a load that fails while it is ready.
+ */
+function keepScriptsLoaded(store: Store, redis: Redis | undefined): void {
+  if (!redis || !(store instanceof RedisStore)) return;
+  const load = (): void => {
+    const increment = store.loadIncrementScript();
+    const get = store.loadGetScript();
+    store.incrementScriptSha = increment;
+    store.getScriptSha = get;
+    Promise.all([increment, get]).catch(() => {
+      if (redis.status === 'ready') setTimeout(load, 1_000).unref();
+    });
+  };
+  // Whatever init() started: its awaiters see its outcome; it must not become an unhandled rejection.
+  store.incrementScriptSha?.catch(() => {});
+  store.getScriptSha?.catch(() => {});
+  redis.on('ready', load);
+  if (redis.status === 'ready') load();
 }
 
 const seconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1000));
@@ -125,9 +125,9 @@ export function createRateLimits({ config, redis, logger }: { config: Config; re
   });
 
   const failedAuthStore = createStore(redis, `${config.redisPrefix}rl:authfail:`);
-  failedAuthStore.init?.({ windowMs } as Options);
-  silenceInitialLoad(keyStore);
-  silenceInitialLoad(failedAuthStore);
+  Promise.resolve(failedAuthStore.init?.({ windowMs } as Options)).catch(() => {});
+  keepScriptsLoaded(keyStore, redis);
+  keepScriptsLoaded(failedAuthStore, redis);
   const failedAuth = new FailedAuthLimiter(failedAuthStore, config.failedAuthLimit, windowMs);
 
   return { perKey, failedAuth };

@@ -1,0 +1,24 @@
+// Shared by the operator commands: configuration, database, and the one-JSON-object-on-stdout rule.
+import { ConfigError, loadConfig } from '../src/config.js';
+import { createDatabase, type Db } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+
+export class UsageError extends Error {}
+
+/** Runs a command against the configured database (migrated first) and prints its result as JSON. */
+export async function runCommand(run: (db: Db) => Promise<unknown>): Promise<void> {
+  let db: Db | undefined;
+  try {
+    const config = loadConfig();
+    db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 2 });
+    await migrateToLatest(db);
+    const result = await run(db);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+  } catch (err) {
+    const known = err instanceof UsageError || err instanceof ConfigError;
+    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = known ? 2 : 1;
+  } finally {
+    await db?.destroy();
+  }
+}

@@ -1,0 +1,80 @@
+// Checks a response against openapi.yaml: the status is documented for the operation (or is one of
+// the pipeline's own answers), the body matches its schema, X-Request-Id is present. Every
+// response in the suite goes through here, through the client middleware or `request`.
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { contractOperations, loadSpec, type Operation } from '../../src/contract.js';
+
+const spec = loadSpec();
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+(addFormats as unknown as (ajv: Ajv2020, options: { mode: string }) => void)(ajv, { mode: 'full' });
+ajv.addSchema(spec, 'openapi');
+
+const paramCount = (path: string): number => (path.match(/\{/g) ?? []).length;
+const routes = [...contractOperations]
+  .sort((a, b) => paramCount(a.path) - paramCount(b.path))
+  .map((op) => ({ op, regex: new RegExp(`^/v1${op.path.replace(/\{\w+\}/g, '[^/]+')}/?$`) }));
+
+export function findOperation(method: string, pathname: string): Operation | undefined {
+  return routes.find((r) => r.op.method === method.toLowerCase() && r.regex.test(pathname))?.op;
+}
+
+const pathKnown = (pathname: string): boolean => routes.some((r) => r.regex.test(pathname));
+
+export class ContractViolation extends Error {}
+
+function responseRef(op: Operation, status: number): string | undefined {
+  const responses = spec.paths[op.path][op.method].responses as Record<string, { $ref?: string; content?: unknown }>;
+  const entry = responses[String(status)];
+  if (!entry) return undefined;
+  const base = entry.$ref
+    ? entry.$ref.replace('#/', '')
+    : `paths/${op.path.replace(/~/g, '~0').replace(/\//g, '~1')}/${op.method}/responses/${status}`;
+  return `openapi#/${base}/content/application~1json/schema`;
+}
+
+function hasBody(op: Operation, status: number): boolean {
+  const entry = spec.paths[op.path][op.method].responses[String(status)];
+  const resolved = entry?.$ref ? spec.components.responses[entry.$ref.split('/').pop()] : entry;
+  return Boolean(resolved?.content);
+}
+
+function validate(ref: string, body: unknown, where: string): void {
+  const check = ajv.getSchema(ref);
+  if (!check) throw new ContractViolation(`${where}: no schema at ${ref}`);
+  if (!check(body)) {
+    throw new ContractViolation(`${where}: body does not match ${ref}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(body)}`);
+  }
+}
+
+/**
+ * Throws ContractViolation when the response breaks the contract. `body` is the parsed JSON body,
+ * or undefined when the response has none.
+ */
+export function checkResponse(method: string, url: string, status: number, headers: Headers, body: unknown): void {
+  const pathname = new URL(url).pathname;
+  const where = `${method} ${pathname} -> ${status}`;
+  if (!headers.get('x-request-id')) throw new ContractViolation(`${where}: no X-Request-Id`);
+  if (!pathname.startsWith('/v1/') && pathname !== '/v1') return;
+  const op = findOperation(method, pathname);
+  if (!op) {
+    // Outside the operations: 404 for an unknown path, 405 for a known path and another method.
+    const expected = pathKnown(pathname) ? 405 : 404;
+    if (status !== expected) throw new ContractViolation(`${where}: expected ${expected} for a request no operation matches`);
+    validate('openapi#/components/schemas/Error', body, where);
+    return;
+  }
+  if (status === 404 && body && (body as { error?: { message?: string } }).error?.message === 'No such endpoint.') {
+    validate('openapi#/components/schemas/Error', body, where);
+    return;
+  }
+  const ref = responseRef(op, status);
+  if (!ref) throw new ContractViolation(`${where}: status ${status} is not documented for ${op.operationId}`);
+  if (!hasBody(op, status)) {
+    if (body !== undefined) throw new ContractViolation(`${where}: documented without a body but has one`);
+    return;
+  }
+  const type = headers.get('content-type') ?? '';
+  if (!type.startsWith('application/json')) throw new ContractViolation(`${where}: content-type ${type}`);
+  validate(ref, body, where);
+}
