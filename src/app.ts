@@ -61,7 +61,7 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
     jsonBody,
     ...OpenApiValidator.middleware({
       apiSpec: loadSpec() as never,
-      validateRequests: { allowUnknownQueryParameters: false },
+      validateRequests: { allowUnknownQueryParameters: false, allErrors: true },
       validateResponses: config.validateResponses,
       validateSecurity: false,
       validateApiSpec: false,

@@ -21,6 +21,7 @@ interface DatabaseError {
   message?: string;
 }
 
+const MAX_DETAILS = 20;
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '53300']);
 const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|Connection terminated|PGlite is closed|Client was closed/i;
 
@@ -29,7 +30,8 @@ function isValidatorError(err: unknown): err is ValidatorError {
 }
 
 function fromValidator(err: ValidatorError): ApiError {
-  const details: ErrorDetail[] = (err.errors ?? []).map((e) => ({
+  // Every problem is reported (allErrors), but a body built to fail a thousand ways gets 20 back.
+  const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => ({
     path: e.path ?? '',
     message: e.message ?? 'is invalid',
   }));

@@ -1,0 +1,219 @@
+// The pipeline's own answers (DECISIONS §3, §7): error codes and bodies, request ids, the service
+// endpoints, and what the service says when its database is broken or unreachable.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { specYaml } from '../src/contract.js';
+import { createDatabase } from '../src/db/database.js';
+import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
+import { startServer, type TestServer } from './helpers/server.js';
+
+let server: TestServer;
+let workspace: TestWorkspace;
+beforeAll(async () => {
+  server = await startServer();
+  workspace = await createWorkspace(server);
+});
+afterAll(async () => {
+  await server.close();
+});
+
+const error = (code: string, message: string) => ({ error: { code, message } });
+
+describe('error codes', () => {
+  it('when the path is unknown, then 404 not_found, before authentication', async () => {
+    for (const path of ['/v1/nope', '/v2/agents', '/agents', '/v1/agents/a/b', '/v1']) {
+      const response = await request(server, 'GET', path);
+      expect(response.status, path).toBe(404);
+      expect(response.body).toEqual(error('not_found', 'No such endpoint.'));
+    }
+  });
+
+  it('when the method is not one of the path, then 405 method_not_allowed with Allow', async () => {
+    const response = await request(server, 'DELETE', `/v1/contacts/${randomUUID()}`, { apiKey: workspace.apiKey });
+
+    expect(response.status).toBe(405);
+    expect(response.headers.get('allow')).toBe('GET');
+    expect(response.body).toEqual(error('method_not_allowed', 'DELETE is not allowed on this path; use GET.'));
+  });
+
+  it('when the body is not JSON, then 415 unsupported_media_type', async () => {
+    const response = await request(server, 'POST', '/v1/agents', {
+      apiKey: workspace.apiKey,
+      rawBody: 'name=Ana',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+
+    expect(response.status).toBe(415);
+    expect(response.body).toEqual(error('unsupported_media_type', 'Send the body as application/json.'));
+  });
+
+  it('when the JSON is broken, then 400 invalid_json', async () => {
+    const response = await request(server, 'POST', '/v1/agents', {
+      apiKey: workspace.apiKey,
+      rawBody: '{"name": "Ana",',
+      headers: { 'content-type': 'application/json' },
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.body).toEqual(error('invalid_json', 'The request body is not valid JSON.'));
+  });
+
+  it('when the body is over 1 MiB, then 413 payload_too_large', async () => {
+    const response = await request(server, 'POST', '/v1/agents', {
+      apiKey: workspace.apiKey,
+      body: buildAgent({ instructions: 'a'.repeat(1024 * 1024) }),
+    });
+
+    expect(response.status).toBe(413);
+    expect(response.body).toEqual(error('payload_too_large', 'The request body is larger than 1 MiB.'));
+  });
+
+  it('when the body breaks the contract, then 400 validation_error with a detail per problem', async () => {
+    const response = await request(server, 'POST', '/v1/contacts', {
+      apiKey: workspace.apiKey,
+      body: { name: 'Mariana', phone: '11987654321', nickname: 'Mari' },
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.body.error.code).toBe('validation_error');
+    expect(response.body.error.details).toEqual(
+      expect.arrayContaining([
+        { path: '/body/phone', message: expect.stringContaining('pattern') },
+        { path: '/body/nickname', message: 'must NOT have additional properties' },
+      ]),
+    );
+  });
+
+  it('when the id is unknown, then 404 not_found', async () => {
+    const response = await request(server, 'GET', `/v1/agents/${randomUUID()}`, { apiKey: workspace.apiKey });
+
+    expect(response.status).toBe(404);
+    expect(response.body).toEqual(error('not_found', 'Agent not found.'));
+  });
+
+  it('when a body reference is missing, then 422 invalid_reference naming the field', async () => {
+    const response = await request(server, 'POST', '/v1/messages', {
+      apiKey: workspace.apiKey,
+      body: { contactId: randomUUID(), channelId: workspace.channels[0]!.id, content: 'Olá!' },
+    });
+
+    expect(response.status).toBe(422);
+    expect(response.body).toEqual({
+      error: {
+        code: 'invalid_reference',
+        message: 'The contact does not exist.',
+        details: [{ path: '/body/contactId', message: 'no contact with this id' }],
+      },
+    });
+  });
+
+  it('when a unique value clashes, then 409 conflict', async () => {
+    const contact = buildContact();
+    await request(server, 'POST', '/v1/contacts', { apiKey: workspace.apiKey, body: contact });
+
+    const response = await request(server, 'POST', '/v1/contacts', { apiKey: workspace.apiKey, body: contact });
+
+    expect(response.status).toBe(409);
+    expect(response.body.error.code).toBe('conflict');
+  });
+});
+
+describe('X-Request-Id', () => {
+  it('when the client sends none, then every response carries a fresh UUID', async () => {
+    const ok = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey });
+    const denied = await request(server, 'GET', '/v1/agents');
+    const missing = await request(server, 'GET', '/nowhere');
+
+    const ids = [ok, denied, missing].map((r) => r.headers.get('x-request-id'));
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set(ids).size).toBe(3);
+  });
+
+  it('when the client sends one, then it is echoed, on errors too', async () => {
+    const ok = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey, headers: { 'x-request-id': 'bot-42:run-7' } });
+    const denied = await request(server, 'GET', '/v1/agents', { headers: { 'x-request-id': 'bot-42:run-8' } });
+
+    expect(ok.headers.get('x-request-id')).toBe('bot-42:run-7');
+    expect(denied.headers.get('x-request-id')).toBe('bot-42:run-8');
+  });
+
+  it('when the client sends an unusable one, then a fresh id replaces it', async () => {
+    const response = await request(server, 'GET', '/healthz', { headers: { 'x-request-id': 'x'.repeat(129) } });
+
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('service endpoints', () => {
+  it('when /healthz is asked, then the process answers ok without a key', async () => {
+    const response = await request(server, 'GET', '/healthz');
+
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ status: 'ok' });
+  });
+
+  it('when the database is up, then /readyz answers 200', async () => {
+    const response = await request(server, 'GET', '/readyz');
+
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ database: 'up' });
+  });
+
+  it('when the contract is asked for, then /openapi.json and /openapi.yaml serve openapi.yaml', async () => {
+    const json = await request(server, 'GET', '/openapi.json');
+    const yaml = await fetch(`${server.baseUrl}/openapi.yaml`);
+
+    expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(json.body).toEqual(parse(specYaml));
+    expect(await yaml.text()).toBe(specYaml);
+  });
+
+  it('when /docs is asked for, then the reference page and its assets come from this server', async () => {
+    const page = await fetch(`${server.baseUrl}/docs`);
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="(\/[^"]+)"/g)].map((m) => m[1]!);
+
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(html).not.toMatch(/https?:\/\//);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const asset of assets) expect((await fetch(`${server.baseUrl}${asset}`)).status, asset).toBe(200);
+  });
+});
+
+describe('when the database is broken', () => {
+  it('when a query fails unexpectedly, then 500 internal_error without SQL or stack', async () => {
+    // A real database with no tables: the key lookup fails with "relation does not exist".
+    const empty = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+    const broken = await startServer({ db: empty, redisUrl: false });
+    try {
+      const response = await request(broken, 'GET', '/v1/agents', { apiKey: workspace.apiKey });
+
+      expect(response.status).toBe(500);
+      expect(response.body).toEqual(
+        error('internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.'),
+      );
+    } finally {
+      await broken.close();
+      await empty.destroy();
+    }
+  });
+
+  it('when the database is unreachable, then /readyz and the API answer 503', async () => {
+    const unreachable = createDatabase({ databaseUrl: 'postgres://root@127.0.0.1:1/none', pgliteDir: 'memory://' });
+    const down = await startServer({ db: unreachable, redisUrl: false });
+    try {
+      const ready = await request(down, 'GET', '/readyz');
+      const api = await request(down, 'GET', '/v1/agents', { apiKey: workspace.apiKey });
+
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: 'unavailable', database: 'down', redis: 'not_configured' });
+      expect(api.status).toBe(503);
+      expect(api.body).toEqual(error('service_unavailable', 'The service is temporarily unavailable; retry later.'));
+    } finally {
+      await down.close();
+      await unreachable.destroy();
+    }
+  });
+});
