@@ -5,13 +5,16 @@ import { migrateToLatest } from '../src/db/migrate.js';
 
 export class UsageError extends Error {}
 
-/** Runs a command against the configured database (migrated first) and prints its result as JSON. */
-export async function runCommand(run: (db: Db) => Promise<unknown>): Promise<void> {
+/**
+ * Runs a command against the configured database and prints its result as JSON. Pending
+ * migrations are applied first unless the command is the migration itself.
+ */
+export async function runCommand(run: (db: Db) => Promise<unknown>, options: { migrateFirst?: boolean } = {}): Promise<void> {
   let db: Db | undefined;
   try {
     const config = loadConfig();
     db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 2 });
-    await migrateToLatest(db);
+    if (options.migrateFirst !== false) await migrateToLatest(db);
     const result = await run(db);
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } catch (err) {

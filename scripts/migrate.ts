@@ -2,4 +2,4 @@
 import { migrateToLatest } from '../src/db/migrate.js';
 import { runCommand } from './cli.js';
 
-await runCommand(async (db) => ({ applied: await migrateToLatest(db) }));
+await runCommand(async (db) => ({ applied: await migrateToLatest(db) }), { migrateFirst: false });
