@@ -387,7 +387,10 @@ export interface components {
             id: components["schemas"]["Uuid"];
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The agent assigned to the thread; null when none is.
+             */
             agentId: string | null;
             status: components["schemas"]["ThreadStatus"];
             npsScore: number | null;
