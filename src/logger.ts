@@ -1,13 +1,15 @@
 // JSON logs with pino; each request logs through a child that carries its request id.
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
-export function createLogger(level: string): Logger {
-  return pino({
+/** A JSON logger at `level`, writing to stdout unless given another destination (tests capture lines). */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { pid: process.pid },
     // Belt and braces: nothing logs headers, but if one ever does, the key stays out.
     redact: ['req.headers.authorization', 'headers.authorization', 'authorization', 'apiKey'],
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

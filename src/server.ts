@@ -67,22 +67,50 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
+/**
+ * Forks the workers and keeps them running. A worker that dies is replaced, after a growing pause
+ * while replacements keep dying before they listen; but if no worker ever started listening (port
+ * taken, database unreachable), the service exits 1 like a single process would, rather than
+ * forking forever.
+ */
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
   const db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 1 });
   const applied = await migrateToLatest(db);
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   await db.destroy();
-  for (let i = 0; i < config.webConcurrency; i++) cluster.fork();
   let stopping = false;
-  cluster.on('exit', (worker, code) => {
-    if (stopping) return;
-    logger.error({ workerPid: worker.process.pid, code }, 'worker exited; starting another');
-    cluster.fork();
-  });
+  let started = false;
+  let restartDelayMs = 0;
+  const listened = new Set<number>();
+  const restarts = new Set<NodeJS.Timeout>();
   const stop = () => {
     stopping = true;
+    for (const timer of restarts) clearTimeout(timer);
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
   };
+  cluster.on('listening', (worker) => {
+    started = true;
+    listened.add(worker.id);
+    restartDelayMs = 0;
+  });
+  cluster.on('exit', (worker, code, signal) => {
+    const diedListening = listened.delete(worker.id);
+    if (stopping) return;
+    if (!started) {
+      logger.error({ workerPid: worker.process.pid, code, signal }, 'a worker failed to start; stopping');
+      process.exitCode = 1;
+      stop();
+      return;
+    }
+    restartDelayMs = diedListening ? 0 : Math.min(Math.max(restartDelayMs * 2, 1_000), 30_000);
+    logger.error({ workerPid: worker.process.pid, code, signal, restartInMs: restartDelayMs }, 'worker exited; starting another');
+    const timer = setTimeout(() => {
+      restarts.delete(timer);
+      cluster.fork();
+    }, restartDelayMs);
+    restarts.add(timer);
+  });
+  for (let i = 0; i < config.webConcurrency; i++) cluster.fork();
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 }

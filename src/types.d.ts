@@ -1,4 +1,5 @@
 // What the middleware adds to Express' request.
+import type { OpenApiRequestMetadata } from 'express-openapi-validator/dist/framework/types.js';
 import type { Logger } from 'pino';
 import type { Operation } from './contract.js';
 import type { AuthContext } from './middleware/authenticate.js';
@@ -9,5 +10,7 @@ declare module 'express-serve-static-core' {
     log: Logger;
     operation?: Operation;
     auth?: AuthContext;
+    /** Set by express-openapi-validator: the matched operation and its path parameters. */
+    openapi?: OpenApiRequestMetadata;
   }
 }

@@ -1,7 +1,11 @@
-// Agents: list (status filter), get, create, patch, delete.
+// Agents: list (status filter, order, pagination), get, create, patch, delete.
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildAgent, createWorkspace, ISO_MS, UUID } from './helpers/api.js';
+import type { components } from '../generated/api.js';
+import { buildAgent, buildContact, createWorkspace, ISO_MS, UUID, type TestWorkspace } from './helpers/api.js';
 import { startServer, type TestServer } from './helpers/server.js';
+
+type Agent = components['schemas']['Agent'];
 
 let server: TestServer;
 beforeAll(async () => {
@@ -10,6 +14,37 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close();
 });
+
+const MISSING_ID = '01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f';
+const AGENT_NOT_FOUND = { error: { code: 'not_found', message: 'Agent not found.' } };
+
+async function createAgents(ws: TestWorkspace, count: number): Promise<Agent[]> {
+  const agents: Agent[] = [];
+  for (let i = 1; i <= count; i++) {
+    const { data } = await ws.api.POST('/agents', { body: buildAgent({ name: `Agent ${String(i).padStart(3, '0')}` }) });
+    agents.push(data!);
+  }
+  return agents;
+}
+
+async function storedAgents(workspaceId: string) {
+  return server.db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId).orderBy('id').execute();
+}
+
+/** Sets a row's created_at, which the API never changes: how a test arranges equal timestamps. */
+async function backdate(id: string, createdAt: Date): Promise<void> {
+  await sql`update agents set created_at = ${createdAt} where id = ${id}`.execute(server.db);
+}
+
+/** Sets a status in the table: list tests arrange it there, so they do not depend on PATCH. */
+async function setStatus(id: string, status: Agent['status']): Promise<void> {
+  await server.db.updateTable('agents').set({ status }).where('id', '=', id).execute();
+}
+
+/** Resolves once the clock has passed `iso`, so a later write gets a later timestamp. */
+async function afterMillisecond(iso: string): Promise<void> {
+  while (Date.now() <= Date.parse(iso)) await new Promise((resolve) => setTimeout(resolve, 2));
+}
 
 describe('POST /agents', () => {
   it('when the body is valid, then it answers 201 with an active agent and stores it', async () => {
@@ -28,5 +63,324 @@ describe('POST /agents', () => {
     });
     const row = await server.db.selectFrom('agents').selectAll().where('id', '=', data!.id).executeTakeFirstOrThrow();
     expect(row).toMatchObject({ workspace_id: workspaceId, name: body.name, status: 'active', model: body.model });
+  });
+
+  it('when two agents are created, then each gets its own id and both are stored in the workspace', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+
+    const first = await api.POST('/agents', { body: buildAgent({ name: 'Primeira' }) });
+    const second = await api.POST('/agents', { body: buildAgent({ name: 'Segunda' }) });
+
+    expect([first.response.status, second.response.status]).toEqual([201, 201]);
+    expect(second.data!.id).not.toBe(first.data!.id);
+    const rows = await storedAgents(workspaceId);
+    expect(rows.map((r) => [r.id, r.name, r.status])).toEqual([
+      [first.data!.id, 'Primeira', 'active'],
+      [second.data!.id, 'Segunda', 'active'],
+    ]);
+  });
+});
+
+describe('GET /agents/{id}', () => {
+  it('when the agent exists, then it answers 200 with the agent', async () => {
+    const { api } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+
+    const { data, response } = await api.GET('/agents/{id}', { params: { path: { id: created!.id } } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual(created);
+  });
+
+  it('when no agent has the id, then it answers 404 not_found', async () => {
+    const { api } = await createWorkspace(server);
+
+    const { error, response } = await api.GET('/agents/{id}', { params: { path: { id: MISSING_ID } } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+  });
+
+  it('when the agent belongs to another workspace, then it answers 404 not_found', async () => {
+    const other = await createWorkspace(server);
+    const { data: foreign } = await other.api.POST('/agents', { body: buildAgent() });
+    const { api } = await createWorkspace(server);
+
+    const { error, response } = await api.GET('/agents/{id}', { params: { path: { id: foreign!.id } } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+  });
+});
+
+describe('GET /agents', () => {
+  it('when the workspace has agents, then it lists them oldest first with the default pagination', async () => {
+    const ws = await createWorkspace(server);
+    const agents = await createAgents(ws, 3);
+    const other = await createWorkspace(server);
+    await createAgents(other, 2);
+
+    const { data, response } = await ws.api.GET('/agents');
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ data: agents, pagination: { total: 3, page: 1, limit: 20 } });
+  });
+
+  it('when the workspace has no agents, then it answers an empty page with total 0', async () => {
+    const { api } = await createWorkspace(server);
+
+    const { data, response } = await api.GET('/agents');
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ data: [], pagination: { total: 0, page: 1, limit: 20 } });
+  });
+
+  it('when filtered by status, then it lists only the agents in that status, with their own total', async () => {
+    const ws = await createWorkspace(server);
+    const [first, second, third] = await createAgents(ws, 3);
+    await setStatus(second!.id, 'inactive');
+    const paused = { ...second, status: 'inactive' };
+
+    const inactive = await ws.api.GET('/agents', { params: { query: { status: 'inactive' } } });
+    const active = await ws.api.GET('/agents', { params: { query: { status: 'active' } } });
+
+    expect(inactive.response.status).toBe(200);
+    expect(inactive.data).toEqual({ data: [paused], pagination: { total: 1, page: 1, limit: 20 } });
+    expect(active.response.status).toBe(200);
+    expect(active.data).toEqual({ data: [first, third], pagination: { total: 2, page: 1, limit: 20 } });
+  });
+
+  it('when agents share a createdAt, then they are ordered by createdAt and then by id', async () => {
+    const ws = await createWorkspace(server);
+    const [a, b, c, d] = await createAgents(ws, 4);
+    const tied = new Date('2026-01-10T12:00:00.000Z');
+    const later = new Date('2026-01-10T12:00:01.000Z');
+    // Rewritten in reverse id order, so neither insertion nor physical order matches the expected one.
+    for (const agent of [d!, c!, b!]) await backdate(agent.id, tied);
+    await backdate(a!.id, later);
+
+    const { data, response } = await ws.api.GET('/agents');
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({
+      data: [b, c, d, a].map((agent) => ({ ...agent, createdAt: (agent === a ? later : tied).toISOString() })),
+      pagination: { total: 4, page: 1, limit: 20 },
+    });
+  });
+
+  it('when page 2 of 3 is asked for, then it answers the middle records in stable order', async () => {
+    const ws = await createWorkspace(server);
+    const agents = await createAgents(ws, 7);
+
+    const { data, response } = await ws.api.GET('/agents', { params: { query: { page: 2, limit: 3 } } });
+    const last = await ws.api.GET('/agents', { params: { query: { page: 3, limit: 3 } } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ data: agents.slice(3, 6), pagination: { total: 7, page: 2, limit: 3 } });
+    expect(last.data).toEqual({ data: agents.slice(6), pagination: { total: 7, page: 3, limit: 3 } });
+  });
+
+  it('when the page is past the last one, then data is empty and total is exact', async () => {
+    const ws = await createWorkspace(server);
+    await createAgents(ws, 3);
+
+    const { data, response } = await ws.api.GET('/agents', { params: { query: { page: 3, limit: 2 } } });
+    const far = await ws.api.GET('/agents', { params: { query: { page: 1_000_000, limit: 100 } } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ data: [], pagination: { total: 3, page: 3, limit: 2 } });
+    expect(far.data).toEqual({ data: [], pagination: { total: 3, page: 1_000_000, limit: 100 } });
+  });
+
+  it('when the page is past the last one of a status filter, then total counts only that status', async () => {
+    const ws = await createWorkspace(server);
+    const [first] = await createAgents(ws, 3);
+    await setStatus(first!.id, 'inactive');
+
+    const { data, response } = await ws.api.GET('/agents', { params: { query: { status: 'active', page: 2, limit: 5 } } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ data: [], pagination: { total: 2, page: 2, limit: 5 } });
+  });
+
+  it('when limit is 1, then each page holds exactly one agent, in order', async () => {
+    const ws = await createWorkspace(server);
+    const agents = await createAgents(ws, 3);
+
+    const pages = [];
+    for (const page of [1, 2, 3]) pages.push((await ws.api.GET('/agents', { params: { query: { page, limit: 1 } } })).data);
+
+    expect(pages).toEqual(agents.map((agent, i) => ({ data: [agent], pagination: { total: 3, page: i + 1, limit: 1 } })));
+  });
+
+  it('when limit is 100 and there are 101 agents, then page 1 holds 100 and page 2 the last one', async () => {
+    const ws = await createWorkspace(server);
+    const agents = await createAgents(ws, 101);
+
+    const first = await ws.api.GET('/agents', { params: { query: { limit: 100 } } });
+    const second = await ws.api.GET('/agents', { params: { query: { page: 2, limit: 100 } } });
+
+    expect(first.response.status).toBe(200);
+    expect(first.data).toEqual({ data: agents.slice(0, 100), pagination: { total: 101, page: 1, limit: 100 } });
+    expect(second.data).toEqual({ data: agents.slice(100), pagination: { total: 101, page: 2, limit: 100 } });
+  });
+});
+
+describe('PATCH /agents/{id}', () => {
+  it('when every field is changed, then it answers 200 with them, updatedAt moves and createdAt does not', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    await afterMillisecond(created!.updatedAt);
+    const body = { name: 'Bruno Vendas', instructions: 'Ofereça o catálogo novo.', model: 'gpt-4o', status: 'inactive' as const };
+
+    const { data, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ ...created, ...body, updatedAt: expect.stringMatching(ISO_MS) });
+    expect(Date.parse(data!.updatedAt)).toBeGreaterThan(Date.parse(created!.updatedAt));
+    const [row] = await storedAgents(workspaceId);
+    expect(row).toEqual({
+      workspace_id: workspaceId,
+      id: created!.id,
+      name: body.name,
+      status: 'inactive',
+      instructions: body.instructions,
+      model: body.model,
+      created_at: new Date(created!.createdAt),
+      updated_at: new Date(data!.updatedAt),
+    });
+  });
+
+  it.each([
+    ['name', { name: 'Carla Suporte' }],
+    ['instructions', { instructions: 'Responda em inglês.' }],
+    ['model', { model: 'claude-haiku' }],
+    ['status', { status: 'inactive' as const }],
+  ])('when only %s is sent, then only it changes and the other fields keep their value', async (_field, body) => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    await afterMillisecond(created!.updatedAt);
+
+    const { data, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ ...created, ...body, updatedAt: expect.stringMatching(ISO_MS) });
+    expect(Date.parse(data!.updatedAt)).toBeGreaterThan(Date.parse(created!.updatedAt));
+    const { data: fetched } = await api.GET('/agents/{id}', { params: { path: { id: created!.id } } });
+    expect(fetched).toEqual(data);
+    expect(await storedAgents(workspaceId)).toHaveLength(1);
+  });
+
+  it('when an inactive agent is set active again, then it answers 200 with status active', async () => {
+    const { api } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body: { status: 'inactive' } });
+
+    const { data, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body: { status: 'active' } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ ...created, status: 'active', updatedAt: expect.stringMatching(ISO_MS) });
+  });
+
+  it('when the body is empty {}, then it answers 400 validation_error and changes nothing', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    const before = await storedAgents(workspaceId);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body: {} });
+
+    expect(response.status).toBe(400);
+    expect(error).toEqual({
+      error: {
+        code: 'validation_error',
+        message: 'The request does not match the contract.',
+        details: [{ path: '/body', message: 'must NOT have fewer than 1 properties' }],
+      },
+    });
+    expect(await storedAgents(workspaceId)).toEqual(before);
+  });
+
+  it('when no agent has the id, then it answers 404 not_found and stores nothing', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: MISSING_ID } }, body: { name: 'Nova' } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+    expect(await storedAgents(workspaceId)).toEqual([]);
+  });
+
+  it('when the agent belongs to another workspace, then it answers 404 and the agent is unchanged', async () => {
+    const other = await createWorkspace(server);
+    const { data: foreign } = await other.api.POST('/agents', { body: buildAgent() });
+    const before = await storedAgents(other.workspaceId);
+    const { api } = await createWorkspace(server);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: foreign!.id } }, body: { status: 'inactive' } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+    expect(await storedAgents(other.workspaceId)).toEqual(before);
+  });
+});
+
+describe('DELETE /agents/{id}', () => {
+  it('when the agent exists, then it answers 204 without a body and the agent is gone', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: kept } = await api.POST('/agents', { body: buildAgent({ name: 'Fica' }) });
+    const { data: created } = await api.POST('/agents', { body: buildAgent({ name: 'Sai' }) });
+
+    const { data, response } = await api.DELETE('/agents/{id}', { params: { path: { id: created!.id } } });
+
+    expect(response.status).toBe(204);
+    expect(data).toBeUndefined();
+    expect(await response.text()).toBe('');
+    const after = await api.GET('/agents/{id}', { params: { path: { id: created!.id } } });
+    expect(after.response.status).toBe(404);
+    expect(after.error).toEqual(AGENT_NOT_FOUND);
+    expect((await storedAgents(workspaceId)).map((r) => r.id)).toEqual([kept!.id]);
+  });
+
+  it('when the agent was already deleted, then a second delete answers 404 not_found', async () => {
+    const { api } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    await api.DELETE('/agents/{id}', { params: { path: { id: created!.id } } });
+
+    const { error, response } = await api.DELETE('/agents/{id}', { params: { path: { id: created!.id } } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+  });
+
+  it('when a thread is assigned to the agent, then the thread keeps existing with agentId null', async () => {
+    const { api, workspaceId, channels } = await createWorkspace(server);
+    const { data: agent } = await api.POST('/agents', { body: buildAgent() });
+    const { data: contact } = await api.POST('/contacts', { body: buildContact() });
+    const { data: thread } = await api.POST('/threads', {
+      body: { contactId: contact!.id, channelId: channels[0]!.id, agentId: agent!.id },
+    });
+    expect(thread!.agentId).toBe(agent!.id);
+
+    const { response } = await api.DELETE('/agents/{id}', { params: { path: { id: agent!.id } } });
+
+    expect(response.status).toBe(204);
+    const { data: after } = await api.GET('/threads/{id}', { params: { path: { id: thread!.id } } });
+    expect(after).toEqual({ ...thread, agentId: null });
+    const rows = await server.db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ id: thread!.id, agent_id: null, contact_id: contact!.id, status: 'open' });
+    expect(await storedAgents(workspaceId)).toEqual([]);
+  });
+
+  it('when the agent belongs to another workspace, then it answers 404 and the agent stays', async () => {
+    const other = await createWorkspace(server);
+    const { data: foreign } = await other.api.POST('/agents', { body: buildAgent() });
+    const { api } = await createWorkspace(server);
+
+    const { error, response } = await api.DELETE('/agents/{id}', { params: { path: { id: foreign!.id } } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+    expect((await storedAgents(other.workspaceId)).map((r) => r.id)).toEqual([foreign!.id]);
   });
 });

@@ -3,7 +3,8 @@
 import express, { type RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 
-const parseJson = express.json({ limit: '1mb', strict: true, type: 'application/json' });
+// Not strict: a JSON scalar is valid JSON that breaks the contract (400 validation_error), not broken JSON.
+const parseJson = express.json({ limit: '1mb', strict: false, type: 'application/json' });
 
 export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();

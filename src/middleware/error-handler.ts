@@ -98,6 +98,11 @@ function fromDatabase(err: DatabaseError): ApiError | undefined {
 /** Maps any thrown value to the ApiError the client sees. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof URIError) {
+    return new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: '/params', message: 'is not a valid percent-encoded value' },
+    ]);
+  }
   if (typeof err === 'object' && err !== null) {
     if (typeof (err as BodyParserError).type === 'string') {
       const mapped = fromBodyParser(err as BodyParserError);

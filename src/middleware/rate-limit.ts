@@ -1,7 +1,8 @@
 // Rate limits (DECISIONS §3.3): per API key and plan in a fixed window, counted in Redis when it is
 // configured (one count across every instance) and in process otherwise; and a limit on failed
 // authentications per client IP. Both fail open when Redis is down. Created once, at start-up.
-import { MemoryStore, rateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
+import { createHash } from 'node:crypto';
+import { ipKeyGenerator, MemoryStore, rateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import { RedisStore } from 'rate-limit-redis';
 import type { Config } from '../config.js';
@@ -12,36 +13,42 @@ import type { Logger } from '../logger.js';
 export const PLAN_LIMITS: Record<Exclude<Plan, 'enterprise'>, number> = { free: 60, pro: 300 };
 
 const MAX_BLOCKED_IPS = 10_000;
+/** An IPv6 client is counted by its /56, as express-rate-limit does: one host holds a whole /64 or more. */
+const IPV6_SUBNET = 56;
+
+/**
+ * Runs the store's Lua scripts with no script-loading state that can get stuck. rate-limit-redis
+ * sends SCRIPT LOAD in init() and awaits that outcome on every request: a load that failed (Redis
+ * down or still connecting) or merely timed out (the event loop busy building the app right after
+ * the load was sent) makes every request fail open until something loads the scripts again. So
+ * SCRIPT LOAD is answered here with the script's SHA1 (what Redis would answer), EVALSHA runs it in
+ * one round trip, and a Redis that does not know the script (new, restarted, flushed) gets it once
+ * through EVAL.
+ */
+function redisCommands(redis: Redis): (command: string, ...args: string[]) => Promise<unknown> {
+  const scripts = new Map<string, string>();
+  return async (command, ...args) => {
+    const name = command.toUpperCase();
+    if (name === 'SCRIPT' && args[0]?.toUpperCase() === 'LOAD' && args[1] !== undefined) {
+      const sha = createHash('sha1').update(args[1]).digest('hex');
+      scripts.set(sha, args[1]);
+      return sha;
+    }
+    if (name === 'EVALSHA' && args[0] !== undefined && scripts.has(args[0])) {
+      try {
+        return await redis.call(command, ...args);
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+        return redis.call('EVAL', scripts.get(args[0])!, ...args.slice(1));
+      }
+    }
+    return redis.call(command, ...args);
+  };
+}
 
 function createStore(redis: Redis | undefined, prefix: string): Store {
   if (!redis) return new MemoryStore();
-  return new RedisStore({
-    prefix,
-    sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never,
-  });
-}
-
-/**
- * The store loads its Lua scripts in init() and keeps a failed load for good, which would leave
- * limits off after Redis was down (or merely still connecting) at start-up. So load them again
- * whenever Redis becomes ready, and retry a load that fails while it is ready.
- */
-function keepScriptsLoaded(store: Store, redis: Redis | undefined): void {
-  if (!redis || !(store instanceof RedisStore)) return;
-  const load = (): void => {
-    const increment = store.loadIncrementScript();
-    const get = store.loadGetScript();
-    store.incrementScriptSha = increment;
-    store.getScriptSha = get;
-    Promise.all([increment, get]).catch(() => {
-      if (redis.status === 'ready') setTimeout(load, 1_000).unref();
-    });
-  };
-  // Whatever init() started: its awaiters see its outcome; it must not become an unhandled rejection.
-  store.incrementScriptSha?.catch(() => {});
-  store.getScriptSha?.catch(() => {});
-  redis.on('ready', load);
-  if (redis.status === 'ready') load();
+  return new RedisStore({ prefix, sendCommand: redisCommands(redis) as never });
 }
 
 const seconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1000));
@@ -58,25 +65,27 @@ export class FailedAuthLimiter {
 
   /** A 429 while the IP is blocked (checked in process: no Redis round trip on the hot path). */
   check(ip: string): ApiError | undefined {
-    const until = this.blockedUntil.get(ip);
+    const client = ipKeyGenerator(ip, IPV6_SUBNET);
+    const until = this.blockedUntil.get(client);
     if (until === undefined) return undefined;
     if (until > Date.now()) return this.tooMany(until);
-    this.blockedUntil.delete(ip);
+    this.blockedUntil.delete(client);
     return undefined;
   }
 
   /** Counts one failure; a 429 when it crosses the limit, undefined otherwise (and on store errors). */
   async recordFailure(ip: string): Promise<ApiError | undefined> {
+    const client = ipKeyGenerator(ip, IPV6_SUBNET);
     let hits;
     try {
-      hits = await this.store.increment(ip);
+      hits = await this.store.increment(client);
     } catch {
       return undefined;
     }
     if (hits.totalHits <= this.limit) return undefined;
     const until = hits.resetTime?.getTime() ?? Date.now() + this.windowMs;
     if (this.blockedUntil.size >= MAX_BLOCKED_IPS) this.blockedUntil.clear();
-    this.blockedUntil.set(ip, until);
+    this.blockedUntil.set(client, until);
     return this.tooMany(until);
   }
 
@@ -126,8 +135,6 @@ export function createRateLimits({ config, redis, logger }: { config: Config; re
 
   const failedAuthStore = createStore(redis, `${config.redisPrefix}rl:authfail:`);
   Promise.resolve(failedAuthStore.init?.({ windowMs } as Options)).catch(() => {});
-  keepScriptsLoaded(keyStore, redis);
-  keepScriptsLoaded(failedAuthStore, redis);
   const failedAuth = new FailedAuthLimiter(failedAuthStore, config.failedAuthLimit, windowMs);
 
   return { perKey, failedAuth };

@@ -42,7 +42,8 @@ export function dispatch(handlers: Handlers, db: Db): RequestHandler {
     const reply = await handler({
       auth: req.auth!,
       db,
-      params: req.params as never,
+      // The validator's match: Express resets req.params between the layers of app.use('/v1', ...).
+      params: req.openapi?.pathParams as never,
       query: req.query as never,
       body: req.body,
       log: req.log,

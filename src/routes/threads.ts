@@ -1,8 +1,19 @@
 // Handlers of the Threads operations, NPS included.
 import * as threads from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
-import { npsStats } from '../services/nps.js';
+import { EARLIEST_INSTANT, instantToDate, instantToIso, npsStats, parseInstant } from '../services/nps.js';
 import { paging, type Handlers } from './handler.js';
+
+const invalid = (path: string, message: string): ApiError =>
+  new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path, message }]);
+
+/** A date-time of the request in microseconds since the epoch, or the 400 its field deserves. */
+function instantOf(text: string, path: string): bigint {
+  const instant = parseInstant(text);
+  if (instant === undefined) throw invalid(path, 'must match format "date-time"');
+  if (instant < EARLIEST_INSTANT) throw invalid(path, 'must not be before year 0001');
+  return instant;
+}
 
 export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'createThread' | 'registerNps' | 'getNpsStats'> = {
   async listThreads({ db, auth, query }) {
@@ -27,12 +38,8 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
   },
 
   async registerNps({ db, auth, params, body }) {
-    const answeredAt = body.answeredAt === undefined ? new Date() : new Date(body.answeredAt);
-    if (answeredAt.getTime() > Date.now()) {
-      throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-        { path: '/body/answeredAt', message: 'must not be in the future' },
-      ]);
-    }
+    const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(instantOf(body.answeredAt, '/body/answeredAt'));
+    if (answeredAt.getTime() > Date.now()) throw invalid('/body/answeredAt', 'must not be in the future');
     const thread = await threads.setNpsAnswer(db, auth.workspaceId, params.id, body.score, answeredAt);
     if (thread) return { status: 201, body: thread };
     if (!(await threads.threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
@@ -43,12 +50,10 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
     if (query.workspaceId.toLowerCase() !== auth.workspaceId) {
       throw new ApiError(403, 'forbidden', 'This API key cannot read another workspace.');
     }
-    if (Date.parse(query.dateFrom) > Date.parse(query.dateTo)) {
-      throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-        { path: '/query/dateFrom', message: 'must not be after dateTo' },
-      ]);
-    }
-    const counts = await threads.countNpsAnswers(db, auth.workspaceId, query.dateFrom, query.dateTo);
+    const from = instantOf(query.dateFrom, '/query/dateFrom');
+    const to = instantOf(query.dateTo, '/query/dateTo');
+    if (from > to) throw invalid('/query/dateFrom', 'must not be after dateTo');
+    const counts = await threads.countNpsAnswers(db, auth.workspaceId, instantToIso(from), instantToIso(to));
     return { status: 200, body: npsStats(counts) };
   },
 };

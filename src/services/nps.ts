@@ -1,4 +1,4 @@
-// NPS arithmetic (DECISIONS §6), pure so it is tested without HTTP.
+// NPS arithmetic (DECISIONS §6) and the reading of its timestamps, pure so they are tested without HTTP.
 import type { components } from '../../generated/api.js';
 import type { NpsCounts } from '../db/threads.js';
 
@@ -12,10 +12,47 @@ export function npsScore(promotores: number, detratores: number, total: number):
   if (total === 0) return null;
   const numerator = 100 * (promotores - detratores);
   const magnitude = Math.floor((2 * Math.abs(numerator) + total) / (2 * total));
-  return numerator < 0 ? -magnitude : magnitude;
+  return numerator < 0 && magnitude > 0 ? -magnitude : magnitude;
 }
 
 export function npsStats(counts: NpsCounts): NpsStats {
   const total = counts.promotores + counts.neutros + counts.detratores;
   return { ...counts, total, npsScore: npsScore(counts.promotores, counts.detratores, total) };
+}
+
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|([+-])(\d{2})(?::?(\d{2}))?)$/i;
+
+/**
+ * Reads a date-time the contract accepted: RFC 3339 as ajv-formats checks it, so hour-only offsets
+ * (`-03`), a leap second (`23:59:60`, read as the next second, as PostgreSQL does) and any number
+ * of fraction digits, all of which `Date.parse` gets wrong (NaN, or milliseconds only). Answers
+ * microseconds since the epoch (PostgreSQL's precision; further digits are dropped), or undefined
+ * for text that is not a date-time.
+ */
+export function parseInstant(text: string): bigint | undefined {
+  const match = DATE_TIME.exec(text);
+  if (!match) return undefined;
+  const [, year, month, day, hour, minute, second, fraction = '', sign, offsetHours = '0', offsetMinutes = '0'] = match;
+  const date = new Date(0);
+  date.setUTCFullYear(Number(year), Number(month) - 1, Number(day));
+  date.setUTCHours(Number(hour), Number(minute), Number(second), 0);
+  const offset = (sign === '-' ? -1n : 1n) * BigInt(Number(offsetHours) * 60 + Number(offsetMinutes));
+  const subMillisecondMicros = BigInt(fraction.padEnd(6, '0').slice(0, 6));
+  return (BigInt(date.getTime()) - offset * 60_000n) * 1000n + subMillisecondMicros;
+}
+
+/** 0001-01-01T00:00:00Z: earlier instants are not stored (PostgreSQL reads year 0000 as out of range). */
+export const EARLIEST_INSTANT = parseInstant('0001-01-01T00:00:00Z')!;
+
+/** The instant as a Date, to the millisecond. */
+export function instantToDate(micros: bigint): Date {
+  const millis = micros / 1000n - (micros % 1000n < 0n ? 1n : 0n);
+  return new Date(Number(millis));
+}
+
+/** The instant as ISO 8601 UTC with microseconds, which PostgreSQL reads exactly. */
+export function instantToIso(micros: bigint): string {
+  const date = instantToDate(micros);
+  const extraMicros = micros - BigInt(date.getTime()) * 1000n;
+  return `${date.toISOString().replace(/^\+0*/, '').slice(0, -1)}${extraMicros.toString().padStart(3, '0')}Z`;
 }
