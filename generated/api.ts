@@ -963,7 +963,7 @@ export interface operations {
                  * @example silva
                  */
                 q?: string;
-                /** @description Only the contact with this phone (E.164). */
+                /** @description Only the contact with this phone (E.164; send the `+` as `%2B`, a bare `+` in a query string reads as a space). */
                 phone?: components["schemas"]["Phone"];
                 /**
                  * @description Only contacts with this e-mail address (case-insensitive).

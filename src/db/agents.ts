@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { AgentRow } from './schema.js';
-import { pageOf, totalCount, type Page } from './pagination.js';
+import { listPage, type Page } from './pagination.js';
 
 export type Agent = components['schemas']['Agent'];
 type AgentCreate = components['schemas']['AgentCreate'];
@@ -30,15 +30,7 @@ export async function listAgents(
 ): Promise<Page<Agent>> {
   let base = db.selectFrom('agents').where('workspace_id', '=', workspaceId);
   if (filter.status) base = base.where('status', '=', filter.status);
-  const rows = await base
-    .selectAll()
-    .select(totalCount())
-    .orderBy('created_at')
-    .orderBy('id')
-    .limit(limit)
-    .offset((page - 1) * limit)
-    .execute();
-  return pageOf(rows, agentRowToAgent, page, limit, base);
+  return listPage(base, { page, limit }, agentRowToAgent);
 }
 
 export async function getAgent(db: Db, workspaceId: string, id: string): Promise<Agent | undefined> {

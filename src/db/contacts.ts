@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ContactRow } from './schema.js';
-import { pageOf, totalCount, type Page } from './pagination.js';
+import { listPage, type Page } from './pagination.js';
 import { sql } from 'kysely';
 
 export type Contact = components['schemas']['Contact'];
@@ -36,15 +36,7 @@ export async function listContacts(db: Db, workspaceId: string, filter: ContactF
     const pattern = `%${likeEscape(filter.q)}%`;
     base = base.where((eb) => eb.or([eb('name', 'ilike', pattern), eb('phone', 'ilike', pattern), eb('email', 'ilike', pattern)]));
   }
-  const rows = await base
-    .selectAll()
-    .select(totalCount())
-    .orderBy('created_at')
-    .orderBy('id')
-    .limit(limit)
-    .offset((page - 1) * limit)
-    .execute();
-  return pageOf(rows, contactRowToContact, page, limit, base);
+  return listPage(base, { page, limit }, contactRowToContact);
 }
 
 export async function getContact(db: Db, workspaceId: string, id: string): Promise<Contact | undefined> {

@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { MessageRow } from './schema.js';
-import { pageOf, totalCount, type Page } from './pagination.js';
+import { listPage, type Page } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
 
@@ -70,13 +70,5 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
 
 export async function listThreadMessages(db: Db, workspaceId: string, threadId: string, page: number, limit: number): Promise<Page<Message>> {
   const base = db.selectFrom('messages').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId);
-  const rows = await base
-    .selectAll()
-    .select(totalCount())
-    .orderBy('created_at')
-    .orderBy('id')
-    .limit(limit)
-    .offset((page - 1) * limit)
-    .execute();
-  return pageOf(rows, messageRowToMessage, page, limit, base);
+  return listPage(base, { page, limit }, messageRowToMessage);
 }

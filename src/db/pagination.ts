@@ -8,21 +8,30 @@ export interface Page<T> {
   pagination: { total: number; page: number; limit: number };
 }
 
-/** `count(*) over ()`: the number of rows matching the query before LIMIT/OFFSET. */
-export const totalCount = () => sql<number>`(count(*) over ())::int`.as('total_count');
-
 export async function countRows<TB extends keyof Database>(query: SelectQueryBuilder<Database, TB, {}>): Promise<number> {
   const row = await query.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
   return row.n;
 }
 
-export async function pageOf<R extends { total_count: number }, T, TB extends keyof Database>(
-  rows: R[],
-  toApi: (row: R) => T,
-  page: number,
-  limit: number,
+/**
+ * The page of `base` (a filtered table) in the stable order of DECISIONS §5: created_at, then id,
+ * oldest first unless `newestFirst`; `toApi` maps each row to its API shape.
+ */
+export async function listPage<TB extends keyof Database, Row, T>(
   base: SelectQueryBuilder<Database, TB, {}>,
+  options: { page: number; limit: number; newestFirst?: boolean },
+  toApi: (row: Row) => T,
 ): Promise<Page<T>> {
+  const { page, limit } = options;
+  const direction = options.newestFirst ? 'desc' : 'asc';
+  const rows = (await base
+    .selectAll()
+    .select(sql<number>`(count(*) over ())::int`.as('total_count'))
+    .orderBy(sql.ref('created_at'), direction)
+    .orderBy(sql.ref('id'), direction)
+    .limit(limit)
+    .offset((page - 1) * limit)
+    .execute()) as Array<Row & { total_count: number }>;
   const total = rows[0]?.total_count ?? (page > 1 ? await countRows(base) : 0);
   return { data: rows.map(toApi), pagination: { total, page, limit } };
 }

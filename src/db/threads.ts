@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ThreadRow } from './schema.js';
-import { pageOf, totalCount, type Page } from './pagination.js';
+import { listPage, type Page } from './pagination.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -36,15 +36,7 @@ export async function listThreads(db: Db, workspaceId: string, filter: ThreadFil
   if (filter.contactId) base = base.where('contact_id', '=', filter.contactId);
   if (filter.channelId) base = base.where('channel_id', '=', filter.channelId);
   if (filter.agentId) base = base.where('agent_id', '=', filter.agentId);
-  const rows = await base
-    .selectAll()
-    .select(totalCount())
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(limit)
-    .offset((page - 1) * limit)
-    .execute();
-  return pageOf(rows, threadRowToThread, page, limit, base);
+  return listPage(base, { page, limit, newestFirst: true }, threadRowToThread);
 }
 
 export async function getThread(db: Db, workspaceId: string, id: string): Promise<Thread | undefined> {

@@ -21,7 +21,12 @@ async function readBody(response: Response): Promise<unknown> {
 
 /** The typed client for a key; every response it receives is checked against the contract. */
 export function clientFor(server: TestServer, apiKey?: string, headers?: Record<string, string>): SupportFunnelClient {
-  const client = createSupportFunnelClient({ baseUrl: `${server.baseUrl}/v1`, ...(apiKey && { apiKey }), ...(headers && { headers }) });
+  return checkedClient(`${server.baseUrl}/v1`, apiKey, headers);
+}
+
+/** The typed client for any base URL ending in /v1 (the mock, say); every response is checked against the contract. */
+export function checkedClient(baseUrl: string, apiKey?: string, headers?: Record<string, string>): SupportFunnelClient {
+  const client = createSupportFunnelClient({ baseUrl, ...(apiKey && { apiKey }), ...(headers && { headers }) });
   client.use({
     async onResponse({ request, response }) {
       checkResponse(request.method, request.url, response.status, response.headers, await readBody(response.clone()));

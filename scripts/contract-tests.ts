@@ -1,0 +1,331 @@
+// npm run test:contract: contract tests nobody here wrote. Portman turns openapi.yaml into a Postman
+// collection (test/contract/portman-config.json: documented statuses and response schemas, then
+// 401/403/404/409/415/422 and fuzzed-400 variations); newman runs it against the real server, started
+// here on a loopback port (DATABASE_URL and REDIS_URL when set, else PGlite in a temp dir), with an
+// enterprise key and seeded records. Any failed assertion, request or script fails the run, and
+// nothing is left behind. test/contract/README.md explains the config.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createSupportFunnelClient } from '../client/index.js';
+import pg from 'pg';
+import { contractOperations, specPath } from '../src/contract.js';
+import { createDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { provision, SCOPES, type Provisioned } from '../src/provisioning.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const portmanConfig = path.join(root, 'test/contract/portman-config.json');
+/** The PostgreSQL server of DATABASE_URL, in which each run works in a fresh database of its own. */
+const serverUrl = process.env.DATABASE_URL || undefined;
+let databaseUrl: string | undefined;
+const redisUrl = process.env.REDIS_URL || undefined;
+
+// ---- child processes: each in its own process group, all of it killed on the way out ----------
+
+const children = new Set<ChildProcess>();
+
+function start(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): ChildProcess {
+  const child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
+const running = (child: ChildProcess): boolean => child.exitCode === null && child.signalCode === null;
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid) process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** SIGTERM to the child's whole group, SIGKILL after `graceMs`; resolves once it has exited. */
+async function stop(child: ChildProcess, graceMs = 15_000): Promise<void> {
+  if (!running(child)) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  killGroup(child, 'SIGTERM');
+  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+  killGroup(child, 'SIGKILL'); // anything the child itself started and left behind
+}
+
+/** Scratch space of this run (collection, Portman's ./tmp, PGlite); removed on the way out. */
+const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'support-funnel-contract-'));
+
+process.on('exit', () => {
+  for (const child of children) killGroup(child, 'SIGKILL');
+  fs.rmSync(workDir, { recursive: true, force: true });
+});
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    process.stderr.write(`\ncontract tests: ${signal}, stopping\n`);
+    Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(130));
+  });
+}
+
+// ---- steps -------------------------------------------------------------------------------------
+
+/** Portman writes the collection; it works in `dir` (it keeps scratch files under ./tmp). */
+async function generateCollection(dir: string): Promise<Record<string, any>> {
+  const output = path.join(dir, 'collection.json');
+  const portman = start(
+    path.join(root, 'node_modules/.bin/portman'),
+    ['--local', specPath, '--portmanConfigFile', portmanConfig, '--output', output, '--includeTests', 'true', '--warn', 'true'],
+    { cwd: dir, env: { ...process.env, NO_COLOR: '1' } },
+  );
+  let log = '';
+  portman.stdout?.on('data', (chunk: Buffer) => (log += chunk.toString()));
+  portman.stderr?.on('data', (chunk: Buffer) => (log += chunk.toString()));
+  const timer = setTimeout(() => killGroup(portman, 'SIGKILL'), 300_000);
+  const code = await new Promise<number | null>((resolve) => portman.once('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  if (code !== 0 || !fs.existsSync(output)) throw new Error(`portman failed (exit ${code}):\n${log}`);
+  return JSON.parse(fs.readFileSync(output, 'utf8')) as Record<string, any>;
+}
+
+/** An enterprise key with every scope in a new workspace, made in this process before the server starts. */
+async function provisionKey(pgliteDir: string): Promise<Provisioned> {
+  const db = createDatabase({ databaseUrl, pgliteDir, poolSize: 1 });
+  try {
+    await migrateToLatest(db);
+    return await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Contract tests' });
+  } finally {
+    await db.destroy();
+  }
+}
+
+interface Server {
+  child: ChildProcess;
+  baseUrl: string;
+  /** Log lines at warn level or above. */
+  problems: string[];
+}
+
+/** `node --import tsx src/server.ts` on 127.0.0.1 and a port of the kernel's choosing. */
+async function startServer(pgliteDir: string): Promise<Server> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    // As shipped: the server does not validate its own responses, so the collection sees the wire.
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    LOG_LEVEL: 'info',
+    WEB_CONCURRENCY: '1',
+    // Counters of this run only, in the shared Redis.
+    REDIS_PREFIX: `sf-contract:${randomUUID()}:`,
+    // The collection's 401 variations fail authentication 32 times from one IP on purpose; the
+    // default 30 per minute would turn the last ones into 429s. The limit itself is tested in test/.
+    FAILED_AUTH_LIMIT: '100000',
+  };
+  if (!databaseUrl) env.PGLITE_DIR = pgliteDir;
+  const child = start(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env });
+  const problems: string[] = [];
+  let stderr = '';
+  let partial = '';
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the server did not start within 120 s:\n${stderr}`)), 120_000);
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        let entry: { level?: number; msg?: string; url?: string };
+        try {
+          entry = JSON.parse(line) as typeof entry;
+        } catch {
+          continue;
+        }
+        if ((entry.level ?? 0) >= 40) problems.push(line);
+        if (entry.msg === 'listening' && entry.url) {
+          clearTimeout(timer);
+          resolve(entry.url);
+        }
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the server exited (${code ?? signal}) before listening:\n${stderr}`));
+    });
+  });
+  return { child, baseUrl: `${baseUrl}/v1`, problems };
+}
+
+interface Seeded {
+  agentId: string;
+  agentToDeleteId: string;
+  contactId: string;
+  contactPhone: string;
+  threadId: string;
+}
+
+/** Records for the collection's path ids and bodies, made through the API itself. */
+async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
+  const api = createSupportFunnelClient({ baseUrl, apiKey: key.apiKey });
+  const whatsapp = key.channels.find((channel) => channel.type === 'whatsapp');
+  if (!whatsapp) throw new Error('the provisioned workspace has no WhatsApp channel');
+  const must = <T>(what: string, result: { data?: T; error?: unknown; response: Response }): T => {
+    if (result.data === undefined) throw new Error(`seeding ${what}: ${result.response.status} ${JSON.stringify(result.error)}`);
+    return result.data;
+  };
+  const agentBody = { name: 'Bruno Suporte', instructions: 'Atenda pedidos e trocas com cordialidade.', model: 'gpt-4o-mini' };
+  const agent = must('an agent', await api.POST('/agents', { body: agentBody }));
+  const doomed = must('an agent to delete', await api.POST('/agents', { body: { ...agentBody, name: 'Agente Temporário' } }));
+  // No e-mail: the contact then shows `email: null`, the 3.1 `type: [string, 'null']` case.
+  const phone = `+5521${String(Math.floor(Math.random() * 1e9)).padStart(9, '0')}`;
+  const contact = must('a contact', await api.POST('/contacts', { body: { name: 'João Pereira', phone } }));
+  const message = must(
+    'a message',
+    await api.POST('/messages', { body: { contactId: contact.id, channelId: whatsapp.id, content: 'Olá, João! Como podemos ajudar?' } }),
+  );
+  return { agentId: agent.id, agentToDeleteId: doomed.id, contactId: contact.id, contactPhone: phone, threadId: message.threadId };
+}
+
+// newman has no type declarations here; this is the part of its API the runner uses.
+interface NewmanFailure {
+  error: { name?: string; message?: string; test?: string };
+  source?: { name?: string; request?: { method?: string; url?: { toString(): string } } };
+  at?: string;
+}
+interface NewmanStat {
+  total: number;
+  failed: number;
+}
+interface NewmanSummary {
+  run: {
+    stats: Record<'requests' | 'assertions' | 'testScripts' | 'prerequestScripts' | 'items', NewmanStat>;
+    failures: NewmanFailure[];
+    executions: Array<{ item: { name: string }; response?: { code: number } }>;
+  };
+}
+type NewmanRun = (options: Record<string, unknown>, callback: (err: Error | null, summary: NewmanSummary) => void) => unknown;
+
+async function runNewman(collection: Record<string, any>, variables: Record<string, string>): Promise<NewmanSummary> {
+  const newman = createRequire(import.meta.url)('newman') as { run: NewmanRun };
+  return new Promise((resolve, reject) => {
+    newman.run(
+      {
+        collection,
+        environment: { name: 'contract tests', values: Object.entries(variables).map(([key, value]) => ({ key, value, type: 'default', enabled: true })) },
+        reporters: ['cli'],
+        reporter: { cli: { noSummary: false } },
+        timeout: 900_000,
+        timeoutRequest: 60_000,
+        ignoreRedirects: true,
+      },
+      (err, summary) => (err ? reject(err) : resolve(summary)),
+    );
+  });
+}
+
+/** Operations of the contract that no request of the collection exercises (by method and path). */
+function uncovered(collection: Record<string, any>): string[] {
+  const seen = new Set<string>();
+  const walk = (items: any[]): void => {
+    for (const item of items) {
+      if (item.item) walk(item.item);
+      else seen.add(`${String(item.request.method).toLowerCase()} /${(item.request.url.path as string[]).map((p) => p.replace(/^:(\w+)$/, '{$1}')).join('/')}`);
+    }
+  };
+  walk(collection.item ?? []);
+  return contractOperations.filter((op) => !seen.has(`${op.method} ${op.path}`)).map((op) => op.operationId);
+}
+
+/** A fresh database on the DATABASE_URL server; the returned function drops it. */
+async function createScratchDatabase(url: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `sf_contract_${Date.now()}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const scratch = new URL(url);
+  scratch.pathname = `/${name}`;
+  return {
+    url: scratch.toString(),
+    async drop() {
+      const again = new pg.Client({ connectionString: url });
+      await again.connect();
+      await again.query(`drop database if exists ${name} with (force)`);
+      await again.end();
+    },
+  };
+}
+
+async function main(): Promise<number> {
+  let server: Server | undefined;
+  const scratch = serverUrl ? await createScratchDatabase(serverUrl) : undefined;
+  if (scratch) process.env.DATABASE_URL = databaseUrl = scratch.url;
+  try {
+    console.log(`contract tests: database ${databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${workDir}`}, Redis ${redisUrl ? 'REDIS_URL' : 'none'}`);
+    console.log('contract tests: portman is generating the collection from openapi.yaml');
+    const collection = await generateCollection(workDir);
+    const missing = uncovered(collection);
+    if (missing.length > 0) throw new Error(`the collection has no request for ${missing.join(', ')}`);
+
+    const pgliteDir = path.join(workDir, 'pglite');
+    const key = await provisionKey(pgliteDir);
+    server = await startServer(pgliteDir);
+    console.log(`contract tests: server on ${server.baseUrl} (pid ${server.child.pid})`);
+    const ids = await seed(server.baseUrl, key);
+    const channel = (type: string): string => key.channels.find((c) => c.type === type)?.id ?? '';
+
+    const summary = await runNewman(collection, {
+      baseUrl: server.baseUrl,
+      bearerToken: key.apiKey,
+      workspaceId: key.workspaceId,
+      whatsappChannelId: channel('whatsapp'),
+      instagramChannelId: channel('instagram'),
+      ...ids,
+    });
+
+    const { stats, failures } = summary.run;
+    const statuses = new Map<number, number>();
+    for (const execution of summary.run.executions) {
+      const code = execution.response?.code ?? 0;
+      statuses.set(code, (statuses.get(code) ?? 0) + 1);
+    }
+    console.log('\n==> contract tests summary');
+    console.log(`operations in the contract: ${contractOperations.length}, all in the collection`);
+    console.log(`requests:   ${stats.requests.total} (${stats.requests.failed} failed)`);
+    console.log(`assertions: ${stats.assertions.total} (${stats.assertions.failed} failed)`);
+    console.log(`scripts:    ${stats.testScripts.total} test, ${stats.prerequestScripts.total} pre-request (${stats.testScripts.failed + stats.prerequestScripts.failed} failed)`);
+    console.log(`statuses:   ${[...statuses].sort(([a], [b]) => a - b).map(([code, n]) => `${code}×${n}`).join(', ')}`);
+    console.log(`failures:   ${failures.length}`);
+    for (const failure of failures) {
+      const request = failure.source?.request;
+      console.log(`  - ${failure.source?.name ?? '?'} (${request?.method ?? ''} ${request?.url?.toString() ?? ''})`);
+      console.log(`      ${failure.error.test ? `${failure.error.test}: ` : ''}${failure.error.name ?? ''}: ${failure.error.message ?? ''}`);
+    }
+    if (server.problems.length > 0) {
+      console.log(`server warnings and errors (${server.problems.length}):`);
+      for (const line of server.problems) console.log(`  ${line}`);
+    }
+    const failed =
+      failures.length > 0 ||
+      stats.assertions.total === 0 ||
+      stats.assertions.failed > 0 ||
+      stats.requests.failed > 0 ||
+      stats.testScripts.failed > 0 ||
+      stats.prerequestScripts.failed > 0;
+    console.log(failed ? '\ncontract tests FAILED' : '\ncontract tests passed');
+    return failed ? 1 : 0;
+  } finally {
+    if (server) await stop(server.child);
+    await scratch?.drop();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`contract tests: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(1));
+  },
+);
