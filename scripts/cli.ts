@@ -7,10 +7,12 @@ export class UsageError extends Error {}
 
 /**
  * Runs a command against the configured database and prints its result as JSON. Pending
- * migrations are applied first unless the command is the migration itself.
+ * migrations are applied first unless the command is the migration itself. Exit codes: 0 done,
+ * 2 bad arguments or configuration, 1 anything else.
  */
 export async function runCommand(run: (db: Db) => Promise<unknown>, options: { migrateFirst?: boolean } = {}): Promise<void> {
   let db: Db | undefined;
+  let code = 0;
   try {
     const config = loadConfig();
     db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 2 });
@@ -18,10 +20,11 @@ export async function runCommand(run: (db: Db) => Promise<unknown>, options: { m
     const result = await run(db);
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } catch (err) {
-    const known = err instanceof UsageError || err instanceof ConfigError;
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = known ? 2 : 1;
+    code = err instanceof UsageError || err instanceof ConfigError ? 2 : 1;
   } finally {
     await db?.destroy();
   }
+  // Set last: closing PGlite (its WebAssembly runtime) resets process.exitCode.
+  process.exitCode = code;
 }
