@@ -415,7 +415,7 @@ export interface components {
             score: number;
             /**
              * Format: date-time
-             * @description When the contact answered (not in the future); now when left out.
+             * @description When the contact answered (not in the future, not before year 0001); now when left out.
              */
             answeredAt?: string;
         };

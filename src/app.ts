@@ -3,7 +3,7 @@ import express, { type Express } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import { loadSpec, specJson, specYaml } from './contract.js';
+import { literalPlusQuery, loadSpec, specJson, specYaml } from './contract.js';
 import { isDatabaseReachable, type Db } from './db/database.js';
 import { docsRouter } from './docs.js';
 import type { Logger } from './logger.js';
@@ -15,6 +15,7 @@ import { requestContext } from './middleware/request-context.js';
 import { operationRouter, pathNotFound, requireOperation } from './middleware/routing.js';
 import { dispatch } from './routes/handler.js';
 import { handlers } from './routes/index.js';
+import { createQueryParser } from './query.js';
 
 export interface AppDeps {
   config: Config;
@@ -29,6 +30,7 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('trust proxy', config.trustProxy);
+  app.set('query parser', createQueryParser(literalPlusQuery));
 
   const limits = createRateLimits({ config, redis, logger });
 

@@ -48,6 +48,23 @@ function listOperations(spec: Record<string, any>): Operation[] {
   return found;
 }
 
+/** Query parameters whose values may hold a `+` and never a space: date-times, e-mails, phones. */
+function literalPlusQueryParameters(spec: Record<string, any>): Set<string> {
+  const resolve = (node: any): any => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((o: any, k: string) => o[k], spec)) : node);
+  const names = new Set<string>();
+  for (const item of Object.values<Record<string, any>>(spec.paths)) {
+    for (const op of [item, ...METHODS.map((m) => item[m])].filter(Boolean)) {
+      for (const parameter of (op.parameters ?? []).map(resolve)) {
+        const schema = resolve(parameter.schema);
+        const plusy = ['date-time', 'email'].includes(schema?.format) || String(schema?.pattern ?? '').startsWith('^\\+');
+        if (parameter.in === 'query' && plusy) names.add(parameter.name);
+      }
+    }
+  }
+  return names;
+}
+
 export const spec = loadSpec();
 export const specJson = JSON.stringify(spec);
 export const contractOperations: readonly Operation[] = listOperations(spec);
+export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(spec);

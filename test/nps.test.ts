@@ -319,20 +319,14 @@ describe('GET /threads/stats/nps', () => {
     });
   });
 
-  it('when dateFrom lies in year 0000, then it answers 400 validation_error on it', async () => {
+  it('when dateFrom lies in year 0000, then the window counts from year 0001, where answers begin', async () => {
     const ws = await createWorkspace(server);
     const query = { workspaceId: ws.workspaceId, dateFrom: '0000-06-01T00:00:00Z', dateTo: MARCH.dateTo };
 
     const res = await request(server, 'GET', statsUrl(query), { apiKey: ws.apiKey });
 
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({
-      error: {
-        code: 'validation_error',
-        message: 'The request does not match the contract.',
-        details: [{ path: '/query/dateFrom', message: 'must not be before year 0001' }],
-      },
-    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ promotores: 0, neutros: 0, detratores: 0, total: 0, npsScore: null });
   });
 
   it('when workspaceId is not a UUID, then it answers 400 validation_error on it', async () => {

@@ -2,7 +2,8 @@
 import fs from 'node:fs';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, types } from '@electric-sql/pglite';
+import parseDate from 'postgres-date';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import type { Database } from './schema.js';
 
@@ -27,7 +28,10 @@ export function createDatabase(options: DatabaseOptions): Db {
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   }
   if (!options.pgliteDir.startsWith('memory://')) fs.mkdirSync(options.pgliteDir, { recursive: true });
-  return new Kysely<Database>({ dialect: new PGliteDialect(new PGlite(options.pgliteDir)) });
+  // PGlite reads timestamps with `new Date(text)`, which takes year 0099 for 1999; parse them the
+  // way node-postgres does.
+  const parsers = { [types.TIMESTAMPTZ]: (text: string) => parseDate(text) };
+  return new Kysely<Database>({ dialect: new PGliteDialect(new PGlite(options.pgliteDir, { parsers })) });
 }
 
 /** True when the database answers a trivial query within the timeout. */

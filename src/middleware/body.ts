@@ -8,8 +8,11 @@ const parseJson = express.json({ limit: '1mb', strict: false, type: 'application
 
 export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();
-  // req.is() answers null when there is no body at all: the contract check then reports it missing.
   const type = req.is('application/json');
+  if (type === null) {
+    // No body at all: every body of the contract is required.
+    return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
+  }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
   parseJson(req, res, next);
 };

@@ -6,6 +6,7 @@ import type { operations } from '../../generated/api.js';
 import type { OperationId } from '../contract.js';
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
+import { ApiError } from '../errors.js';
 
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
@@ -53,7 +54,22 @@ export function dispatch(handlers: Handlers, db: Db): RequestHandler {
   };
 }
 
-/** Page and limit with the contract's defaults (the validator has already checked their range). */
+const MAX_PAGE = 1_000_000;
+const MAX_LIMIT = 100;
+
+function wholeNumber(value: unknown, fallback: number, max: number, name: string): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (Number.isInteger(n) && n >= 1 && n <= max) return n;
+  throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+    { path: `/query/${name}`, message: `must be an integer from 1 to ${max}` },
+  ]);
+}
+
+/**
+ * Page and limit with the contract's defaults. The validator checks their range, but its query
+ * coercion lets `Infinity` and `1e400` through as numbers, so the bounds are enforced here too.
+ */
 export function paging(query: { page?: number; limit?: number }): { page: number; limit: number } {
-  return { page: query.page ?? 1, limit: query.limit ?? 20 };
+  return { page: wholeNumber(query.page, 1, MAX_PAGE, 'page'), limit: wholeNumber(query.limit, 20, MAX_LIMIT, 'limit') };
 }

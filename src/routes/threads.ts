@@ -11,9 +11,18 @@ const invalid = (path: string, message: string): ApiError =>
 function instantOf(text: string, path: string): bigint {
   const instant = parseInstant(text);
   if (instant === undefined) throw invalid(path, 'must match format "date-time"');
+  return instant;
+}
+
+/** An NPS answer's time: PostgreSQL stores nothing before year 0001. */
+function answerInstant(text: string, path: string): bigint {
+  const instant = instantOf(text, path);
   if (instant < EARLIEST_INSTANT) throw invalid(path, 'must not be before year 0001');
   return instant;
 }
+
+/** No answer is stored before year 0001, so an earlier window bound counts from there. */
+const storable = (instant: bigint): bigint => (instant < EARLIEST_INSTANT ? EARLIEST_INSTANT : instant);
 
 export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'createThread' | 'registerNps' | 'getNpsStats'> = {
   async listThreads({ db, auth, query }) {
@@ -38,7 +47,7 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
   },
 
   async registerNps({ db, auth, params, body }) {
-    const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(instantOf(body.answeredAt, '/body/answeredAt'));
+    const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(answerInstant(body.answeredAt, '/body/answeredAt'));
     if (answeredAt.getTime() > Date.now()) throw invalid('/body/answeredAt', 'must not be in the future');
     const thread = await threads.setNpsAnswer(db, auth.workspaceId, params.id, body.score, answeredAt);
     if (thread) return { status: 201, body: thread };
@@ -53,7 +62,7 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
     const from = instantOf(query.dateFrom, '/query/dateFrom');
     const to = instantOf(query.dateTo, '/query/dateTo');
     if (from > to) throw invalid('/query/dateFrom', 'must not be after dateTo');
-    const counts = await threads.countNpsAnswers(db, auth.workspaceId, instantToIso(from), instantToIso(to));
+    const counts = await threads.countNpsAnswers(db, auth.workspaceId, instantToIso(storable(from)), instantToIso(storable(to)));
     return { status: 200, body: npsStats(counts) };
   },
 };

@@ -1,0 +1,1014 @@
+// Contract fuzzing: for every operation of openapi.yaml, fast-check builds requests from the
+// operation's schemas (valid ones, invalid ones, and valid ones the service refuses by design) and
+// sends them to a running app. Every answer must be documented (checkResponse), valid input must
+// get its 2xx or its documented 4xx, invalid input its 400/415, nothing a 5xx; and what the API
+// answers must agree with a model of the workspace's records (read-backs, lists, NPS counts).
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import type { components } from '../../generated/api.js';
+import { contractOperations, literalPlusQuery, loadSpec, type Operation, type OperationId } from '../../src/contract.js';
+import { createAgent } from '../../src/db/agents.js';
+import { insertContact } from '../../src/db/contacts.js';
+import { getThread, insertOpenThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
+import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
+import type { TestServer } from '../helpers/server.js';
+import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
+
+type S = components['schemas'];
+type Agent = S['Agent'];
+type Contact = S['Contact'];
+type Channel = S['Channel'];
+type Thread = S['Thread'];
+type Message = S['Message'];
+
+export const DEFAULT_SEED = 20_261_120;
+
+// ---------------------------------------------------------------------------------------------
+// Cases.
+
+interface Parts {
+  path: Record<string, string>;
+  query: Record<string, string>;
+  body?: unknown;
+}
+
+type RawBody = { contentType?: string; raw?: string; status: 400 | 415; code: string; what: string; or?: { status: 400 | 415; code: string } };
+type Mode =
+  | { kind: 'valid' }
+  | { kind: 'invalid'; where: 'body'; mutation: Mutation }
+  | { kind: 'invalid'; where: 'raw'; body: RawBody }
+  | { kind: 'invalid'; where: 'query'; how: 'value' | 'drop' | 'unknown' | 'repeat'; param: string; value: string }
+  | { kind: 'invalid'; where: 'path'; param: string; value: string; raw?: boolean }
+  | { kind: 'refused'; target: 'foreign' | 'missing' | 'duplicate'; field: string };
+
+/** Choices resolved against the live model when the case runs (which record, fresh or existing). */
+interface Knobs {
+  picks: [number, number, number];
+  fresh: boolean;
+  anchor: boolean;
+  upper: boolean;
+  deltas: [number, number];
+  offsets: [number, number];
+}
+
+export interface FuzzCase {
+  parts: Parts;
+  mode: Mode;
+  knobs: Knobs;
+}
+
+interface OpInputs {
+  op: Operation;
+  path: Record<string, Schema>;
+  query: Record<string, Schema>;
+  required: string[];
+  /** Query parameters the contract lets carry reserved characters unencoded (allowReserved). */
+  reserved: string[];
+  body: Schema | undefined;
+}
+
+function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
+  const item = spec.paths[op.path];
+  const params = [...(item.parameters ?? []), ...(item[op.method].parameters ?? [])].map((p: Schema) => tr.resolve(p));
+  const of = (where: string) => Object.fromEntries(params.filter((p) => p.in === where).map((p) => [p.name as string, p.schema as Schema]));
+  return {
+    op,
+    path: of('path'),
+    query: of('query'),
+    required: params.filter((p) => p.in === 'query' && p.required).map((p) => p.name as string),
+    reserved: params.filter((p) => p.in === 'query' && p.allowReserved).map((p) => p.name as string),
+    body: item[op.method].requestBody?.content?.['application/json']?.schema,
+  };
+}
+
+const RAW_BODIES: RawBody[] = [
+  { contentType: 'text/plain', raw: '{"name":"x"}', status: 415, code: 'unsupported_media_type', what: 'text/plain body' },
+  { contentType: 'application/x-www-form-urlencoded', raw: 'name=x', status: 415, code: 'unsupported_media_type', what: 'form body' },
+  { contentType: 'application/xml', raw: '<name>x</name>', status: 415, code: 'unsupported_media_type', what: 'xml body' },
+  { contentType: 'application/json; charset=latin1', raw: '{}', status: 415, code: 'unsupported_media_type', what: 'json in latin1' },
+  { contentType: 'application/json', raw: '{', status: 400, code: 'invalid_json', what: 'truncated json' },
+  { contentType: 'application/json', raw: '{"name": "x",}', status: 400, code: 'invalid_json', what: 'trailing comma' },
+  { contentType: 'application/json', raw: "{'name': 'x'}", status: 400, code: 'invalid_json', what: 'single quotes' },
+  { contentType: 'application/json', raw: '{"name": "x"} x', status: 400, code: 'invalid_json', what: 'trailing garbage' },
+  { contentType: 'application/json', raw: '{"name": NaN}', status: 400, code: 'invalid_json', what: 'NaN literal' },
+  { contentType: 'application/json', raw: '[]', status: 400, code: 'validation_error', what: 'array body' },
+  { contentType: 'application/json', raw: '[{"name":"x"}]', status: 400, code: 'validation_error', what: 'array of objects body' },
+  { contentType: 'application/json', status: 400, code: 'validation_error', what: 'no body, declared json' },
+  // Empty and undeclared: "body required" (400) and "not application/json" (415) both fit the contract.
+  { status: 400, code: 'validation_error', what: 'no body, no content-type', or: { status: 415, code: 'unsupported_media_type' } },
+];
+
+const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 'refused' }>, 'kind'>>>> = {
+  getAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  updateAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  deleteAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  getContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  createContact: [{ target: 'duplicate', field: 'phone' }],
+  getThread: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  registerNps: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  listThreadMessages: [{ target: 'foreign', field: 'threadId' }, { target: 'missing', field: 'threadId' }],
+  sendMessage: ['contactId', 'channelId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
+  createThread: ['contactId', 'channelId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
+  getNpsStats: [{ target: 'foreign', field: 'workspaceId' }, { target: 'missing', field: 'workspaceId' }],
+};
+
+function requestIsValid(tr: Translator, inputs: OpInputs, parts: Parts): boolean {
+  if (inputs.body && !tr.isValid(inputs.body, parts.body)) return false;
+  if (inputs.required.some((name) => parts.query[name] === undefined)) return false;
+  return Object.entries(parts.query).every(([name, value]) => inputs.query[name] && tr.isValidQuery(inputs.query[name]!, value));
+}
+
+/** Cases of one operation: valid requests, single-rule mutations of them, and refusals by design. */
+function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase> {
+  const queryKeys = Object.keys(inputs.query);
+  const parts: fc.Arbitrary<Parts> = fc.record({
+    path: fc.record(Object.fromEntries(Object.entries(inputs.path).map(([k, s]) => [k, tr.validQuery(s)]))),
+    query: fc.record(Object.fromEntries(Object.entries(inputs.query).map(([k, s]) => [k, tr.validQuery(s)])), { requiredKeys: inputs.required as never[] }),
+    ...(inputs.body && { body: tr.valid(inputs.body) }),
+  }) as fc.Arbitrary<Parts>;
+
+  const invalid: Array<fc.Arbitrary<Mode>> = [];
+  if (inputs.body) {
+    invalid.push(tr.mutations(inputs.body).map((mutation): Mode => ({ kind: 'invalid', where: 'body', mutation })));
+    invalid.push(fc.constantFrom(...RAW_BODIES).map((body): Mode => ({ kind: 'invalid', where: 'raw', body })));
+  }
+  for (const [param, schema] of Object.entries(inputs.query)) {
+    invalid.push(tr.invalidQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'value', param, value })));
+    invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
+  }
+  for (const param of inputs.required) invalid.push(fc.constant<Mode>({ kind: 'invalid', where: 'query', how: 'drop', param, value: '' }));
+  if (queryKeys.length > 0 || inputs.op.method === 'get') {
+    const unknown = fc.constantFrom('sort', 'offset', 'workspace_id', 'Page', 'expand', 'fields', 'q').filter((k) => !queryKeys.includes(k));
+    invalid.push(unknown.map((param): Mode => ({ kind: 'invalid', where: 'query', how: 'unknown', param, value: '1' })));
+  }
+  for (const [param, schema] of Object.entries(inputs.path)) {
+    invalid.push(tr.invalidQuery(schema).filter((v) => v !== '' && !v.includes('/')).map((value): Mode => ({ kind: 'invalid', where: 'path', param, value })));
+    const badEncoding = fc.constantFrom('%', '%zz', '%E0%A4', '%C0%AF', '01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0%');
+    invalid.push(badEncoding.map((value): Mode => ({ kind: 'invalid', where: 'path', param, value, raw: true })));
+  }
+  const refusals = REFUSALS[inputs.op.operationId] ?? [];
+  const mode = fc.oneof(
+    { weight: 5, arbitrary: fc.constant<Mode>({ kind: 'valid' }) },
+    ...(invalid.length > 0 ? [{ weight: 4, arbitrary: fc.oneof(...invalid) }] : []),
+    ...(refusals.length > 0 ? [{ weight: 2, arbitrary: fc.constantFrom(...refusals).map((r): Mode => ({ kind: 'refused', ...r })) }] : []),
+  );
+  const knobs: fc.Arbitrary<Knobs> = fc.record({
+    picks: fc.tuple(fc.nat(), fc.nat(), fc.nat()),
+    fresh: fc.boolean(),
+    anchor: fc.boolean(),
+    upper: fc.boolean(),
+    deltas: fc.tuple(fc.constantFrom(-1, 0, 0, 1, -60_000), fc.constantFrom(-1, 0, 0, 1, 3_600_000)),
+    offsets: fc.tuple(fc.constantFrom(0, 0, -180, 330, 840, -720), fc.constantFrom(0, -180, 60, -59)),
+  });
+  return fc.record({ parts, mode, knobs }).filter((c) => {
+    if (c.mode.kind !== 'invalid') return true;
+    const broken = applyInvalid(c.parts, c.mode);
+    if (c.mode.where === 'body') return !tr.isValid(inputs.body!, broken.body);
+    return true;
+  });
+}
+
+function applyInvalid(parts: Parts, mode: Extract<Mode, { kind: 'invalid' }>): Parts {
+  const out: Parts = structuredClone(parts);
+  if (mode.where === 'body') out.body = applyMutation(out.body, mode.mutation);
+  if (mode.where === 'path') out.path[mode.param] = mode.value;
+  if (mode.where === 'query') {
+    if (mode.how === 'drop') delete out.query[mode.param];
+    else if (mode.how !== 'repeat') out.query[mode.param] = mode.value;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model of the fuzzed workspace, and the exchange with the app.
+
+interface Model {
+  workspaceId: string;
+  apiKey: string;
+  agents: Agent[];
+  deletedAgents: string[];
+  contacts: Contact[];
+  channels: Channel[];
+  threads: Thread[];
+  messages: Map<string, Message[]>;
+  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread', string> };
+  fixtures: number;
+}
+
+interface Ctx {
+  server: TestServer;
+  tr: Translator;
+  model: Model;
+  /** Present known issues that sidestep by sending a request another way. */
+  sidesteps?: KnownIssue[];
+  /** The counts of the operation being fuzzed. */
+  counts?: OperationCounts;
+}
+
+interface Exchange {
+  what: string;
+  res: RawResponse;
+}
+
+class PropertyFailure extends Error {}
+
+function describeRequest(method: string, url: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> }): string {
+  const body = options.rawBody !== undefined ? ` raw=${JSON.stringify(options.rawBody)}` : options.body !== undefined ? ` body=${JSON.stringify(options.body)}` : '';
+  const type = options.headers?.['content-type'] ? ` content-type=${options.headers['content-type']}` : '';
+  return `${method.toUpperCase()} ${url}${type}${body}`.slice(0, 1500);
+}
+
+/**
+ * RFC 3986 percent-encoding as OpenAPI asks: only unreserved characters stay literal, and with
+ * allowReserved the reserved ones too, except those that would end the value (& = #) and %; and
+ * `+`, which the contract reads as a space outside phone, email and date-time parameters.
+ */
+function encode(text: string, allowReserved = false, literalPlus = false): string {
+  const strict = encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const kept = literalPlus ? /%(3A|2F|3F|5B|5D|40|21|24|27|28|29|2A|2B|2C|3B)/gi : /%(3A|2F|3F|5B|5D|40|21|24|27|28|29|2A|2C|3B)/gi;
+  return allowReserved ? strict.replace(kept, (e) => decodeURIComponent(e)) : strict;
+}
+
+function urlOf(inputs: OpInputs, parts: Parts, repeat?: { param: string; value: string }, rawPath?: string): string {
+  const path = inputs.op.path.replace(/\{(\w+)\}/g, (_, name: string) => rawPath ?? encode(parts.path[name] ?? ''));
+  const entries = Object.entries(parts.query);
+  if (repeat) {
+    if (parts.query[repeat.param] === undefined) entries.push([repeat.param, repeat.value]);
+    entries.push([repeat.param, repeat.value]);
+  }
+  const qs = entries.map(([k, v]) => `${encode(k)}=${encode(v, inputs.reserved.includes(k), literalPlusQuery.has(k))}`).join('&');
+  return `/v1${path}${qs ? `?${qs}` : ''}`;
+}
+
+async function send(ctx: Ctx, method: string, url: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<Exchange> {
+  for (const issue of ctx.sidesteps ?? []) {
+    const other = issue.sidestep!(url);
+    if (other !== url && ctx.counts) ctx.counts.known[issue.id] = (ctx.counts.known[issue.id] ?? 0) + 1;
+    url = other;
+  }
+  const what = describeRequest(method, url, options);
+  try {
+    return { what, res: await request(ctx.server, method.toUpperCase(), url, { apiKey: ctx.model.apiKey, ...options }) };
+  } catch (err) {
+    throw new PropertyFailure(`${what}\n  ${(err as Error).message}`);
+  }
+}
+
+function fail(ex: Exchange, message: string): never {
+  throw new PropertyFailure(`${ex.what}\n  -> ${ex.res.status} ${JSON.stringify(ex.res.body)?.slice(0, 800)}\n  ${message}`);
+}
+
+function same(ex: Exchange, actual: unknown, expected: unknown, what: string): void {
+  try {
+    assert.deepStrictEqual(actual, expected);
+  } catch (err) {
+    fail(ex, `${what}:\n${(err as Error).message}`);
+  }
+}
+
+function expectStatus(ex: Exchange, status: number, why: string): void {
+  if (ex.res.status !== status) fail(ex, `expected ${status} (${why})`);
+}
+
+function expectError(ex: Exchange, status: number, code: string, why: string, detailPath?: string): void {
+  expectStatus(ex, status, why);
+  const error = (ex.res.body as { error: { code: string; details?: Array<{ path: string }> } }).error;
+  if (error.code !== code) fail(ex, `expected error code ${code} (${why})`);
+  if (detailPath !== undefined && !error.details?.some((d) => d.path === detailPath)) fail(ex, `expected a detail at ${detailPath} (${why})`);
+}
+
+const pick = <T>(items: readonly T[], n: number): T | undefined => (items.length === 0 ? undefined : items[n % items.length]);
+const byCreated = (a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number =>
+  a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+const casing = (id: string, upper: boolean): string => (upper ? id.toUpperCase() : id);
+
+function pageOf<T>(all: T[], query: Record<string, string>): { data: T[]; pagination: { total: number; page: number; limit: number } } {
+  const page = Number(query.page ?? 1);
+  const limit = Number(query.limit ?? 20);
+  return { data: all.slice((page - 1) * limit, page * limit), pagination: { total: all.length, page, limit } };
+}
+
+async function freshContact(ctx: Ctx): Promise<Contact> {
+  const { model } = ctx;
+  const contact = await insertContact(ctx.server.db, model.workspaceId, { name: `Fixture ${++model.fixtures}` });
+  model.contacts.push(contact!);
+  return contact!;
+}
+
+async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
+  const contact = await freshContact(ctx);
+  const row = await insertOpenThread(ctx.server.db, ctx.model.workspaceId, { contactId: contact.id, channelId: channel.id }, new Date());
+  const thread = threadRowToThread(row!);
+  ctx.model.threads.push(thread);
+  return thread;
+}
+
+async function readBack(ctx: Ctx, url: string, expected: unknown, what: string): Promise<void> {
+  const ex = await send(ctx, 'get', url);
+  expectStatus(ex, 200, `${what} reads back`);
+  same(ex, ex.res.body, expected, `${what} reads back unchanged`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instants, computed independently of the service (RFC 3339 to nanoseconds since the epoch).
+
+function daysFromCivil(y: number, m: number, d: number): number {
+  const yy = m <= 2 ? y - 1 : y;
+  const era = Math.floor(yy / 400);
+  const yoe = yy - era * 400;
+  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
+  return era * 146_097 + yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy - 719_468;
+}
+
+/** The instant an RFC 3339 date-time names, in ns; a leap second counts as the next second. */
+function instantNs(text: string): bigint {
+  const m = /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|([+-])(\d\d):(\d\d))$/.exec(text);
+  if (!m) throw new Error(`not an RFC 3339 date-time: ${text}`);
+  const [, y, mo, d, h, mi, s, frac = '', , sign, oh, om] = m;
+  const offset = sign ? (sign === '-' ? -1 : 1) * (Number(oh) * 3600 + Number(om) * 60) : 0;
+  const seconds = daysFromCivil(Number(y), Number(mo), Number(d)) * 86_400 + Number(h) * 3600 + Number(mi) * 60 + Number(s) - offset;
+  return BigInt(seconds) * 1_000_000_000n + BigInt(frac.padEnd(9, '0').slice(0, 9));
+}
+
+const msOf = (iso: string): bigint => instantNs(iso);
+/** PostgreSQL keeps microseconds: a bound with more digits is cut or rounded to one (either is fair). */
+const floorMicros = (ns: bigint): bigint => (ns >= 0n ? ns / 1000n : -((-ns + 999n) / 1000n)) * 1000n;
+const roundMicros = (ns: bigint): bigint => floorMicros(ns + 500n);
+
+/** An instant written with an offset, in milliseconds or microseconds, as a client would. */
+function render(ms: number, offsetMin: number, micros: boolean): string {
+  const local = new Date(ms + offsetMin * 60_000).toISOString();
+  if (!/^\d{4}-/.test(local)) return new Date(ms).toISOString();
+  const abs = Math.abs(offsetMin);
+  const tz = offsetMin === 0 ? 'Z' : `${offsetMin < 0 ? '-' : '+'}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
+  return `${local.slice(0, 23)}${micros ? '000' : ''}${tz}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What each operation must answer, by operationId. Binding fills reference fields with records of
+// the model (or arranges fresh ones); checking asserts the answer and keeps the model in step.
+
+interface Plan {
+  bind?(ctx: Ctx, parts: Parts, knobs: Knobs, arrange: boolean): Promise<void>;
+  refuse?(ctx: Ctx, parts: Parts, knobs: Knobs, refusal: Extract<Mode, { kind: 'refused' }>): Promise<(ex: Exchange) => void>;
+  check(ctx: Ctx, ex: Exchange, parts: Parts, knobs: Knobs): Promise<void>;
+}
+
+const NOT_FOUND: Record<string, string> = { agent: 'Agent not found.', contact: 'Contact not found.', thread: 'Thread not found.' };
+
+/** A refusal of a path id: a record of another workspace or no record at all answers 404. */
+function refuseId(kind: 'agent' | 'contact' | 'thread', param: string): Plan['refuse'] {
+  return async (ctx, parts, knobs, refusal) => {
+    const random = fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
+    if (refusal.target === 'foreign') parts.path[param] = ctx.model.foreign.id[kind];
+    else if (refusal.target === 'missing') parts.path[param] = random;
+    else parts.path[param] = (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) || random;
+    return (ex) => {
+      expectError(ex, 404, 'not_found', `${refusal.target} ${kind} id`);
+      same(ex, (ex.res.body as { error: { message: string } }).error.message, NOT_FOUND[kind], 'not-found message');
+    };
+  };
+}
+
+/**
+ * A refusal of a body reference: another workspace's record or a random id answers 422. The pair
+ * gets a fresh contact, so that no open thread of the pair can make it a 409 instead.
+ */
+const refuseReference: Plan['refuse'] = async (ctx, parts, knobs, refusal) => {
+  const kind = refusal.field.replace(/Id$/, '') as 'agent' | 'contact' | 'channel';
+  const body = parts.body as Record<string, string>;
+  if (refusal.field !== 'contactId') body.contactId = (await freshContact(ctx)).id;
+  body[refusal.field] = refusal.target === 'foreign' ? ctx.model.foreign.id[kind] : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[1] })[0]!;
+  return (ex) => expectError(ex, 422, 'invalid_reference', `${refusal.target} ${kind} referenced`, `/body/${refusal.field}`);
+};
+
+async function bindPair(ctx: Ctx, parts: Parts, knobs: Knobs, arrange: boolean): Promise<void> {
+  const body = parts.body as Record<string, string>;
+  const contact = arrange && knobs.fresh ? await freshContact(ctx) : pick(ctx.model.contacts, knobs.picks[0])!;
+  body.contactId = casing(contact.id, knobs.upper && knobs.anchor);
+  body.channelId = pick(ctx.model.channels, knobs.picks[1])!.id;
+}
+
+const openThreadOf = (model: Model, contactId: string, channelId: string): Thread | undefined =>
+  model.threads.find((t) => t.contactId === contactId.toLowerCase() && t.channelId === channelId.toLowerCase() && t.status === 'open');
+
+const plans: Partial<Record<OperationId, Plan>> = {
+  listAgents: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      const all = model.agents.filter((a) => !query.status || a.status === query.status).sort(byCreated);
+      same(ex, ex.res.body, pageOf(all, query), 'the page of agents the model holds');
+    },
+  },
+
+  createAgent: {
+    async check(ctx, ex, { body }) {
+      expectStatus(ex, 201, 'a valid agent');
+      const agent = ex.res.body as Agent;
+      ctx.model.agents.push(agent);
+      same(ex, agent, { ...(body as object), id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt }, 'the created agent');
+      if (!ISO_MS.test(agent.createdAt)) fail(ex, 'createdAt is not ISO 8601 UTC with milliseconds');
+      await readBack(ctx, `/v1/agents/${agent.id}`, agent, 'the created agent');
+    },
+  },
+
+  getAgent: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.agents, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('agent', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'an agent of the workspace');
+      same(ex, ex.res.body, model.agents.find((a) => a.id === path.id!.toLowerCase()), 'the agent the model holds');
+    },
+  },
+
+  updateAgent: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.agents, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('agent', 'id'),
+    async check(ctx, ex, { path, body }) {
+      expectStatus(ex, 200, 'a valid change of an agent of the workspace');
+      const index = ctx.model.agents.findIndex((a) => a.id === path.id!.toLowerCase());
+      const before = ctx.model.agents[index]!;
+      const after = ex.res.body as Agent;
+      ctx.model.agents[index] = after;
+      same(ex, after, { ...before, ...(body as object), updatedAt: after.updatedAt }, 'the agent with the changes applied');
+      if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
+      await readBack(ctx, `/v1/agents/${after.id}`, after, 'the changed agent');
+    },
+  },
+
+  deleteAgent: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      if (arrange && (knobs.fresh || model.agents.length <= 3)) {
+        const agent = await createAgent(ctx.server.db, model.workspaceId, { name: `Fixture ${++model.fixtures}`, instructions: 'x', model: 'm' });
+        model.agents.push(agent);
+        parts.path.id = casing(agent.id, knobs.upper);
+      } else parts.path.id = casing(pick(model.agents, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('agent', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an agent of the workspace');
+      if (ex.res.body !== undefined) fail(ex, 'a 204 has no body');
+      const id = path.id!.toLowerCase();
+      const { model } = ctx;
+      model.agents = model.agents.filter((a) => a.id !== id);
+      model.deletedAgents.push(id);
+      for (const thread of model.threads) if (thread.agentId === id) thread.agentId = null;
+      const gone = await send(ctx, 'get', `/v1/agents/${id}`);
+      expectError(gone, 404, 'not_found', 'a deleted agent is gone');
+    },
+  },
+
+  listContacts: {
+    async bind({ model }, parts, knobs) {
+      const contact = pick(model.contacts.filter((c) => c.phone && c.email), knobs.picks[0]);
+      if (!knobs.anchor || !contact) return;
+      if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
+      if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
+      if (parts.query.q !== undefined) {
+        const source = [contact.name, contact.phone!, contact.email!][knobs.picks[1] % 3]!;
+        const cps = [...source];
+        const start = knobs.picks[2] % cps.length;
+        const q = cps.slice(start, start + 1 + (knobs.picks[2] % 6)).join('');
+        parts.query.q = knobs.upper ? q.toUpperCase() : q;
+      }
+    },
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      const matches = model.contacts
+        .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
+        .sort(byCreated);
+      if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
+      // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
+      // of re-implementing it. An ASCII q surely matches what it matches with ASCII folding.
+      const body = ex.res.body as S['ContactList'];
+      const fold = (text: string) => text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+      const q = fold(query.q);
+      const certain = /^[\x20-\x7e]*$/.test(query.q) ? matches.filter((c) => [c.name, c.phone, c.email].some((f) => f && fold(f).includes(q))).length : 0;
+      const expectedPage = { page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) };
+      same(ex, { page: body.pagination.page, limit: body.pagination.limit }, expectedPage, 'pagination echoes page and limit');
+      if (body.pagination.total < certain || body.pagination.total > matches.length) fail(ex, `total should lie in [${certain}, ${matches.length}]`);
+      const onPage = Math.max(0, Math.min(expectedPage.limit, body.pagination.total - (expectedPage.page - 1) * expectedPage.limit));
+      if (body.data.length !== onPage) fail(ex, `expected ${onPage} contacts on the page`);
+      for (const contact of body.data) same(ex, contact, matches.find((c) => c.id === contact.id), 'a listed contact is one the model holds');
+      same(ex, body.data, [...body.data].sort(byCreated), 'contacts listed oldest first');
+    },
+  },
+
+  createContact: {
+    async refuse({ model }, parts, knobs) {
+      // The seeded contacts have phones, so there always is one to clash with.
+      const holder = pick(model.contacts.filter((c) => c.phone), knobs.picks[0])!;
+      (parts.body as Record<string, string>).phone = holder.phone!;
+      return (ex) => {
+        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
+        same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      };
+    },
+    async check(ctx, ex, { body }) {
+      const input = body as S['ContactCreate'];
+      const holder = input.phone && ctx.model.contacts.find((c) => c.phone === input.phone);
+      if (holder) {
+        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
+        return same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      }
+      expectStatus(ex, 201, 'a valid contact');
+      const contact = ex.res.body as Contact;
+      const expected = { id: contact.id, name: input.name, phone: input.phone ?? null, email: input.email ?? null, createdAt: contact.createdAt, updatedAt: contact.createdAt };
+      ctx.model.contacts.push(contact);
+      same(ex, contact, expected, 'the created contact');
+      await readBack(ctx, `/v1/contacts/${contact.id}`, contact, 'the created contact');
+    },
+  },
+
+  getContact: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.contacts, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('contact', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'a contact of the workspace');
+      same(ex, ex.res.body, model.contacts.find((c) => c.id === path.id!.toLowerCase()), 'the contact the model holds');
+    },
+  },
+
+  listChannels: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf(model.channels, query), 'the page of channels, oldest first');
+    },
+  },
+
+  sendMessage: {
+    bind: bindPair,
+    refuse: refuseReference,
+    async check(ctx, ex, { body }) {
+      const input = body as S['MessageCreate'];
+      expectStatus(ex, 201, 'a message to a contact of the workspace on its channel');
+      const message = ex.res.body as Message;
+      const { model } = ctx;
+      const open = openThreadOf(model, input.contactId, input.channelId);
+      const expected = {
+        id: message.id,
+        threadId: open?.id ?? message.threadId,
+        contactId: input.contactId.toLowerCase(),
+        channelId: input.channelId.toLowerCase(),
+        direction: 'outbound',
+        content: input.content,
+        status: 'queued',
+        createdAt: message.createdAt,
+      };
+      if (open) {
+        if (!open.lastMessageAt || open.lastMessageAt < message.createdAt) open.lastMessageAt = message.createdAt;
+        open.updatedAt = message.createdAt;
+      } else {
+        const c = message.createdAt;
+        model.threads.push({ id: message.threadId, contactId: message.contactId, channelId: message.channelId, agentId: null, status: 'open', npsScore: null, npsCreatedAt: null, lastMessageAt: c, createdAt: c, updatedAt: c });
+      }
+      const messages = [...(model.messages.get(message.threadId) ?? []), message];
+      model.messages.set(message.threadId, messages);
+      same(ex, message, expected, open ? 'the message, in the open thread of the pair' : 'the message');
+      const lastPage = String(Math.ceil(messages.length / 100));
+      await readBack(ctx, `/v1/threads/${message.threadId}/messages?limit=100&page=${lastPage}`, pageOf([...messages].sort(byCreated), { limit: '100', page: lastPage }), 'the thread with the message');
+      await readBack(ctx, `/v1/threads/${message.threadId}`, model.threads.find((t) => t.id === message.threadId), 'the thread of the message');
+    },
+  },
+
+  listThreads: {
+    async bind({ model }, parts, knobs) {
+      if (!knobs.anchor) return;
+      const thread = pick(model.threads, knobs.picks[0]);
+      if (!thread) return;
+      for (const key of ['contactId', 'channelId', 'agentId'] as const) {
+        if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key]!, knobs.upper);
+      }
+      if (parts.query.status !== undefined) parts.query.status = thread.status;
+    },
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      const lower = (v: string | undefined) => v?.toLowerCase();
+      const all = model.threads
+        .filter((t) => (!query.status || t.status === query.status) && (!query.contactId || t.contactId === lower(query.contactId)))
+        .filter((t) => (!query.channelId || t.channelId === lower(query.channelId)) && (!query.agentId || t.agentId === lower(query.agentId)))
+        .sort((a, b) => byCreated(b, a));
+      same(ex, ex.res.body, pageOf(all, query), 'the page of threads the model holds, newest first');
+    },
+  },
+
+  createThread: {
+    async bind(ctx, parts, knobs, arrange) {
+      await bindPair(ctx, parts, knobs, arrange);
+      const body = parts.body as Record<string, string>;
+      if (body.agentId === undefined) return;
+      const agent = pick(ctx.model.agents, knobs.picks[2]);
+      if (agent) body.agentId = agent.id;
+      else delete body.agentId;
+    },
+    refuse: refuseReference,
+    async check(ctx, ex, { body }) {
+      const input = body as S['ThreadCreate'];
+      const open = openThreadOf(ctx.model, input.contactId, input.channelId);
+      if (open) {
+        expectError(ex, 409, 'conflict', 'the pair already has an open thread', '/body/channelId');
+        return same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, open.id, 'the 409 names the open thread');
+      }
+      expectStatus(ex, 201, 'a pair without an open thread');
+      const thread = ex.res.body as Thread;
+      const expected: Thread = {
+        id: thread.id,
+        contactId: input.contactId.toLowerCase(),
+        channelId: input.channelId.toLowerCase(),
+        agentId: input.agentId?.toLowerCase() ?? null,
+        status: 'open',
+        npsScore: null,
+        npsCreatedAt: null,
+        lastMessageAt: null,
+        createdAt: thread.createdAt,
+        updatedAt: thread.createdAt,
+      };
+      ctx.model.threads.push(thread);
+      same(ex, thread, expected, 'the opened thread');
+      await readBack(ctx, `/v1/threads/${thread.id}`, thread, 'the opened thread');
+    },
+  },
+
+  getNpsStats: {
+    async bind({ model }, parts, knobs) {
+      parts.query.workspaceId = knobs.upper ? model.workspaceId.toUpperCase() : model.workspaceId;
+      const answers = model.threads.filter((t) => t.npsCreatedAt).map((t) => Date.parse(t.npsCreatedAt!));
+      if (!knobs.anchor || answers.length === 0) return;
+      const [a, b] = [pick(answers, knobs.picks[0])!, pick(answers, knobs.picks[1])!];
+      const [from, to] = [Math.min(a, b) + knobs.deltas[0], Math.max(a, b) + knobs.deltas[1]];
+      parts.query.dateFrom = render(from, knobs.offsets[0], knobs.fresh);
+      parts.query.dateTo = render(to, knobs.offsets[1], !knobs.fresh);
+    },
+    async refuse({ model }, parts, knobs, refusal) {
+      parts.query.workspaceId = refusal.target === 'foreign' ? model.foreign.workspaceId : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
+      return (ex) => expectError(ex, 403, 'forbidden', `${refusal.target} workspace`);
+    },
+    async check({ model }, ex, { query }) {
+      const from = instantNs(query.dateFrom!);
+      const to = instantNs(query.dateTo!);
+      if (from > to) return expectError(ex, 400, 'validation_error', 'dateFrom after dateTo', '/query/dateFrom');
+      expectStatus(ex, 200, 'a valid window');
+      const statsIn = (lo: bigint, hi: bigint) => {
+        const scores = model.threads.filter((t) => t.npsCreatedAt && msOf(t.npsCreatedAt) >= lo && msOf(t.npsCreatedAt) <= hi).map((t) => t.npsScore!);
+        const promotores = scores.filter((s) => s >= 9).length;
+        const neutros = scores.filter((s) => s === 7 || s === 8).length;
+        const detratores = scores.filter((s) => s <= 6).length;
+        const total = scores.length;
+        const ratio = total === 0 ? 0 : (100 * (promotores - detratores)) / total;
+        const npsScore = total === 0 ? null : Math.sign(ratio) * Math.round(Math.abs(ratio)) || 0;
+        return { promotores, neutros, detratores, total, npsScore };
+      };
+      const cut = statsIn(floorMicros(from), floorMicros(to));
+      const rounded = statsIn(roundMicros(from), roundMicros(to));
+      if (JSON.stringify(ex.res.body) === JSON.stringify(rounded)) return;
+      const second = 1_000_000_000n;
+      const near = model.threads.filter((t) => t.npsCreatedAt && [from, to].some((b) => msOf(t.npsCreatedAt!) - b < second && b - msOf(t.npsCreatedAt!) < second));
+      const nearText = near.map((t) => `${t.id} ${t.npsCreatedAt} score ${t.npsScore}`).join('; ') || 'none';
+      same(ex, ex.res.body, cut, `the NPS of the answers in the window (answers within 1 s of a bound: ${nearText})`);
+    },
+  },
+
+  getThread: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.threads, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('thread', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'a thread of the workspace');
+      same(ex, ex.res.body, model.threads.find((t) => t.id === path.id!.toLowerCase()), 'the thread the model holds');
+    },
+  },
+
+  registerNps: {
+    async bind(ctx, parts, knobs, arrange) {
+      const thread = arrange && knobs.fresh ? await freshThread(ctx, pick(ctx.model.channels, knobs.picks[1])!) : pick(ctx.model.threads, knobs.picks[0])!;
+      parts.path.id = casing(thread.id, knobs.upper);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      delete (parts.body as Record<string, unknown>).answeredAt;
+      if (refusal.target !== 'duplicate') return refuseId('thread', 'id')!(ctx, parts, knobs, refusal);
+      let answered = pick(ctx.model.threads.filter((t) => t.npsScore !== null), knobs.picks[0]);
+      if (!answered) {
+        const thread = await freshThread(ctx, ctx.model.channels[0]!);
+        answered = (await setNpsAnswer(ctx.server.db, ctx.model.workspaceId, thread.id, 9, new Date()))!;
+        Object.assign(thread, answered);
+      }
+      parts.path.id = answered.id;
+      return (ex) => expectError(ex, 409, 'conflict', 'a second NPS answer');
+    },
+    async check(ctx, ex, { path, body }) {
+      const input = body as S['NpsAnswer'];
+      const index = ctx.model.threads.findIndex((t) => t.id === path.id!.toLowerCase());
+      const before = ctx.model.threads[index]!;
+      const now = BigInt(Date.now()) * 1_000_000n;
+      const at = input.answeredAt === undefined ? now : instantNs(input.answeredAt);
+      const minute = 60_000_000_000n;
+      // The input is judged before the thread's state: a future answer is a 400 even on an answered thread.
+      if (at > now + minute) return expectError(ex, 400, 'validation_error', 'answeredAt in the future', '/body/answeredAt');
+      // The contract's description: not before year 0001 (PostgreSQL stores no year 0000).
+      if (input.answeredAt?.startsWith('0000')) return expectError(ex, 400, 'validation_error', 'answeredAt before year 0001', '/body/answeredAt');
+      if (at > now - minute && ex.res.status === 400) return;
+      if (before.npsScore !== null) return expectError(ex, 409, 'conflict', 'a second NPS answer');
+      expectStatus(ex, 201, 'the first NPS answer of a thread, not in the future');
+      const after = ex.res.body as Thread;
+      ctx.model.threads[index] = after;
+      same(ex, after, { ...before, npsScore: input.score, npsCreatedAt: after.npsCreatedAt, updatedAt: after.updatedAt }, 'the thread with its answer');
+      const stored = msOf(after.npsCreatedAt!);
+      const slack = input.answeredAt === undefined ? 5_000_000_000n : 1_000_000n;
+      if (stored < at - slack || stored > at + slack) fail(ex, `npsCreatedAt should be answeredAt to the millisecond (${input.answeredAt ?? 'now'})`);
+      if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
+      await readBack(ctx, `/v1/threads/${after.id}`, after, 'the answered thread');
+    },
+  },
+
+  listThreadMessages: {
+    async bind({ model }, parts, knobs) {
+      const withMessages = model.threads.filter((t) => model.messages.has(t.id));
+      const thread = knobs.anchor ? pick(withMessages, knobs.picks[0]) : undefined;
+      parts.path.threadId = casing((thread ?? pick(model.threads, knobs.picks[0])!).id, knobs.upper);
+    },
+    refuse: refuseId('thread', 'threadId'),
+    async check({ model }, ex, { path, query }) {
+      expectStatus(ex, 200, 'a thread of the workspace');
+      const messages = [...(model.messages.get(path.threadId!.toLowerCase()) ?? [])].sort(byCreated);
+      same(ex, ex.res.body, pageOf(messages, query), 'the page of messages the model holds, oldest first');
+    },
+  },
+};
+
+/** Any operation without a plan (a new one in the contract) still gets the generic checks. */
+const genericPlan: Plan = {
+  async check(_ctx, ex) {
+    if (ex.res.status < 200 || ex.res.status > 299) fail(ex, 'expected a 2xx for a valid request');
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// Known issues: bugs the fuzzer found that are not fixed yet. Each is probed on the running app
+// first; only while it is present are its cases left out (`avoid`) or sent another way
+// (`sidestep`), and counted per operation, instead of failing the run. A fixed issue stops being
+// present, so the fuzzer covers that ground again by itself; fuzz.test.ts asks for its removal.
+
+export interface KnownIssue {
+  id: string;
+  summary: string;
+  /** Only this database shows it. */
+  onlyOn?: 'pglite' | 'postgres';
+  /** Whether the running app still shows the issue (a minimal reproduction). */
+  present(ctx: Ctx): Promise<boolean>;
+  /** Cases that would hit it: not generated while it is present. */
+  avoid?(c: FuzzCase): boolean;
+  /** Sends a request another way that does not meet the issue (when it hides in runtime values). */
+  sidestep?(url: string): string;
+}
+
+const bodyStrings = (value: unknown): string[] =>
+  typeof value === 'string' ? [value] : value && typeof value === 'object' ? Object.values(value).flatMap(bodyStrings) : [];
+
+export const KNOWN_ISSUES: KnownIssue[] = [
+  {
+    id: 'PGLITE_LEADING_BOM',
+    onlyOn: 'pglite',
+    summary:
+      'On PGlite, a stored string that starts with U+FEFF comes back without it (the embedded driver decodes text with a ' +
+      'BOM-stripping TextDecoder); POST /agents {"name":"\\uFEFFx",...} answers name "x". PostgreSQL keeps it.',
+    async present(ctx) {
+      const ex = await send(ctx, 'post', '/v1/agents', { body: { name: '\uFEFFbom', instructions: 'x', model: 'm' } });
+      return ex.res.status === 201 && (ex.res.body as Agent).name !== '\uFEFFbom';
+    },
+    avoid: (c) => bodyStrings(c.parts.body).some((s) => s.startsWith('\uFEFF')),
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Running it.
+
+export interface OperationCounts {
+  cases: number;
+  valid: number;
+  invalid: number;
+  refused: number;
+  /** Cases left out or sent another way because of a present known issue (KNOWN_ISSUES), by its id. */
+  known: Record<string, number>;
+  statuses: Record<string, number>;
+}
+
+export interface FuzzFailure {
+  operationId: OperationId;
+  round: number;
+  seed: number;
+  path: string | null;
+  counterexample: string;
+  error: string;
+}
+
+export interface FuzzResult {
+  seed: number;
+  total: number;
+  operations: Record<string, OperationCounts>;
+  failures: FuzzFailure[];
+  /** The known issues the app showed at the start of the run. */
+  present: KnownIssue[];
+}
+
+export interface FuzzOptions {
+  /** Cases in total, split evenly across operations and rounds. */
+  runs: number;
+  seed?: number;
+  server: TestServer;
+  /** Only these operations. */
+  only?: OperationId[];
+  rounds?: number;
+  /** Shrink a failing case to a smaller one (slower; the model may drift while it shrinks). */
+  shrink?: boolean;
+  /** Ignore KNOWN_ISSUES: every failure fails. */
+  strict?: boolean;
+  /** Replays one counterexample of a failure report (its operation, round and path). */
+  replay?: { operationId: OperationId; round: number; path: string };
+  log?: (line: string) => void;
+}
+
+/** Writes go first so that reads and the NPS statistics meet a populated workspace. */
+const ORDER: OperationId[] = [
+  'createAgent', 'updateAgent', 'deleteAgent', 'createContact', 'createThread', 'sendMessage', 'registerNps',
+  'listAgents', 'getAgent', 'listContacts', 'getContact', 'listChannels', 'listThreads', 'getThread', 'listThreadMessages', 'getNpsStats',
+];
+
+function seedFor(seed: number, operationId: string, round: number): number {
+  let h = 0x811c9dc5 ^ seed;
+  for (const ch of `${operationId}#${round}`) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193);
+  return h | 0;
+}
+
+/** A workspace of its own (the model starts from what is arranged here) and another one, for cross-tenant ids. */
+async function setUp(server: TestServer): Promise<Model> {
+  const own = await createWorkspace(server);
+  const other = await createWorkspace(server);
+  const db = server.db;
+  const agent = (ws: string, n: number) => createAgent(db, ws, { name: `Seed agent ${n}`, instructions: 'Seja cordial.', model: 'gpt-4o-mini' });
+  const foreignAgent = await agent(other.workspaceId, 0);
+  const foreignContact = (await insertContact(db, other.workspaceId, { name: 'Foreign', phone: '+5511900000000' }))!;
+  const foreignThread = (await insertOpenThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[0]!.id }, new Date()))!;
+  const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
+  const contacts = [
+    (await insertContact(db, own.workspaceId, { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' }))!,
+    (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665' }))!,
+    (await insertContact(db, own.workspaceId, { name: 'Ana' }))!,
+  ];
+  // Channels carry no createdAt on the wire: their list order comes from the table.
+  const channelOrder = await db.selectFrom('channels').select('id').where('workspace_id', '=', own.workspaceId).orderBy('created_at').orderBy('id').execute();
+  const channels = channelOrder.map((row) => own.channels.find((c) => c.id === row.id)!);
+  const thread = (await insertOpenThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date()))!;
+  return {
+    workspaceId: own.workspaceId,
+    apiKey: own.apiKey,
+    agents,
+    deletedAgents: [],
+    contacts,
+    channels,
+    threads: [threadRowToThread(thread)],
+    messages: new Map(),
+    foreign: { workspaceId: other.workspaceId, id: { agent: foreignAgent.id, contact: foreignContact.id, channel: other.channels[0]!.id, thread: foreignThread.id } },
+    fixtures: 0,
+  };
+}
+
+async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, counts: OperationCounts): Promise<Exchange> {
+  const parts: Parts = structuredClone(c.parts);
+  await plan.bind?.(ctx, parts, c.knobs, c.mode.kind === 'valid');
+  const method = inputs.op.method;
+  if (c.mode.kind === 'valid') {
+    counts.valid++;
+    if (!requestIsValid(ctx.tr, inputs, parts)) throw new PropertyFailure(`translator bug: generated an invalid request ${JSON.stringify(parts)}`);
+    const ex = await send(ctx, method, urlOf(inputs, parts), inputs.body ? { body: parts.body } : {});
+    await plan.check(ctx, ex, parts, c.knobs);
+    return ex;
+  }
+  if (c.mode.kind === 'refused') {
+    counts.refused++;
+    const expectation = await plan.refuse!(ctx, parts, c.knobs, c.mode);
+    const ex = await send(ctx, method, urlOf(inputs, parts), inputs.body ? { body: parts.body } : {});
+    expectation(ex);
+    return ex;
+  }
+  counts.invalid++;
+  const mode = c.mode;
+  const broken = applyInvalid(parts, mode);
+  const url = urlOf(inputs, broken, mode.where === 'query' && mode.how === 'repeat' ? mode : undefined, mode.where === 'path' && mode.raw ? mode.value : undefined);
+  if (mode.where === 'raw') {
+    const headers: Record<string, string> = mode.body.contentType ? { 'content-type': mode.body.contentType } : {};
+    const ex = await send(ctx, method, url, { headers, ...(mode.body.raw !== undefined && { rawBody: mode.body.raw }) });
+    const alternative = mode.body.or;
+    if (alternative && ex.res.status === alternative.status) expectError(ex, alternative.status, alternative.code, mode.body.what);
+    else expectError(ex, mode.body.status, mode.body.code, mode.body.what);
+    return ex;
+  }
+  const ex = await send(ctx, method, url, inputs.body ? { body: broken.body } : {});
+  // The validator names path parameters /params/<name> (ErrorDetail's examples only show /body and /query).
+  const where =
+    mode.where === 'body' ? (mode.mutation.pointer.length ? `/body/${mode.mutation.pointer.join('/')}` : undefined) : `/${mode.where === 'path' ? 'params' : 'query'}/${mode.param}`;
+  const what = mode.where === 'body' ? mode.mutation.what : `${mode.where} ${mode.param}: ${mode.where === 'query' ? mode.how : 'malformed'}`;
+  // A path that is not even percent-decodable has no parameter to name yet.
+  expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where);
+  return ex;
+}
+
+function propertyFor(ctx: Ctx, inputs: OpInputs, counts: OperationCounts, present: KnownIssue[]): fc.IAsyncProperty<[FuzzCase]> {
+  const plan = plans[inputs.op.operationId] ?? genericPlan;
+  const avoided = (c: FuzzCase): boolean => {
+    const issue = present.find((i) => i.avoid?.(c));
+    if (issue) counts.known[issue.id] = (counts.known[issue.id] ?? 0) + 1;
+    return issue !== undefined;
+  };
+  return fc.asyncProperty(caseArbitrary(ctx.tr, inputs).filter((c) => !avoided(c)), async (c) => {
+    counts.cases++;
+    ctx.counts = counts;
+    const ex = await runCase(ctx, inputs, plan, c, counts);
+    counts.statuses[ex.res.status] = (counts.statuses[ex.res.status] ?? 0) + 1;
+  });
+}
+
+/** Runs the properties of every operation (or `only` some) and reports counts and failures. */
+export async function runFuzz(options: FuzzOptions): Promise<FuzzResult> {
+  const seed = options.seed ?? DEFAULT_SEED;
+  const rounds = options.rounds ?? 2;
+  const log = options.log ?? (() => {});
+  const spec = loadSpec();
+  const tr = translator(spec);
+  const ctx: Ctx = { server: options.server, tr, model: await setUp(options.server) };
+  // Probes write records: they run in workspaces of their own, so the model stays exact.
+  const probe: Ctx = { ...ctx, model: await setUp(options.server) };
+  const present: KnownIssue[] = [];
+  if (!options.strict) for (const issue of KNOWN_ISSUES) if (await issue.present(probe)) present.push(issue);
+  const ops = [...contractOperations].sort((a, b) => (ORDER.indexOf(a.operationId) + 1 || 99) - (ORDER.indexOf(b.operationId) + 1 || 99));
+  const selected = ops.filter((op) => (options.replay ? op.operationId === options.replay.operationId : !options.only || options.only.includes(op.operationId)));
+  const perRun = Math.max(1, Math.ceil(options.runs / (selected.length * rounds)));
+  const operations: Record<string, OperationCounts> = {};
+  const failures: FuzzFailure[] = [];
+  const { replay } = options;
+  log(replay ? `fuzz: replaying ${replay.operationId} round ${replay.round} path ${replay.path}, seed ${seed}` : `fuzz: seed ${seed}, ${selected.length} operations x ${rounds} rounds x ${perRun} cases`);
+  ctx.sidesteps = present.filter((issue) => issue.sidestep);
+  for (const issue of present) log(`known issue present, its cases are avoided or counted as known: ${issue.id}: ${issue.summary}`);
+  for (let round = 0; round < rounds; round++) {
+    if (options.replay && round !== options.replay.round) continue;
+    for (const op of selected) {
+      const counts = (operations[op.operationId] ??= { cases: 0, valid: 0, invalid: 0, refused: 0, known: {}, statuses: {} });
+      if (failures.some((f) => f.operationId === op.operationId)) continue;
+      const opSeed = seedFor(seed, op.operationId, round);
+      const details = await fc.check(propertyFor(ctx, inputsOf(spec, tr, op), counts, present), {
+        seed: opSeed,
+        numRuns: perRun,
+        endOnFailure: !options.shrink,
+        ...(options.replay && { path: options.replay.path }),
+      });
+      if (details.failed) {
+        const failure: FuzzFailure = {
+          operationId: op.operationId,
+          round,
+          seed: opSeed,
+          path: details.counterexamplePath,
+          counterexample: fc.stringify(details.counterexample?.[0]),
+          error: details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance),
+        };
+        failures.push(failure);
+        log(`FAIL ${op.operationId} (round ${round}, seed ${opSeed}, path ${failure.path}):\n${failure.error}`);
+      }
+    }
+  }
+  const total = Object.values(operations).reduce((n, c) => n + c.cases, 0);
+  return { seed, total, operations, failures, present };
+}
+
+/** The per-operation counts as a small table. */
+export function formatCounts(result: FuzzResult): string {
+  const cell = (text: string | number, width: number) => String(text).padStart(width);
+  const rows = Object.entries(result.operations).map(([id, c]) => {
+    const statuses = Object.entries(c.statuses).map(([s, n]) => `${s}:${n}`).join(' ');
+    const known = Object.entries(c.known).map(([issue, n]) => ` | known ${issue}: ${n}`).join('');
+    return `${id.padEnd(20)}${cell(c.cases, 6)}${cell(c.valid, 7)}${cell(c.invalid, 8)}${cell(c.refused, 8)}  ${statuses}${known}`;
+  });
+  const header = `${'operation'.padEnd(20)}${cell('cases', 6)}${cell('valid', 7)}${cell('invalid', 8)}${cell('refused', 8)}  statuses`;
+  return [header, ...rows, `${Object.keys(result.operations).length} operations, ${result.total} cases, seed ${result.seed}`].join('\n');
+}
+
+/** A failure as the report shows it, with the command that replays it. */
+export function formatFailure(result: FuzzResult, f: FuzzFailure): string {
+  return (
+    `FAILED ${f.operationId} (round ${f.round}, seed ${f.seed}, path ${f.path})\n${f.error}\ncounterexample: ${f.counterexample}\n` +
+    `replay: npm run fuzz -- --seed ${result.seed} --replay ${f.operationId}:${f.round}:${f.path}`
+  );
+}
+
+/** Whether a known issue shows on this server (for the test that waits for its fix). */
+export async function probeKnownIssue(server: TestServer, id: string): Promise<boolean> {
+  const spec = loadSpec();
+  const ctx: Ctx = { server, tr: translator(spec), model: await setUp(server) };
+  return KNOWN_ISSUES.find((issue) => issue.id === id)!.present(ctx);
+}
