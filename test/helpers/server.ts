@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
+import type { DestinationStream } from 'pino';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -29,6 +30,8 @@ export interface StartOptions {
   redisUrl?: string | undefined | false;
   /** Share a database opened by another server of the same test (e.g. two instances). */
   db?: Db;
+  /** Where the app logs (a LogCapture's destination); nowhere unless given. */
+  logs?: DestinationStream;
 }
 
 const databases: Db[] = [];
@@ -50,7 +53,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     ...options.config,
   });
   const url = options.redisUrl === false ? undefined : (options.redisUrl ?? redisUrl);
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(options.logs ? 'info' : config.logLevel, options.logs);
   const redis = url ? createRedis(url, logger) : undefined;
   if (redis) await waitForReady(redis);
   const app = createApp({ config, db, logger, redis });
