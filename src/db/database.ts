@@ -25,6 +25,7 @@ export function createDatabase(options: DatabaseOptions): Db {
     });
     // An idle client losing its server must not crash the process; the next query reports it.
     pool.on('error', () => {});
+    pool.on('connect', usePreparedStatements);
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   }
   if (!options.pgliteDir.startsWith('memory://')) fs.mkdirSync(options.pgliteDir, { recursive: true });
@@ -32,6 +33,31 @@ export function createDatabase(options: DatabaseOptions): Db {
   // way node-postgres does.
   const parsers = { [types.TIMESTAMPTZ]: (text: string) => parseDate(text) };
   return new Kysely<Database>({ dialect: new PGliteDialect(new PGlite(options.pgliteDir, { parsers })) });
+}
+
+const statementNames = new Map<string, string>();
+const MAX_STATEMENTS = 1_000;
+const PREPARABLE = /^\s*(select|insert|update|delete|with)\b/i;
+
+/**
+ * Runs every parameterised query of the service as a named prepared statement: PostgreSQL parses
+ * and plans each distinct SQL text once per connection instead of on every call. The texts are
+ * bounded (Kysely compiles a few shapes per operation, values are always parameters); past
+ * MAX_STATEMENTS new texts run unnamed.
+ */
+function usePreparedStatements(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((text: unknown, values?: unknown, callback?: unknown) => {
+    if (typeof text === 'string' && Array.isArray(values) && values.length > 0 && callback === undefined && PREPARABLE.test(text)) {
+      let name = statementNames.get(text);
+      if (name === undefined && statementNames.size < MAX_STATEMENTS) {
+        name = `sf_${statementNames.size + 1}`;
+        statementNames.set(text, name);
+      }
+      if (name !== undefined) return query({ name, text, values });
+    }
+    return callback === undefined ? query(text, values) : query(text, values, callback);
+  }) as typeof client.query;
 }
 
 /** True when the database answers a trivial query within the timeout. */

@@ -3,9 +3,12 @@
 import { Migrator, type Migration, type MigrationResultSet } from 'kysely/migration';
 import type { Kysely } from 'kysely';
 import * as m0001 from './migrations/0001_initial.js';
+import * as m0002 from './migrations/0002_nps_daily.js';
 
-const migrations: Record<string, Migration> = {
+/** Every migration by name, in order; the names are what kysely_migration records. */
+export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
+  '0002_nps_daily': m0002,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -1,5 +1,6 @@
-// One page of a list: the rows carry their total in a window count, so a page costs one query;
-// only a page past the end (no rows to carry it) asks for the count separately.
+// One page of a list: each row carries the total as a scalar subquery over the same filters, so a
+// page costs one round trip, and PostgreSQL counts from the index instead of reading every
+// matching row as `count(*) over ()` would; only a page past the end asks for the count alone.
 import { sql, type SelectQueryBuilder } from 'kysely';
 import type { Database } from './schema.js';
 
@@ -26,7 +27,7 @@ export async function listPage<TB extends keyof Database, Row, T>(
   const direction = options.newestFirst ? 'desc' : 'asc';
   const rows = (await base
     .selectAll()
-    .select(sql<number>`(count(*) over ())::int`.as('total_count'))
+    .select(base.select(sql<number>`count(*)::int`.as('n')).as('total_count'))
     .orderBy(sql.ref('created_at'), direction)
     .orderBy(sql.ref('id'), direction)
     .limit(limit)

@@ -76,6 +76,16 @@ export interface ThreadTable {
   updated_at: Timestamp;
 }
 
+/** The NPS answers of a workspace per UTC day of nps_created_at, kept exact by setNpsAnswer. */
+export interface NpsDailyTable {
+  workspace_id: string;
+  /** The UTC day; written as 'YYYY-MM-DD'. Read it as `day::text`: the drivers make a Date of local midnight. */
+  day: ColumnType<Date, string, never>;
+  promotores: number;
+  neutros: number;
+  detratores: number;
+}
+
 export interface MessageTable {
   workspace_id: string;
   id: string;
@@ -96,6 +106,7 @@ export interface Database {
   contacts: ContactTable;
   threads: ThreadTable;
   messages: MessageTable;
+  nps_daily: NpsDailyTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;

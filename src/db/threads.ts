@@ -5,6 +5,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ThreadRow } from './schema.js';
 import { listPage, type Page } from './pagination.js';
+import { instantToIso, parseInstant, wholeUtcDays } from '../services/nps.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -87,7 +88,9 @@ export async function insertOpenThread(db: Db, workspaceId: string, input: OpenT
       updated_at: now,
     })
     .onConflict((oc) =>
-      oc.columns(['workspace_id', 'contact_id', 'channel_id']).where('status', '=', 'open').doNothing(),
+      // A literal, not a parameter: a prepared statement's generic plan cannot match a parameter
+      // to the partial index's `where status = 'open'`.
+      oc.columns(['workspace_id', 'contact_id', 'channel_id']).where('status', '=', sql.lit('open')).doNothing(),
     )
     .returningAll()
     .executeTakeFirst();
@@ -105,15 +108,53 @@ export async function findOpenThreadId(db: Db, workspaceId: string, contactId: s
   return row?.id;
 }
 
-/** Records the thread's NPS answer; undefined when the thread is unknown or already answered. */
+/**
+ * Records the thread's NPS answer and counts it in its UTC day of nps_daily in the same statement
+ * (a data-modifying CTE), so the rollup stays exact under concurrent answers: only an unanswered
+ * thread matches, and an answer never changes afterwards. Undefined when the thread is unknown or
+ * already answered.
+ *
+ * This is the only write of nps_score/nps_created_at, and the API deletes no thread: threads go
+ * only by the cascades of deleting their contact, channel or workspace, which the API does not
+ * offer (a workspace's nps_daily rows cascade with it). A new path that writes answers or deletes
+ * answered threads must update nps_daily in the same statement or transaction.
+ */
 export async function setNpsAnswer(db: Db, workspaceId: string, id: string, score: number, answeredAt: Date): Promise<Thread | undefined> {
   const row = await db
-    .updateTable('threads')
-    .set({ nps_score: score, nps_created_at: answeredAt, updated_at: new Date() })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .where('nps_score', 'is', null)
-    .returningAll()
+    .with('answered', (qb) =>
+      qb
+        .updateTable('threads')
+        .set({ nps_score: score, nps_created_at: answeredAt, updated_at: new Date() })
+        .where('workspace_id', '=', workspaceId)
+        .where('id', '=', id)
+        .where('nps_score', 'is', null)
+        .returningAll(),
+    )
+    .with('counted', (qb) =>
+      qb
+        .insertInto('nps_daily')
+        .columns(['workspace_id', 'day', 'promotores', 'neutros', 'detratores'])
+        .expression((eb) =>
+          eb
+            .selectFrom('answered')
+            .select([
+              'workspace_id',
+              sql<string>`(nps_created_at at time zone 'UTC')::date`.as('day'),
+              sql<number>`(nps_score >= 9)::int`.as('promotores'),
+              sql<number>`(nps_score between 7 and 8)::int`.as('neutros'),
+              sql<number>`(nps_score <= 6)::int`.as('detratores'),
+            ]),
+        )
+        .onConflict((oc) =>
+          oc.columns(['workspace_id', 'day']).doUpdateSet((eb) => ({
+            promotores: eb('nps_daily.promotores', '+', eb.ref('excluded.promotores')),
+            neutros: eb('nps_daily.neutros', '+', eb.ref('excluded.neutros')),
+            detratores: eb('nps_daily.detratores', '+', eb.ref('excluded.detratores')),
+          })),
+        ),
+    )
+    .selectFrom('answered')
+    .selectAll()
     .executeTakeFirst();
   return row && threadRowToThread(row);
 }
@@ -124,15 +165,49 @@ export interface NpsCounts {
   detratores: number;
 }
 
-/** Counts the answers with from <= nps_created_at <= to: one index-only scan of threads_nps_idx. */
+const tally = sql`count(*) filter (where nps_score >= 9)::int as promotores,
+  count(*) filter (where nps_score between 7 and 8)::int as neutros,
+  count(*) filter (where nps_score <= 6)::int as detratores`;
+
+/**
+ * Counts the answers with from <= nps_created_at <= to (date-times as the route passes them: ISO
+ * 8601 with at most 6 fraction digits), in one statement. When whole UTC days lie inside the window
+ * it sums them from nps_daily (one row a day) and counts only the two partial edge days from
+ * threads_nps_idx; otherwise it counts from threads_nps_idx alone (one index-only scan).
+ */
 export async function countNpsAnswers(db: Db, workspaceId: string, from: string, to: string): Promise<NpsCounts> {
+  const fromInstant = parseInstant(from);
+  const toInstant = parseInstant(to);
+  if (fromInstant === undefined || toInstant === undefined) throw new TypeError(`not a date-time: ${from} / ${to}`);
+  const [lower, upper] = [instantToIso(fromInstant), instantToIso(toInstant)];
+  const days = wholeUtcDays(fromInstant, toInstant);
+  if (!days) {
+    const result = await sql<NpsCounts>`
+      select ${tally}
+        from threads
+       where workspace_id = ${workspaceId}
+         and nps_created_at >= ${lower}::timestamptz
+         and nps_created_at <= ${upper}::timestamptz`.execute(db);
+    return result.rows[0]!;
+  }
   const result = await sql<NpsCounts>`
-    select count(*) filter (where nps_score >= 9)::int as promotores,
-           count(*) filter (where nps_score between 7 and 8)::int as neutros,
-           count(*) filter (where nps_score <= 6)::int as detratores
-      from threads
-     where workspace_id = ${workspaceId}
-       and nps_created_at >= ${from}::timestamptz
-       and nps_created_at <= ${to}::timestamptz`.execute(db);
+    select sum(promotores)::int as promotores, sum(neutros)::int as neutros, sum(detratores)::int as detratores
+      from (select promotores, neutros, detratores
+              from nps_daily
+             where workspace_id = ${workspaceId}
+               and day >= ${days.first}::date
+               and day < ${days.end}::date
+            union all
+            select ${tally}
+              from threads
+             where workspace_id = ${workspaceId}
+               and nps_created_at >= ${lower}::timestamptz
+               and nps_created_at < ${days.firstStart}::timestamptz
+            union all
+            select ${tally}
+              from threads
+             where workspace_id = ${workspaceId}
+               and nps_created_at >= ${days.endStart}::timestamptz
+               and nps_created_at <= ${upper}::timestamptz) parts`.execute(db);
   return result.rows[0]!;
 }

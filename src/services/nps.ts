@@ -56,3 +56,33 @@ export function instantToIso(micros: bigint): string {
   const extraMicros = micros - BigInt(date.getTime()) * 1000n;
   return `${date.toISOString().replace(/^\+0*/, '').slice(0, -1)}${extraMicros.toString().padStart(3, '0')}Z`;
 }
+
+const DAY_MICROS = 86_400_000_000n;
+
+/** a / b rounded down (BigInt division rounds toward zero, wrong for instants before 1970). */
+const floorDiv = (a: bigint, b: bigint): bigint => a / b;
+
+/** Whole UTC days [first, end) of a window, and their midnights. */
+export interface WholeUtcDays {
+  /** The first whole day, YYYY-MM-DD. */
+  first: string;
+  /** The day after the last whole day, YYYY-MM-DD. */
+  end: string;
+  /** Midnight starting `first`, ISO 8601 UTC with microseconds. */
+  firstStart: string;
+  /** Midnight starting `end`, ISO 8601 UTC with microseconds. */
+  endStart: string;
+}
+
+/**
+ * The UTC days lying wholly inside [from, to] (microseconds, both bounds inclusive): a day is whole
+ * when its first microsecond is >= from and its last <= to. Undefined when no day is.
+ */
+export function wholeUtcDays(from: bigint, to: bigint): WholeUtcDays | undefined {
+  const first = -floorDiv(-from, DAY_MICROS);
+  const end = floorDiv(to + 1n, DAY_MICROS);
+  if (first >= end) return undefined;
+  const firstStart = instantToIso(first * DAY_MICROS);
+  const endStart = instantToIso(end * DAY_MICROS);
+  return { first: firstStart.split('T')[0]!, end: endStart.split('T')[0]!, firstStart, endStart };
+}
