@@ -192,7 +192,9 @@ async function explainHotQueries(fixture: Fixture, when: string): Promise<Array<
   return plans.map((p) => ({ ...p, when }));
 }
 
-const npsPlanOk = (p: QueryPlan): boolean => p.nodes.includes('Index Only Scan on threads_nps_idx') && !p.seqScan;
+/** The (e) windows span whole UTC days: those come from nps_daily, the two edge days from threads_nps_idx. */
+const npsPlanOk = (p: QueryPlan): boolean =>
+  p.nodes.includes('Index Only Scan on threads_nps_idx') && p.nodes.some((n) => n.endsWith(' on nps_daily_pkey') || n.endsWith(' on nps_daily')) && !p.seqScan;
 
 /** VACUUM (ANALYZE) of the written tables; returns its seconds and the share of all-visible thread pages after it. */
 async function vacuum(fixture: Fixture): Promise<{ seconds: number; allVisiblePercent: number }> {
@@ -426,8 +428,8 @@ async function main(): Promise<void> {
     ...plansAtEnd
       .filter((p) => p.label.startsWith('(e)'))
       .map((p) => ({
-        target: `${p.label}: query < 1 ms, Index Only Scan on threads_nps_idx, no Seq Scan`,
-        measured: `${p.executionMs.toFixed(3)} ms; ${p.nodes.join(' → ')}; ${p.rowsScanned.toLocaleString('en-US')} index entries, heap fetches ${p.heapFetches}`,
+        target: `${p.label}: query < 1 ms, whole days from nps_daily, edge days by Index Only Scan on threads_nps_idx, no Seq Scan`,
+        measured: `${p.executionMs.toFixed(3)} ms; ${p.nodes.join(' → ')}; ${p.rowsScanned.toLocaleString('en-US')} rows scanned (days and index entries), heap fetches ${p.heapFetches}`,
         met: p.executionMs < 1 && npsPlanOk(p),
       })),
     { target: '(f) WEB_CONCURRENCY=2 against 1: report the ratio', measured: `${fmt.n2(byId('f2')?.ratio)}x`, met: undefined },

@@ -1,9 +1,11 @@
 // Bulk seeding of a fresh benchmark database: the service's own migrations and provisioning, then
-// the bulk rows in a handful of set-based INSERT ... SELECT generate_series statements.
+// the bulk rows in a handful of set-based INSERT ... SELECT generate_series statements, and the
+// NPS daily rollup filled from them.
 import pg from 'pg';
 import { connectClient } from './lib/pg-client.js';
 import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
+import { NPS_DAILY_BACKFILL } from '../src/db/migrations/0002_nps_daily.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 
 export interface SeedShape {
@@ -233,7 +235,10 @@ export async function seed(adminUrl: string, name: string, shape: SeedShape, log
     await client.query(`reset session_replication_role; set maintenance_work_mem = '256MB'`);
     for (const definition of deferred) await client.query(definition);
     step('indexes');
-    for (const table of ['threads', 'messages', 'agents', 'contacts', 'channels', 'api_keys', 'workspaces']) {
+    // The bulk load bypassed setNpsAnswer, which keeps nps_daily: fill it as migration 0002 does.
+    await client.query(NPS_DAILY_BACKFILL);
+    step('nps_daily');
+    for (const table of ['threads', 'messages', 'nps_daily', 'agents', 'contacts', 'channels', 'api_keys', 'workspaces']) {
       await client.query(`vacuum (analyze) ${table}`);
     }
     // VACUUM marks a page all-visible only once no open snapshot predates the load; on a shared
@@ -255,6 +260,7 @@ export async function seed(adminUrl: string, name: string, shape: SeedShape, log
       `select count(*) filter (where nps_created_at is not null)::int as n, count(*) filter (where status = 'open')::int as open from threads`,
     );
     counts.npsAnswers = answered.rows[0]!.n;
+    counts.npsDailyRows = (await client.query<{ n: number }>(`select count(*)::int as n from nps_daily`)).rows[0]!.n;
     counts.openThreads = answered.rows[0]!.open;
     const pairs = await client.query<{ contactId: string; channelId: string }>(
       `select contact_id as "contactId", channel_id as "channelId" from threads

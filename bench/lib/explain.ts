@@ -15,7 +15,7 @@ export interface QueryPlan {
   nodes: string[];
   seqScan: boolean;
   heapFetches: number;
-  /** Rows the scans read (sum over scan nodes). */
+  /** Rows the scans read (sum over scan nodes, a bitmap index and heap scan pair once). */
   rowsScanned: number;
   executionMs: number;
   planningMs: number;
@@ -65,7 +65,8 @@ export async function explainCall(databaseUrl: string, label: string, call: (db:
       const walk = (node: any): void => {
         nodes.push(describe(node));
         heapFetches += node['Heap Fetches'] ?? 0;
-        if (/Scan/.test(node['Node Type'])) rowsScanned += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1);
+        // A Bitmap Index Scan's rows are read again by its Bitmap Heap Scan: count them once.
+        if (/Scan/.test(node['Node Type']) && node['Node Type'] !== 'Bitmap Index Scan') rowsScanned += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1);
         for (const child of node.Plans ?? []) walk(child);
       };
       walk(last.Plan);

@@ -60,7 +60,7 @@ export function instantToIso(micros: bigint): string {
 const DAY_MICROS = 86_400_000_000n;
 
 /** a / b rounded down (BigInt division rounds toward zero, wrong for instants before 1970). */
-const floorDiv = (a: bigint, b: bigint): bigint => a / b;
+const floorDiv = (a: bigint, b: bigint): bigint => a / b - (a % b < 0n ? 1n : 0n);
 
 /** Whole UTC days [first, end) of a window, and their midnights. */
 export interface WholeUtcDays {

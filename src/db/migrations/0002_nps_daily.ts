@@ -1,5 +1,7 @@
 // The NPS answers per workspace and UTC day, so a long window sums whole days instead of counting
-// every answer; backfilled from the answers already stored. Frozen: add a migration to change it.
+// every answer; backfilled from the answers already stored. Answers that instances still running
+// older code write after it are not counted: roll it out with those stopped. Frozen: add a
+// migration to change it.
 import { sql, type Kysely } from 'kysely';
 
 /**
