@@ -12,7 +12,7 @@ import { jsonBody } from './middleware/body.js';
 import { errorHandler } from './middleware/error-handler.js';
 import { createRateLimits } from './middleware/rate-limit.js';
 import { requestContext } from './middleware/request-context.js';
-import { operationRouter, pathNotFound, requireOperation } from './middleware/routing.js';
+import { matchOperation, pathNotFound } from './middleware/routing.js';
 import { dispatch } from './routes/handler.js';
 import { handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
@@ -36,27 +36,10 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
 
   app.use(requestContext(logger));
 
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  app.get('/readyz', async (_req, res) => {
-    const database = (await isDatabaseReachable(db)) ? 'up' : 'down';
-    const redisState = redis ? (redis.status === 'ready' ? 'up' : 'down') : 'not_configured';
-    const status = database === 'down' ? 'unavailable' : redisState === 'down' ? 'degraded' : 'ok';
-    res.status(database === 'up' ? 200 : 503).json({ status, database, redis: redisState });
-  });
-  app.get('/openapi.json', (_req, res) => {
-    res.type('application/json').send(specJson);
-  });
-  app.get('/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').send(specYaml);
-  });
-  app.use(docsRouter());
-
+  // The API first: its requests do not walk past the service endpoints' layers.
   app.use(
     '/v1',
-    operationRouter(),
-    requireOperation,
+    matchOperation(),
     authenticate({ db, keyCacheTtlMs: config.keyCacheTtlMs, failedAuth: limits.failedAuth }),
     limits.perKey,
     requireScope,
@@ -73,6 +56,23 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
     } as never),
     dispatch(handlers, db),
   );
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const database = (await isDatabaseReachable(db)) ? 'up' : 'down';
+    const redisState = redis ? (redis.status === 'ready' ? 'up' : 'down') : 'not_configured';
+    const status = database === 'down' ? 'unavailable' : redisState === 'down' ? 'degraded' : 'ok';
+    res.status(database === 'up' ? 200 : 503).json({ status, database, redis: redisState });
+  });
+  app.get('/openapi.json', (_req, res) => {
+    res.type('application/json').send(specJson);
+  });
+  app.get('/openapi.yaml', (_req, res) => {
+    res.type('application/yaml').send(specYaml);
+  });
+  app.use(docsRouter());
 
   app.use((_req, _res, next) => next(pathNotFound()));
   app.use(errorHandler);

@@ -1,41 +1,51 @@
 // Matches a /v1 request to its contract operation before anything else runs (DECISIONS §3.1):
-// an unknown path is a 404, a known path with another method a 405.
-import { Router, type RequestHandler } from 'express';
+// an unknown path is a 404, a known path with another method a 405. A table lookup by segments
+// (literal segments beat parameters, so /threads/stats/nps is never /threads/{id}).
+import type { RequestHandler } from 'express';
 import { contractOperations, type Operation } from '../contract.js';
 import { ApiError } from '../errors.js';
 
-const paramCount = (path: string): number => (path.match(/\{/g) ?? []).length;
-
-export function operationRouter(): Router {
-  const router = Router({ caseSensitive: true });
-  const byPath = new Map<string, Operation[]>();
-  for (const op of contractOperations) byPath.set(op.path, [...(byPath.get(op.path) ?? []), op]);
-  // Literal paths before parameterised ones: /threads/stats/nps must not be read as /threads/{id}.
-  const paths = [...byPath.keys()].sort((a, b) => paramCount(a) - paramCount(b));
-  for (const path of paths) {
-    const ops = byPath.get(path)!;
-    const route = router.route(ops[0]!.expressPath);
-    for (const op of ops) {
-      route[op.method]((req, _res, next) => {
-        req.operation = op;
-        next('router');
-      });
-    }
-    const allow = ops.map((op) => op.method.toUpperCase()).join(', ');
-    route.all((req, _res, next) => {
-      next(
-        new ApiError(405, 'method_not_allowed', `${req.method} is not allowed on this path; use ${allow}.`, undefined, {
-          Allow: allow,
-        }),
-      );
-    });
-  }
-  return router;
+interface Route {
+  segments: Array<string | null>; // null: a parameter
+  byMethod: Map<string, Operation>;
+  allow: string;
 }
 
-/** Ends requests that no operation matched with a 404. */
-export const requireOperation: RequestHandler = (req, _res, next) => {
-  next(req.operation ? undefined : pathNotFound());
-};
+function buildRoutes(): Route[] {
+  const byPath = new Map<string, Operation[]>();
+  for (const op of contractOperations) byPath.set(op.path, [...(byPath.get(op.path) ?? []), op]);
+  const routes = [...byPath].map(([path, ops]) => ({
+    segments: path.split('/').slice(1).map((s) => (s.startsWith('{') ? null : s)),
+    byMethod: new Map(ops.flatMap((op) => (op.method === 'get' ? [['GET', op], ['HEAD', op]] : [[op.method.toUpperCase(), op]]))),
+    allow: ops.map((op) => op.method.toUpperCase()).join(', '),
+  }));
+  const params = (r: Route): number => r.segments.filter((s) => s === null).length;
+  return routes.sort((a, b) => params(a) - params(b));
+}
+
+function matches(route: Route, segments: string[]): boolean {
+  return route.segments.length === segments.length && route.segments.every((s, i) => s === null || s === segments[i]);
+}
 
 export const pathNotFound = (): ApiError => new ApiError(404, 'not_found', 'No such endpoint.');
+
+/** Sets req.operation for a /v1 request (mounted at /v1), or ends it with 404 or 405. */
+export function matchOperation(): RequestHandler {
+  const routes = buildRoutes();
+  return (req, _res, next) => {
+    // req.path is relative to the /v1 mount; one trailing slash is tolerated, as Express does.
+    const segments = req.path.replace(/(.)\/$/, '$1').split('/').slice(1);
+    const route = routes.find((r) => matches(r, segments));
+    if (!route || segments.some((s) => s === '')) return next(pathNotFound());
+    const op = route.byMethod.get(req.method);
+    if (!op) {
+      return next(
+        new ApiError(405, 'method_not_allowed', `${req.method} is not allowed on this path; use ${route.allow}.`, undefined, {
+          Allow: route.allow,
+        }),
+      );
+    }
+    req.operation = op;
+    next();
+  };
+}
