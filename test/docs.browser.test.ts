@@ -52,7 +52,9 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
 
     const response = await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
     await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(contractOperations.length);
-    await page.waitForLoadState('networkidle', { timeout: 60_000 });
+    // Let late requests start; every request the page starts is recorded and checked below, so a
+    // machine too busy to reach "network idle" soon only shortens the wait, never the check.
+    await page.waitForLoadState('networkidle', { timeout: 15_000 }).catch(() => undefined);
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
     expect(response?.status()).toBe(200);
