@@ -13,6 +13,7 @@ import pg from 'pg';
 import { connectClient } from './lib/pg-client.js';
 import { listAgents } from '../src/db/agents.js';
 import { countNpsAnswers, listThreads } from '../src/db/threads.js';
+import { parseInstant } from '../src/services/nps.js';
 import { explainCall, plansTable, type QueryPlan } from './lib/explain.js';
 import { cores, groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, readProcStat } from './lib/cpu.js';
 import { findWrk, makeWorkDir, runLoad, stopLoads, type LoadResult, type LoadSpec } from './lib/load.js';
@@ -20,6 +21,8 @@ import { freePort, sleep, startProcess, stopAll, stopProcess, waitReady, type St
 import { fmt, median, resultsTable, summarise, targetsTable, type CpuUse, type Run, type ScenarioInfo, type TargetCheck } from './lib/report.js';
 import { profileMarkdown, summariseProfile, type CpuProfile, type ProfileSummary } from './profile.js';
 import { allVisiblePercent, dropDatabase, FULL_SHAPE, seed, type Fixture } from './seed.js';
+
+const instant = (text: string): bigint => parseInstant(text)!;
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = path.join(ROOT, 'bench', 'results');
@@ -183,8 +186,8 @@ async function explainHotQueries(fixture: Fixture, when: string): Promise<Array<
   const plans = [
     ...(await explainCall(fixture.databaseUrl, '(b) agents page', (db) => listAgents(db, ws, {}, 1, 20))),
     ...(await explainCall(fixture.databaseUrl, '(c) open threads page', (db) => listThreads(db, ws, { status: 'open' }, 1, 20))),
-    ...(await explainCall(fixture.databaseUrl, '(e) NPS 30 days', (db) => countNpsAnswers(db, ws, daysAgo(30).from, daysAgo(30).to))),
-    ...(await explainCall(fixture.databaseUrl, '(e) NPS 365 days', (db) => countNpsAnswers(db, ws, daysAgo(365).from, daysAgo(365).to))),
+    ...(await explainCall(fixture.databaseUrl, '(e) NPS 30 days', (db) => countNpsAnswers(db, ws, instant(daysAgo(30).from), instant(daysAgo(30).to)))),
+    ...(await explainCall(fixture.databaseUrl, '(e) NPS 365 days', (db) => countNpsAnswers(db, ws, instant(daysAgo(365).from), instant(daysAgo(365).to)))),
   ];
   for (const p of plans) {
     log(`  EXPLAIN ${p.label} (${when}): ${p.nodes.join(' → ')}; ${p.rowsScanned} rows scanned, heap fetches ${p.heapFetches}, ${p.executionMs.toFixed(3)} ms`);

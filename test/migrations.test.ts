@@ -7,7 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest, migrations } from '../src/db/migrate.js';
 import { countNpsAnswers } from '../src/db/threads.js';
+import { parseInstant } from '../src/services/nps.js';
 import { databaseUrl } from './helpers/server.js';
+
+const instant = (text: string): bigint => parseInstant(text)!;
 
 const TABLES = ['agents', 'api_keys', 'channels', 'contacts', 'messages', 'nps_daily', 'threads', 'workspaces'];
 const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily'];
@@ -118,8 +121,8 @@ describe('migrations', () => {
 
       expect(applied).toEqual(['0002_nps_daily']);
       expect(await daily(db)).toEqual(DAILY);
-      expect(await countNpsAnswers(db, W1, '2026-02-28T00:00:00.000000Z', '2026-03-02T23:59:59.999999Z')).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
-      expect(await countNpsAnswers(db, W1, '0001-01-01T00:00:00.000000Z', '2026-03-01T02:59:59.999999Z')).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
+      expect(await countNpsAnswers(db, W1, instant('2026-02-28T00:00:00.000000Z'), instant('2026-03-02T23:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
+      expect(await countNpsAnswers(db, W1, instant('0001-01-01T00:00:00.000000Z'), instant('2026-03-01T02:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
 
       const down = await migrator.migrateTo('0001_initial');
       expect(down.error).toBeUndefined();

@@ -146,7 +146,7 @@ describe('countNpsAnswers over the daily rollup', () => {
         if (wholeUtcDays(from, to)) viaRollup++;
         else viaThreads++;
 
-        const actual = await countNpsAnswers(db, workspaceId, fromIso, toIso);
+        const actual = await countNpsAnswers(db, workspaceId, parseInstant(fromIso)!, parseInstant(toIso)!);
 
         const expected = await referenceCount(workspaceId, fromText, toText);
         expect(actual, `${fromText} .. ${toText}`).toEqual(expected);
@@ -170,7 +170,7 @@ describe('countNpsAnswers over the daily rollup', () => {
     ];
     for (const [i, [answeredAt, score]] of answers.entries()) await setNpsAnswer(db, workspaceId, threadIds[i]!, score, new Date(answeredAt));
 
-    const counts = await countNpsAnswers(db, workspaceId, '2025-01-01T00:00:00.000000Z', '2025-12-31T23:59:59.999999Z');
+    const counts = await countNpsAnswers(db, workspaceId, parseInstant('2025-01-01T00:00:00.000000Z')!, parseInstant('2025-12-31T23:59:59.999999Z')!);
 
     expect(counts).toEqual({ promotores: 1, neutros: 1, detratores: 1 });
     expect(await dailyRows(workspaceId)).toEqual([

@@ -5,7 +5,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ThreadRow } from './schema.js';
 import { listPage, type Page } from './pagination.js';
-import { instantToIso, parseInstant, wholeUtcDays } from '../services/nps.js';
+import { instantToIso, wholeUtcDays } from '../services/nps.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -170,15 +170,12 @@ const tally = sql`count(*) filter (where nps_score >= 9)::int as promotores,
   count(*) filter (where nps_score <= 6)::int as detratores`;
 
 /**
- * Counts the answers with from <= nps_created_at <= to (date-times as the route passes them: ISO
- * 8601 with at most 6 fraction digits), in one statement. When whole UTC days lie inside the window
- * it sums them from nps_daily (one row a day) and counts only the two partial edge days from
+ * Counts the answers with from <= nps_created_at <= to (instants in microseconds since the epoch,
+ * as parseInstant reads them), in one statement. When whole UTC days lie inside the window it sums
+ * them from nps_daily (one row a day) and counts only the two partial edge days from
  * threads_nps_idx; otherwise it counts from threads_nps_idx alone (one index-only scan).
  */
-export async function countNpsAnswers(db: Db, workspaceId: string, from: string, to: string): Promise<NpsCounts> {
-  const fromInstant = parseInstant(from);
-  const toInstant = parseInstant(to);
-  if (fromInstant === undefined || toInstant === undefined) throw new TypeError(`not a date-time: ${from} / ${to}`);
+export async function countNpsAnswers(db: Db, workspaceId: string, fromInstant: bigint, toInstant: bigint): Promise<NpsCounts> {
   const [lower, upper] = [instantToIso(fromInstant), instantToIso(toInstant)];
   const days = wholeUtcDays(fromInstant, toInstant);
   if (!days) {

@@ -1,7 +1,7 @@
 // Handlers of the Threads operations, NPS included.
 import * as threads from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
-import { EARLIEST_INSTANT, instantToDate, instantToIso, npsStats, parseInstant } from '../services/nps.js';
+import { EARLIEST_INSTANT, instantToDate, npsStats, parseInstant } from '../services/nps.js';
 import { paging, type Handlers } from './handler.js';
 
 const invalid = (path: string, message: string): ApiError =>
@@ -62,7 +62,7 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
     const from = instantOf(query.dateFrom, '/query/dateFrom');
     const to = instantOf(query.dateTo, '/query/dateTo');
     if (from > to) throw invalid('/query/dateFrom', 'must not be after dateTo');
-    const counts = await threads.countNpsAnswers(db, auth.workspaceId, instantToIso(storable(from)), instantToIso(storable(to)));
+    const counts = await threads.countNpsAnswers(db, auth.workspaceId, storable(from), storable(to));
     return { status: 200, body: npsStats(counts) };
   },
 };
