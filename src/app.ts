@@ -34,7 +34,7 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
 
   const limits = createRateLimits({ config, redis, logger });
 
-  app.use(requestContext(logger));
+  app.use(requestContext(app, logger));
 
   // The API first: its requests do not walk past the service endpoints' layers.
   app.use(
@@ -54,7 +54,7 @@ export function createApp({ config, db, logger, redis }: AppDeps): Express {
       ajvFormats: { mode: 'full' },
       fileUploader: false,
     } as never),
-    dispatch(handlers, db),
+    dispatch(handlers, db, { validateResponses: config.validateResponses }),
   );
 
   app.get('/healthz', (_req, res) => {

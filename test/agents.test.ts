@@ -224,6 +224,21 @@ describe('GET /agents', () => {
     expect(first.data).toEqual({ data: agents.slice(0, 100), pagination: { total: 101, page: 1, limit: 100 } });
     expect(second.data).toEqual({ data: agents.slice(100), pagination: { total: 101, page: 2, limit: 100 } });
   });
+
+  // Lists are written as JSON by PostgreSQL, single reads by the service: both must read alike.
+  it('when stored timestamps carry microseconds and text needs JSON escapes, then each listed agent equals its GET', async () => {
+    const ws = await createWorkspace(server);
+    const [agent] = await createAgents(ws, 1);
+    const name = 'Zé "Suporte" \\ \t\u2028 😀 <b>';
+    await sql`update agents set name = ${name}, created_at = '2026-03-01 12:34:56.789999+00', updated_at = '0099-12-31 23:59:59.0009+00'
+               where id = ${agent!.id}`.execute(server.db);
+
+    const listed = await ws.api.GET('/agents');
+    const single = await ws.api.GET('/agents/{id}', { params: { path: { id: agent!.id } } });
+
+    expect(single.data).toEqual({ ...agent, name, createdAt: '2026-03-01T12:34:56.789Z', updatedAt: '0099-12-31T23:59:59.000Z' });
+    expect(listed.data).toEqual({ data: [single.data], pagination: { total: 1, page: 1, limit: 20 } });
+  });
 });
 
 describe('PATCH /agents/{id}', () => {

@@ -91,6 +91,25 @@ describe('GET /threads', () => {
     });
   });
 
+  // Lists are written as JSON by PostgreSQL, single reads by the service: both must read alike.
+  it('when fields are null, numbers or timestamps with microseconds, then each listed thread equals its GET', async () => {
+    const ws = await createWorkspace(server);
+    const contactId = await createContact(ws);
+    const assigned = await openThread(ws, { contactId, channelId: ws.channels[0]!.id, agentId: await createAgent(ws) });
+    const bare = await openThread(ws, { contactId, channelId: ws.channels[1]!.id });
+    await sql`update threads set nps_score = 0, nps_created_at = '2026-03-01 10:00:00.000999+00', last_message_at = '2026-03-01 09:59:59.999999+00'
+               where id = ${assigned.id}`.execute(server.db);
+
+    const { data } = await ws.api.GET('/threads');
+    const singles = await Promise.all(
+      [bare, assigned].map(async (t) => (await ws.api.GET('/threads/{id}', { params: { path: { id: t.id } } })).data),
+    );
+
+    expect(singles[0]).toMatchObject({ agentId: null, npsScore: null, npsCreatedAt: null, lastMessageAt: null });
+    expect(singles[1]).toMatchObject({ npsScore: 0, npsCreatedAt: '2026-03-01T10:00:00.000Z', lastMessageAt: '2026-03-01T09:59:59.999Z' });
+    expect(data).toEqual({ data: singles, pagination: { total: 2, page: 1, limit: 20 } });
+  });
+
   it('when the workspace has no threads, then it answers an empty page with total 0', async () => {
     const ws = await createWorkspace(server);
 

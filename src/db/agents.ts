@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { AgentRow } from './schema.js';
-import { listPage, type Page } from './pagination.js';
+import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Agent = components['schemas']['Agent'];
 type AgentCreate = components['schemas']['AgentCreate'];
@@ -21,16 +21,26 @@ export function agentRowToAgent(row: AgentRow): Agent {
   };
 }
 
+const agentList = listSource<Agent>('agents', {
+  id: 'id',
+  name: 'name',
+  status: 'status',
+  instructions: 'instructions',
+  model: 'model',
+  createdAt: { instant: 'created_at' },
+  updatedAt: { instant: 'updated_at' },
+});
+
 export async function listAgents(
   db: Db,
   workspaceId: string,
   filter: { status?: Agent['status'] | undefined },
   page: number,
   limit: number,
-): Promise<Page<Agent>> {
-  let base = db.selectFrom('agents').where('workspace_id', '=', workspaceId);
-  if (filter.status) base = base.where('status', '=', filter.status);
-  return listPage(base, { page, limit }, agentRowToAgent);
+): Promise<PageText<Agent>> {
+  const where: Condition[] = [['workspace_id = ?', workspaceId]];
+  if (filter.status) where.push(['status = ?', filter.status]);
+  return listPage(db, agentList, where, { page, limit });
 }
 
 export async function getAgent(db: Db, workspaceId: string, id: string): Promise<Agent | undefined> {

@@ -2,7 +2,7 @@
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ChannelRow } from './schema.js';
-import { listPage, type Page } from './pagination.js';
+import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Channel = components['schemas']['Channel'];
 
@@ -10,7 +10,8 @@ export function channelRowToChannel(row: ChannelRow): Channel {
   return { id: row.id, type: row.type, name: row.name };
 }
 
-export async function listChannels(db: Db, workspaceId: string, page: number, limit: number): Promise<Page<Channel>> {
-  const base = db.selectFrom('channels').where('workspace_id', '=', workspaceId);
-  return listPage(base, { page, limit }, channelRowToChannel);
+const channelList = listSource<Channel>('channels', { id: 'id', type: 'type', name: 'name' });
+
+export async function listChannels(db: Db, workspaceId: string, page: number, limit: number): Promise<PageText<Channel>> {
+  return listPage(db, channelList, [['workspace_id = ?', workspaceId]], { page, limit });
 }

@@ -3,8 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ContactRow } from './schema.js';
-import { listPage, type Page } from './pagination.js';
-import { sql } from 'kysely';
+import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -26,17 +25,23 @@ export function contactRowToContact(row: ContactRow): Contact {
   };
 }
 
+const contactList = listSource<Contact>('contacts', {
+  id: 'id',
+  name: 'name',
+  phone: 'phone',
+  email: 'email',
+  createdAt: { instant: 'created_at' },
+  updatedAt: { instant: 'updated_at' },
+});
+
 const likeEscape = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-export async function listContacts(db: Db, workspaceId: string, filter: ContactFilter, page: number, limit: number): Promise<Page<Contact>> {
-  let base = db.selectFrom('contacts').where('workspace_id', '=', workspaceId);
-  if (filter.phone) base = base.where('phone', '=', filter.phone);
-  if (filter.email) base = base.where(sql`lower(email)`, '=', filter.email.toLowerCase());
-  if (filter.q) {
-    const pattern = `%${likeEscape(filter.q)}%`;
-    base = base.where((eb) => eb.or([eb('name', 'ilike', pattern), eb('phone', 'ilike', pattern), eb('email', 'ilike', pattern)]));
-  }
-  return listPage(base, { page, limit }, contactRowToContact);
+export async function listContacts(db: Db, workspaceId: string, filter: ContactFilter, page: number, limit: number): Promise<PageText<Contact>> {
+  const where: Condition[] = [['workspace_id = ?', workspaceId]];
+  if (filter.phone) where.push(['phone = ?', filter.phone]);
+  if (filter.email) where.push(['lower(email) = ?', filter.email.toLowerCase()]);
+  if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
+  return listPage(db, contactList, where, { page, limit });
 }
 
 export async function getContact(db: Db, workspaceId: string, id: string): Promise<Contact | undefined> {

@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { MessageRow } from './schema.js';
-import { listPage, type Page } from './pagination.js';
+import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
 
@@ -26,6 +26,17 @@ export function messageRowToMessage(row: MessageRow): Message {
     createdAt: row.created_at.toISOString(),
   };
 }
+
+const messageList = listSource<Message>('messages', {
+  id: 'id',
+  threadId: 'thread_id',
+  contactId: 'contact_id',
+  channelId: 'channel_id',
+  direction: 'direction',
+  content: 'content',
+  status: 'status',
+  createdAt: { instant: 'created_at' },
+});
 
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,
@@ -68,7 +79,10 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
     .executeTakeFirstOrThrow();
 }
 
-export async function listThreadMessages(db: Db, workspaceId: string, threadId: string, page: number, limit: number): Promise<Page<Message>> {
-  const base = db.selectFrom('messages').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId);
-  return listPage(base, { page, limit }, messageRowToMessage);
+export async function listThreadMessages(db: Db, workspaceId: string, threadId: string, page: number, limit: number): Promise<PageText<Message>> {
+  const where = [
+    ['workspace_id = ?', workspaceId],
+    ['thread_id = ?', threadId],
+  ] as const;
+  return listPage(db, messageList, where, { page, limit });
 }

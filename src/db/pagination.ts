@@ -1,38 +1,103 @@
-// One page of a list: each row carries the total as a scalar subquery over the same filters, so a
-// page costs one round trip, and PostgreSQL counts from the index instead of reading every
-// matching row as `count(*) over ()` would; only a page past the end asks for the count alone.
-import { sql, type SelectQueryBuilder } from 'kysely';
+// One page of a list, answered by PostgreSQL as the response's JSON. The page's rows go straight
+// into `json_agg` and the total comes from a scalar `count(*)` subquery over the same filters, so
+// a page is one round trip and one result cell: Node neither parses rows and timestamps nor
+// serialises objects on the hottest reads. The SQL of each list shape (which filters, which
+// order) is written once and reused, so no query is built per request either. BENCHMARKS.md
+// measures what this moves where.
+import { CompiledQuery } from 'kysely';
+import type { Db } from './database.js';
 import type { Database } from './schema.js';
+
+/** A response body that is already JSON text; `T` is the contract type it holds. */
+export class JsonText<T> {
+  declare readonly type?: T;
+  constructor(readonly text: string) {}
+}
 
 export interface Page<T> {
   data: T[];
   pagination: { total: number; page: number; limit: number };
 }
 
-export async function countRows<TB extends keyof Database>(query: SelectQueryBuilder<Database, TB, {}>): Promise<number> {
-  const row = await query.select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow();
-  return row.n;
+/** A page as JSON text, with its total at hand for the handler. */
+export class PageText<T> extends JsonText<Page<T>> {
+  constructor(
+    text: string,
+    readonly total: number,
+  ) {
+    super(text);
+  }
 }
 
 /**
- * The page of `base` (a filtered table) in the stable order of DECISIONS §5: created_at, then id,
- * oldest first unless `newestFirst`; `toApi` maps each row to its API shape.
+ * How a resource's API field comes from its row: a column, or a `timestamptz` column written as
+ * `toISOString()` writes it (UTC, milliseconds, `Z`), so lists read exactly like single reads.
  */
-export async function listPage<TB extends keyof Database, Row, T>(
-  base: SelectQueryBuilder<Database, TB, {}>,
+export type Field = string | { instant: string };
+
+/** A table listed as API objects of type `T`. */
+export interface ListSource<T> {
+  readonly table: keyof Database;
+  /** `json_build_object(...)` of one row of `p`. */
+  readonly json: string;
+  /** The SQL text of each list shape, by filters and order. */
+  readonly texts: Map<string, string>;
+  readonly type?: T;
+}
+
+/**
+ * One filter of a list: a condition over the table's columns with `?` standing for its value
+ * (every `?` of one condition is the same value). The SQL is a constant of the code, never input.
+ */
+export type Condition = readonly [sql: string, value: unknown];
+
+const ISO_INSTANT = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
+
+function plainName(text: string): string {
+  if (!/^[a-zA-Z_]+$/.test(text)) throw new Error(`not a plain name: ${text}`);
+  return text;
+}
+
+/** `table` listed with every field of `T` (a missing one fails the type check). */
+export function listSource<T>(table: keyof Database, fields: { [K in keyof Required<T>]: Field }): ListSource<T> {
+  const pairs = Object.entries<Field>(fields).map(([key, field]) => {
+    const value =
+      typeof field === 'string' ? `p.${plainName(field)}` : `to_char(p.${plainName(field.instant)} at time zone 'UTC', ${ISO_INSTANT})`;
+    return `'${plainName(key)}', ${value}`;
+  });
+  return { table, json: `json_build_object(${pairs.join(', ')})`, texts: new Map() };
+}
+
+function listText(source: ListSource<unknown>, where: readonly Condition[], direction: 'asc' | 'desc'): string {
+  const key = `${direction} ${where.map(([condition]) => condition).join(' and ')}`;
+  let text = source.texts.get(key);
+  if (text === undefined) {
+    const filters = where.map(([condition], i) => condition.replaceAll('?', `$${i + 1}`)).join(' and ');
+    const order = (alias: string): string => `${alias}created_at ${direction}, ${alias}id ${direction}`;
+    const [limit, offset] = [`$${where.length + 1}`, `$${where.length + 2}`];
+    text =
+      `select (select count(*)::int from ${source.table} where ${filters}) as total, ` +
+      `(select coalesce(json_agg(${source.json} order by ${order('p.')}), '[]')::text ` +
+      `from (select * from ${source.table} where ${filters} order by ${order('')} limit ${limit} offset ${offset}) as p) as data`;
+    source.texts.set(key, text);
+  }
+  return text;
+}
+
+/**
+ * The page of `source` matching every condition of `where`, in the stable order of DECISIONS §5:
+ * created_at, then id, oldest first unless `newestFirst`.
+ */
+export async function listPage<T>(
+  db: Db,
+  source: ListSource<T>,
+  where: readonly Condition[],
   options: { page: number; limit: number; newestFirst?: boolean },
-  toApi: (row: Row) => T,
-): Promise<Page<T>> {
+): Promise<PageText<T>> {
   const { page, limit } = options;
-  const direction = options.newestFirst ? 'desc' : 'asc';
-  const rows = (await base
-    .selectAll()
-    .select(base.select(sql<number>`count(*)::int`.as('n')).as('total_count'))
-    .orderBy(sql.ref('created_at'), direction)
-    .orderBy(sql.ref('id'), direction)
-    .limit(limit)
-    .offset((page - 1) * limit)
-    .execute()) as Array<Row & { total_count: number }>;
-  const total = rows[0]?.total_count ?? (page > 1 ? await countRows(base) : 0);
-  return { data: rows.map(toApi), pagination: { total, page, limit } };
+  const text = listText(source, where, options.newestFirst ? 'desc' : 'asc');
+  const parameters = [...where.map(([, value]) => value), limit, (page - 1) * limit];
+  const { rows } = await db.executeQuery<{ total: number; data: string }>(CompiledQuery.raw(text, parameters));
+  const { total, data } = rows[0]!;
+  return new PageText(`{"data":${data},"pagination":{"total":${total},"page":${page},"limit":${limit}}}`, total);
 }

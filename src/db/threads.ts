@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ThreadRow } from './schema.js';
-import { listPage, type Page } from './pagination.js';
+import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 import { instantToIso, wholeUtcDays } from '../services/nps.js';
 
 export type Thread = components['schemas']['Thread'];
@@ -31,13 +31,32 @@ export function threadRowToThread(row: ThreadRow): Thread {
   };
 }
 
-export async function listThreads(db: Db, workspaceId: string, filter: ThreadFilter, page: number, limit: number): Promise<Page<Thread>> {
-  let base = db.selectFrom('threads').where('workspace_id', '=', workspaceId);
-  if (filter.status) base = base.where('status', '=', filter.status);
-  if (filter.contactId) base = base.where('contact_id', '=', filter.contactId);
-  if (filter.channelId) base = base.where('channel_id', '=', filter.channelId);
-  if (filter.agentId) base = base.where('agent_id', '=', filter.agentId);
-  return listPage(base, { page, limit, newestFirst: true }, threadRowToThread);
+const threadList = listSource<Thread>('threads', {
+  id: 'id',
+  contactId: 'contact_id',
+  channelId: 'channel_id',
+  agentId: 'agent_id',
+  status: 'status',
+  npsScore: 'nps_score',
+  npsCreatedAt: { instant: 'nps_created_at' },
+  lastMessageAt: { instant: 'last_message_at' },
+  createdAt: { instant: 'created_at' },
+  updatedAt: { instant: 'updated_at' },
+});
+
+export async function listThreads(
+  db: Db,
+  workspaceId: string,
+  filter: ThreadFilter,
+  page: number,
+  limit: number,
+): Promise<PageText<Thread>> {
+  const where: Condition[] = [['workspace_id = ?', workspaceId]];
+  if (filter.status) where.push(['status = ?', filter.status]);
+  if (filter.contactId) where.push(['contact_id = ?', filter.contactId]);
+  if (filter.channelId) where.push(['channel_id = ?', filter.channelId]);
+  if (filter.agentId) where.push(['agent_id = ?', filter.agentId]);
+  return listPage(db, threadList, where, { page, limit, newestFirst: true });
 }
 
 export async function getThread(db: Db, workspaceId: string, id: string): Promise<Thread | undefined> {

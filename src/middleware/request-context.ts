@@ -2,19 +2,27 @@
 // it on every line, and one access-log line when the response is done. The child logger is made
 // only when something logs, and the access line only at info level: most requests pay for neither.
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { Express, Request, RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;
 
-export function requestContext(logger: Logger): RequestHandler {
+export function requestContext(app: Express, logger: Logger): RequestHandler {
   const accessLog = logger.isLevelEnabled('info');
+  // `req.log`, made on first use: a getter on the app's request prototype, which keeps every
+  // request object the same shape instead of giving each one a property of its own.
+  Object.defineProperty(app.request, 'log', {
+    configurable: true,
+    get(this: Request) {
+      const child = logger.child({ reqId: this.id });
+      Object.defineProperty(this, 'log', { value: child });
+      return child;
+    },
+  });
   return (req, res, next) => {
     const sent = req.get('x-request-id');
     const id = sent !== undefined && CLIENT_ID.test(sent) ? sent : randomUUID();
     req.id = id;
-    let child: Logger | undefined;
-    Object.defineProperty(req, 'log', { get: () => (child ??= logger.child({ reqId: id })), configurable: true });
     res.setHeader('X-Request-Id', id);
     if (accessLog) {
       const started = process.hrtime.bigint();

@@ -7,6 +7,7 @@ import type { OperationId } from '../contract.js';
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
 import { ApiError } from '../errors.js';
+import { JsonText } from '../db/pagination.js';
 
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
@@ -16,8 +17,11 @@ type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 20
 export type PathParams<K extends OperationId> = Defined<Op<K>['parameters']['path']>;
 export type Query<K extends OperationId> = Defined<Op<K>['parameters']['query']>;
 export type Body<K extends OperationId> = Op<K> extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
+/** A body is the contract's type, or JSON text already holding it (lists, answered by PostgreSQL). */
 export type Reply<K extends OperationId> = {
-  [S in SuccessStatus<K>]: S extends 204 ? { status: 204 } : { status: S; body: JsonOf<Op<K>['responses'][S]> };
+  [S in SuccessStatus<K>]: S extends 204
+    ? { status: 204 }
+    : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> };
 }[SuccessStatus<K>];
 
 export interface Call<K extends OperationId> {
@@ -36,8 +40,11 @@ export type Handlers = { [K in OperationId]: Handler<K> };
 
 type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown }>;
 
-/** Runs the matched operation's handler and sends what it returns. */
-export function dispatch(handlers: Handlers, db: Db): RequestHandler {
+/**
+ * Runs the matched operation's handler and sends what it returns. JSON text goes out as it is,
+ * unless responses are validated: the validator checks what passes through res.json.
+ */
+export function dispatch(handlers: Handlers, db: Db, options: { validateResponses: boolean }): RequestHandler {
   return async (req, res) => {
     const handler = handlers[req.operation!.operationId] as unknown as AnyHandler;
     const reply = await handler({
@@ -47,10 +54,15 @@ export function dispatch(handlers: Handlers, db: Db): RequestHandler {
       params: req.openapi?.pathParams as never,
       query: req.query as never,
       body: req.body,
-      log: req.log,
+      get log() {
+        return req.log;
+      },
     });
-    if (reply.body === undefined) res.status(reply.status).end();
-    else res.status(reply.status).json(reply.body);
+    res.status(reply.status);
+    if (reply.body === undefined) res.end();
+    else if (!(reply.body instanceof JsonText)) res.json(reply.body);
+    else if (options.validateResponses) res.json(JSON.parse(reply.body.text));
+    else res.type('application/json').send(reply.body.text);
   };
 }
 

@@ -13,7 +13,7 @@ export const messageHandlers: Pick<Handlers, 'sendMessage' | 'listThreadMessages
   async listThreadMessages({ db, auth, params, query }) {
     const { page, limit } = paging(query);
     const result = await listThreadMessages(db, auth.workspaceId, params.threadId, page, limit);
-    if (result.pagination.total === 0 && !(await threadExists(db, auth.workspaceId, params.threadId))) {
+    if (result.total === 0 && !(await threadExists(db, auth.workspaceId, params.threadId))) {
       throw notFound('Thread');
     }
     return { status: 200, body: result };
