@@ -262,7 +262,7 @@ async function main(): Promise<void> {
   const wrkVersion = wrk ? /wrk \S+/.exec(spawnSync(wrk, ['--version'], { encoding: 'utf8' }).stdout)?.[0] : undefined;
   log(`Support Funnel API bench ${stamp}: ${cores()} cores, load average ${loadAverage()}, node ${process.version}`);
   log(
-    `Load generator: ${wrk ? `${wrkVersion} (1 thread) for throughput runs` : 'autocannon (wrk not found)'}; autocannon with overallRate for the fixed-rate run.`,
+    `Load generator: ${wrk ? `${wrkVersion} (1 thread) for throughput runs` : 'autocannon (wrk not found)'}; bench/paced-run.ts (open loop, evenly spaced) for the fixed-rate run.`,
   );
   log(`Rounds ${settings.rounds} x ${settings.durationS} s per run (+${settings.warmupS} s warm-up), ${settings.connections} connections.`);
 
@@ -443,7 +443,7 @@ async function main(): Promise<void> {
     `### Bench ${stamp}`,
     '',
     `${cores()} cores, node ${process.version}, PostgreSQL ${pgSettings.server_version} (autovacuum ${pgSettings.autovacuum}, shared_buffers ${pgSettings.shared_buffers} x 8 kB), ` +
-      `load generator ${wrk ? wrkVersion : 'autocannon'}; ${settings.rounds} rounds of ${settings.durationS} s per run after ${settings.warmupS} s of warm-up; ` +
+      `load generator ${wrk ? wrkVersion : 'autocannon'} (fixed rate: bench/paced-run.ts); ${settings.rounds} rounds of ${settings.durationS} s per run after ${settings.warmupS} s of warm-up; ` +
       `medians over rounds. Whole bench ${totalMinutes.toFixed(1)} min. Load average at the end ${loadAverage()}.`,
     '',
     `Seed: ${Object.entries(fixture.counts).map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`).join(', ')} in ${fixture.timings.total!.toFixed(1)} s ` +
@@ -454,7 +454,7 @@ async function main(): Promise<void> {
     resultsTable(summaries, cores()),
     '',
     'CPU µs/req: CPU time of each process over the run divided by the requests served (PostgreSQL: the backends of the bench database plus its background processes; ' +
-      'load gen: wrk or autocannon). Ceiling: the req/s at which these alone would fill every core. ' +
+      'load gen: wrk, autocannon or the paced generator). Ceiling: the req/s at which these alone would fill every core. ' +
       "Other users' CPU: the machine's busy time used by none of them, as a share of all cores (other work on the machine: the noise). " +
       'Errors: non-2xx responses plus socket errors and timeouts, over all rounds.',
     '',

@@ -1,5 +1,6 @@
-// Load generation: wrk (C, one thread, little CPU) for closed-loop throughput runs, autocannon for
-// runs at a fixed request rate (wrk cannot hold one) and as the fallback when wrk is not installed.
+// Load generation: wrk (C, one thread, little CPU) for closed-loop throughput runs, with autocannon
+// as the fallback when wrk is not installed; `bench/paced-run.ts` (open loop, evenly spaced) for
+// runs at a fixed request rate, which wrk cannot hold and autocannon only holds in bursts.
 // Each run goes through `sh` so the generator's own CPU time can be read from the shell's cutime.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,12 +22,12 @@ export interface LoadSpec {
   variants?: Variant[];
   connections: number;
   durationS: number;
-  /** A fixed overall request rate (req/s); always autocannon. */
+  /** A fixed overall request rate (req/s); always the paced generator. */
   rate?: number;
 }
 
 export interface LoadResult {
-  tool: 'wrk' | 'autocannon';
+  tool: 'wrk' | 'autocannon' | 'paced';
   connections: number;
   rate?: number;
   durationS: number;
@@ -46,6 +47,7 @@ export interface LoadResult {
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const AUTOCANNON_RUNNER = path.join(HERE, '..', 'autocannon-run.ts');
+const PACED_RUNNER = path.join(HERE, '..', 'paced-run.ts');
 
 let wrkPath: string | null | undefined;
 
@@ -173,14 +175,11 @@ async function runWrk(wrk: string, spec: LoadSpec, workDir: string): Promise<Loa
   }
 }
 
-async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
-  const { stdout, cpuMs } = await runMeasured(
-    process.execPath,
-    ['--import', 'tsx', AUTOCANNON_RUNNER, JSON.stringify(spec)],
-    (spec.durationS + 60) * 1000,
-  );
-  const json = /BENCH_AC (.*)/.exec(stdout)?.[1];
-  if (!json) throw new Error(`autocannon printed no result:\n${stdout}`);
+/** Runs `runner` (autocannon-run.ts or paced-run.ts) in its own process and reads its result line. */
+async function runNodeGenerator(runner: string, marker: string, spec: LoadSpec): Promise<LoadResult> {
+  const { stdout, cpuMs } = await runMeasured(process.execPath, ['--import', 'tsx', runner, JSON.stringify(spec)], (spec.durationS + 60) * 1000);
+  const json = new RegExp(`${marker} (.*)`).exec(stdout)?.[1];
+  if (!json) throw new Error(`${path.basename(runner)} printed no result:\n${stdout}`);
   return { ...(JSON.parse(json) as Omit<LoadResult, 'loadgenCpuMs'>), loadgenCpuMs: cpuMs };
 }
 
@@ -189,9 +188,10 @@ export function makeWorkDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'sf-bench-'));
 }
 
-/** One load run: autocannon when a rate is asked for or wrk is missing, wrk otherwise. */
+/** One load run: paced when a rate is asked for, else wrk, or autocannon when wrk is missing. */
 export function runLoad(spec: LoadSpec, workDir: string): Promise<LoadResult> {
+  if (spec.rate !== undefined) return runNodeGenerator(PACED_RUNNER, 'BENCH_PACED', spec);
   const wrk = findWrk();
-  if (spec.rate === undefined && wrk) return runWrk(wrk, spec, workDir);
-  return runAutocannon(spec);
+  if (wrk) return runWrk(wrk, spec, workDir);
+  return runNodeGenerator(AUTOCANNON_RUNNER, 'BENCH_AC', spec);
 }
