@@ -5,7 +5,9 @@
 // Request i is due at start + i / rate, evenly spaced, whether or not earlier ones have answered;
 // at most `connections` are in flight (keep-alive sockets), the rest wait for a socket. Latency is
 // measured from when a request was due, not from when it could be sent, so a stall shows in the
-// percentiles instead of lowering the rate (coordinated omission). autocannon's `overallRate` is
+// percentiles instead of lowering the rate (coordinated omission). The first second runs at the
+// same rate unrecorded: the generator's own start (sockets opening, its code still cold) is not
+// the server's latency. autocannon's `overallRate` is
 // not this: each connection sends its share of a second back to back, as fast as the server
 // answers, then idles until the next second, so its "fixed rate" is saturated bursts.
 import http from 'node:http';
@@ -16,7 +18,9 @@ const rate = spec.rate!;
 const url = new URL(spec.url);
 const variants = spec.variants ?? [];
 const agent = new http.Agent({ keepAlive: true, maxSockets: spec.connections });
-const total = Math.round(rate * spec.durationS);
+const LEAD_IN_S = 1;
+const lead = Math.round(rate * LEAD_IN_S);
+const total = lead + Math.round(rate * spec.durationS);
 const latencies = new Float64Array(total);
 let completed = 0;
 let non2xx = 0;
@@ -27,7 +31,7 @@ function send(i: number, due: number): Promise<void> {
   const body = variant.body;
   return new Promise((resolve) => {
     const done = (ok: boolean): void => {
-      if (ok) latencies[completed++] = performance.now() - due;
+      if (ok && i >= lead) latencies[completed++] = performance.now() - due;
       resolve();
     };
     const req = http.request(
@@ -81,7 +85,7 @@ await new Promise<void>((resolve) => {
   tick();
 });
 await Promise.all(inFlight);
-const durationS = (performance.now() - start) / 1000;
+const durationS = (performance.now() - start) / 1000 - LEAD_IN_S;
 agent.destroy();
 
 const sorted = latencies.subarray(0, completed).sort();
