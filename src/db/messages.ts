@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { MessageRow } from './schema.js';
-import { listPage, listSource, type PageText } from './pagination.js';
+import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
 
@@ -80,9 +80,9 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
 }
 
 export async function listThreadMessages(db: Db, workspaceId: string, threadId: string, page: number, limit: number): Promise<PageText<Message>> {
-  const where = [
+  const where: Condition[] = [
     ['workspace_id = ?', workspaceId],
     ['thread_id = ?', threadId],
-  ] as const;
+  ];
   return listPage(db, messageList, where, { page, limit });
 }
