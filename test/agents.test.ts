@@ -239,6 +239,22 @@ describe('GET /agents', () => {
     expect(single.data).toEqual({ ...agent, name, createdAt: '2026-03-01T12:34:56.789Z', updatedAt: '0099-12-31T23:59:59.000Z' });
     expect(listed.data).toEqual({ data: [single.data], pagination: { total: 1, page: 1, limit: 20 } });
   });
+
+  it('when responses are not validated (production), then the list goes out as PostgreSQL wrote it, compact like res.json', async () => {
+    const production = await startServer({ db: server.db, config: { validateResponses: false } });
+    try {
+      const ws = await createWorkspace(server);
+      const agents = await createAgents(ws, 2);
+
+      const response = await fetch(`${production.baseUrl}/v1/agents`, { headers: { authorization: `Bearer ${ws.apiKey}` } });
+
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await response.text()).toBe(JSON.stringify({ data: agents, pagination: { total: 2, page: 1, limit: 20 } }));
+    } finally {
+      await production.close();
+    }
+  });
 });
 
 describe('PATCH /agents/{id}', () => {
