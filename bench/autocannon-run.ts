@@ -1,9 +1,9 @@
 // One autocannon run in a process of its own (so its CPU is the load generator's, not the bench's):
-// `node --import tsx bench/autocannon-run.ts '<LoadSpec as JSON>'` prints `BENCH_AC <LoadResult JSON>`.
+// `node --import tsx bench/autocannon-run.ts <LoadSpec JSON file>` prints `BENCH_AC <LoadResult JSON>`.
 import autocannon from 'autocannon';
-import type { LoadResult, LoadSpec } from './lib/load.js';
+import { readLoadSpec, type LoadResult } from './lib/load.js';
 
-const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
+const spec = readLoadSpec(process.argv[2]);
 const variants = spec.variants ?? [];
 let next = 0;
 
@@ -23,6 +23,7 @@ const result = await autocannon({
             ...request,
             headers: { ...(request.headers as Record<string, string>), ...variant.headers },
             ...(variant.body !== undefined && { body: variant.body }),
+            ...(variant.path !== undefined && { path: variant.path }),
           };
         },
       },

@@ -1,5 +1,5 @@
 // One run at a fixed request rate, open loop, in a process of its own (so its CPU is the load
-// generator's): `node --import tsx bench/paced-run.ts '<LoadSpec as JSON>'` prints
+// generator's): `node --import tsx bench/paced-run.ts <LoadSpec JSON file>` prints
 // `BENCH_PACED <LoadResult JSON>`.
 //
 // Request i is due at start + i / rate, evenly spaced, whether or not earlier ones have answered;
@@ -11,9 +11,9 @@
 // not this: each connection sends its share of a second back to back, as fast as the server
 // answers, then idles until the next second, so its "fixed rate" is saturated bursts.
 import http from 'node:http';
-import type { LoadResult, LoadSpec } from './lib/load.js';
+import { readLoadSpec, type LoadResult } from './lib/load.js';
 
-const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
+const spec = readLoadSpec(process.argv[2]);
 const rate = spec.rate!;
 const url = new URL(spec.url);
 const variants = spec.variants ?? [];

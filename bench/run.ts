@@ -3,6 +3,7 @@
 // interleaved and repeated, then (f) one worker against two, info against warn logs, and CPU
 // profiles. Prints the tables and writes them to bench/results/. Stops by itself; every child
 // process and the database go away at the end, also on failure or Ctrl-C.
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,8 +13,10 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { connectClient } from './lib/pg-client.js';
 import { listAgents } from '../src/db/agents.js';
+import { funnelCounts } from '../src/db/funnel.js';
+import { countNpsGroups } from '../src/db/nps-groups.js';
 import { countNpsAnswers, listThreads } from '../src/db/threads.js';
-import { parseInstant } from '../src/services/nps.js';
+import { instantToIso, parseInstant } from '../src/time.js';
 import { explainCall, plansTable, type QueryPlan } from './lib/explain.js';
 import { cores, groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, readProcStat } from './lib/cpu.js';
 import { findWrk, makeWorkDir, runLoad, stopLoads, type LoadResult, type LoadSpec } from './lib/load.js';
@@ -25,7 +28,8 @@ import { allVisiblePercent, dropDatabase, FULL_SHAPE, seed, type Fixture } from 
 const instant = (text: string): bigint => parseInstant(text)!;
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const RESULTS = path.join(ROOT, 'bench', 'results');
+/** Where the tables go: bench/results (committed), or BENCH_RESULTS_DIR (CI's small run writes elsewhere). */
+const RESULTS = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
 
 function envNumber(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -181,6 +185,16 @@ const daysAgo = (days: number): { from: string; to: string } => {
   return { from: new Date(to.getTime() - days * 86_400_000).toISOString(), to: to.toISOString() };
 };
 
+/** The last `days` days as the funnel's handler passes them: ISO 8601 UTC with microseconds. */
+const window = (days: number): { from: string; to: string } => {
+  const { from, to } = daysAgo(days);
+  return { from: instantToIso(instant(from)), to: instantToIso(instant(to)) };
+};
+
+/** The plans of one request's statements (labels `x #1`, `x #2`, ...), their execution times summed. */
+const requestMs = (plans: QueryPlan[], label: string): number =>
+  plans.filter((p) => p.label === label || p.label.startsWith(`${label} #`)).reduce((sum, p) => sum + p.executionMs, 0);
+
 async function explainHotQueries(fixture: Fixture, when: string): Promise<Array<QueryPlan & { when: string }>> {
   const ws = fixture.workspaceId;
   const plans = [
@@ -188,6 +202,16 @@ async function explainHotQueries(fixture: Fixture, when: string): Promise<Array<
     ...(await explainCall(fixture.databaseUrl, '(c) open threads page', (db) => listThreads(db, ws, { status: 'open' }, 1, 20))),
     ...(await explainCall(fixture.databaseUrl, '(e) NPS 30 days', (db) => countNpsAnswers(db, ws, instant(daysAgo(30).from), instant(daysAgo(30).to)))),
     ...(await explainCall(fixture.databaseUrl, '(e) NPS 365 days', (db) => countNpsAnswers(db, ws, instant(daysAgo(365).from), instant(daysAgo(365).to)))),
+    // GET /threads/stats/funnel: one statement. The 30-day window is the target; the others show how it scales.
+    ...(await explainCall(fixture.databaseUrl, '(g) funnel 30 days', (db) => funnelCounts(db, ws, window(30).from, window(30).to))),
+    ...(await explainCall(fixture.databaseUrl, '(g) funnel 7 days', (db) => funnelCounts(db, ws, window(7).from, window(7).to))),
+    ...(await explainCall(fixture.databaseUrl, '(g) funnel 365 days', (db) => funnelCounts(db, ws, window(365).from, window(365).to))),
+    // GET /threads/stats/nps?groupBy=day over a year: the totals, then the groups.
+    ...(await explainCall(fixture.databaseUrl, '(h) NPS by day 365 days', async (db) => {
+      const { from, to } = daysAgo(365);
+      await countNpsAnswers(db, ws, instant(from), instant(to));
+      await countNpsGroups(db, ws, instant(from), instant(to), 'day');
+    })),
   ];
   for (const p of plans) {
     log(`  EXPLAIN ${p.label} (${when}): ${p.nodes.join(' → ')}; ${p.rowsScanned} rows scanned, heap fetches ${p.heapFetches}, ${p.executionMs.toFixed(3)} ms`);
@@ -199,13 +223,28 @@ async function explainHotQueries(fixture: Fixture, when: string): Promise<Array<
 const npsPlanOk = (p: QueryPlan): boolean =>
   p.nodes.includes('Index Only Scan on threads_nps_idx') && p.nodes.some((n) => n.endsWith(' on nps_daily_pkey') || n.endsWith(' on nps_daily')) && !p.seqScan;
 
-/** VACUUM (ANALYZE) of the written tables; returns its seconds and the share of all-visible thread pages after it. */
+/** The measured workspace's stage entries (moves and openings) in the last `days` days: what the funnel reads. */
+async function countRecentMoves(fixture: Fixture, days: number): Promise<number> {
+  const client = await connectClient(fixture.databaseUrl);
+  try {
+    const { rows } = await client.query<{ n: number }>(
+      `select count(*)::int as n from thread_history where workspace_id = $1 and field = 'stageId' and created_at >= now() - $2 * interval '1 day'`,
+      [fixture.workspaceId, days],
+    );
+    return rows[0]!.n;
+  } finally {
+    await client.end();
+  }
+}
+
+/** VACUUM (ANALYZE) of the written tables (as autovacuum would); returns its seconds and the share of all-visible thread pages after it. */
 async function vacuum(fixture: Fixture): Promise<{ seconds: number; allVisiblePercent: number }> {
   const client = await connectClient(fixture.databaseUrl);
   const started = performance.now();
   try {
     await client.query('vacuum (analyze) threads');
     await client.query('vacuum (analyze) messages');
+    await client.query('vacuum (analyze) thread_history');
     return { seconds: (performance.now() - started) / 1000, allVisiblePercent: await allVisiblePercent(client, 'threads') };
   } finally {
     await client.end();
@@ -289,6 +328,7 @@ async function main(): Promise<void> {
   );
   log(`  steps: ${Object.entries(fixture.timings).filter(([k]) => k !== 'total').map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}`);
 
+  const movesAfterSeed = await countRecentMoves(fixture, 30);
   const plansAfterSeed = await explainHotQueries(fixture, 'after the seed');
 
   // Servers for the interleaved rounds
@@ -303,6 +343,19 @@ async function main(): Promise<void> {
   const d = settings.durationS;
   const key = bearer(fixture.enterpriseKey);
   const content = 'Olá! Seu pedido foi enviado e chega amanhã.';
+  // New contacts (no phone, so none clash); with a key, a fresh one per request: every request does
+  // the key's work (lock, lookup, store) and none is a cheaper replay.
+  const contactsSpec = (withKey: boolean): LoadSpec => ({
+    url: `${service.url}/v1/contacts`,
+    method: 'POST',
+    headers: { ...key, 'Content-Type': 'application/json' },
+    variants: Array.from({ length: withKey ? Math.max(1_000, 4_000 * d) : 1 }, (_, i) => ({
+      body: JSON.stringify({ name: `Cliente ${i}` }),
+      ...(withKey && { headers: { 'Idempotency-Key': randomUUID() } }),
+    })),
+    connections: c,
+    durationS: d,
+  });
   const scenarios: Scenario[] = [
     { id: 'a', title: '(a) baseline: bare Express + pg, GET /v1/agents', server: () => baseline, spec: () => ({ url: `${baseline.url}/v1/agents`, connections: c, durationS: d }) },
     { id: 'b', title: '(b) service GET /v1/agents', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
@@ -341,6 +394,8 @@ async function main(): Promise<void> {
         durationS: d,
       }),
     },
+    { id: 'g', title: '(g) POST /v1/contacts', ratioTo: 'a', server: () => service, spec: () => contactsSpec(false) },
+    { id: 'g-key', title: '(g) POST /v1/contacts, Idempotency-Key', ratioTo: 'g', server: () => service, spec: () => contactsSpec(true) },
     { id: 'e30', title: '(e) NPS over 30 days', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}${npsPath(fixture, 30)}`, headers: key, connections: c, durationS: d }) },
     { id: 'e365', title: '(e) NPS over a year', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}${npsPath(fixture, 365)}`, headers: key, connections: c, durationS: d }) },
     {
@@ -390,6 +445,37 @@ async function main(): Promise<void> {
   }
   await stopProcess(twoWorkers.started.child);
 
+  // (i) PATCH /v1/threads/{id}, after the interleaved rounds: its moves would otherwise change what
+  // the other scenarios read (the open threads' rows and index entries) between two vacuums.
+  log('\n(i) PATCH /v1/threads/{id}, 3 runs');
+  const patchScenario: Scenario =
+{
+      // Each PATCH moves one of the 2,000 open threads to another stage (a real change: the thread
+      // row, a history row and three index entries); a full cycle of the variants goes to stage 2,
+      // the next to stage 3, so no request repeats the current value.
+      id: 'i',
+      title: '(i) PATCH /v1/threads/{id} (stage moves)',
+      ratioTo: 'a',
+      server: () => service,
+      spec: () => ({
+        url: `${service.url}/v1/threads`,
+        method: 'PATCH',
+        headers: { ...key, 'Content-Type': 'application/json' },
+        variants: [fixture.stageIds[1]!, fixture.stageIds[2]!].flatMap((stageId) =>
+          fixture.openThreadIds.map((id) => ({ path: `/v1/threads/${id}`, body: JSON.stringify({ stageId }) })),
+        ),
+        connections: c,
+        durationS: d,
+      }),
+    };
+  for (let round = 1; round <= settings.rounds; round++) {
+    const m = await measured(watch, patchScenario.server(), patchScenario.spec());
+    runs.push({ scenario: patchScenario.id, round, ...m });
+    log(line(patchScenario.title, round, m.result));
+  }
+  vacuums.push(await vacuum(fixture));
+  const movesInWindow = await countRecentMoves(fixture, 30);
+
   // Logging: info (one line per request) against warn, once
   log('\nLOG_LEVEL=info against warn on (b), once (logs to /dev/null)');
   const infoLogs = await startService('service, LOG_LEVEL=info', fixture, { LOG_LEVEL: 'info' });
@@ -423,7 +509,7 @@ async function main(): Promise<void> {
   const plansAtEnd = await explainHotQueries(fixture, 'at the end');
 
   // Summaries
-  const allInfo: ScenarioInfo[] = [...scenarios, ...fScenarios, ...logScenarios];
+  const allInfo: ScenarioInfo[] = [...scenarios, patchScenario, ...fScenarios, ...logScenarios];
   const summaries = allInfo.map((info) => summarise(runs, info)).filter((s) => s !== undefined);
   const byId = (id: string) => summaries.find((s) => s.id === id);
   const b = byId('b');
@@ -442,7 +528,36 @@ async function main(): Promise<void> {
         measured: `${p.executionMs.toFixed(3)} ms; ${p.nodes.join(' → ')}; ${p.rowsScanned.toLocaleString('en-US')} rows scanned (days and index entries), heap fetches ${p.heapFetches}`,
         met: p.executionMs < 1 && npsPlanOk(p),
       })),
+    {
+      target: '(g) POST /v1/contacts with an Idempotency-Key >= 0.85x without one',
+      measured: `${fmt.n2(byId('g-key')?.ratio)}x (${fmt.n0(byId('g-key')?.rps ?? NaN)} against ${fmt.n0(byId('g')?.rps ?? NaN)} req/s)`,
+      met: byId('g-key')?.ratio !== undefined ? byId('g-key')!.ratio! >= 0.85 : undefined,
+    },
     { target: '(f) WEB_CONCURRENCY=2 against 1: report the ratio', measured: `${fmt.n2(byId('f2')?.ratio)}x`, met: undefined },
+    { target: '(i) PATCH /v1/threads/{id} >= 1,000 req/s', measured: `${fmt.n0(byId('i')?.rps ?? NaN)} req/s (p99 ${fmt.n1(byId('i')?.p99Ms)} ms)`, met: (byId('i')?.rps ?? 0) >= 1000 },
+    ...(
+      [
+        ['(g) funnel 30 days', 10],
+        ['(h) NPS by day 365 days', 5],
+      ] as const
+    ).flatMap(([label, limit]) =>
+      (
+        [
+          ['after the seed', plansAfterSeed, movesAfterSeed],
+          ['at the end', plansAtEnd, movesInWindow],
+        ] as const
+      ).map(([when, plans, moves]) => {
+        const ms = requestMs(plans, label);
+        const nodes = plans.filter((p) => p.label === label || p.label.startsWith(`${label} #`)).flatMap((p) => p.nodes);
+        const entries = label.startsWith('(g)') ? ` (${moves.toLocaleString('en-US')} stage entries in the workspace's last 30 days)` : '';
+        return {
+          target: `${label} (${when}): <= ${limit} ms in PostgreSQL, no Seq Scan of a big table`,
+          measured: `${ms.toFixed(3)} ms${entries}; ${[...new Set(nodes)].join(', ')}`,
+          // The workspace's few stages may be read whole: a Seq Scan of stages is one page.
+          met: ms <= limit && !nodes.some((n) => n.includes('Seq Scan') && !n.endsWith(' on stages')),
+        };
+      }),
+    ),
   ];
 
   const totalMinutes = (Date.now() - startedAt) / 60_000;
@@ -496,7 +611,8 @@ async function main(): Promise<void> {
     fs.writeFileSync(path.join(RESULTS, `${name}.md`), markdown);
   }
   log(`\n${markdown}`);
-  log(`Results: bench/results/${stamp}.md and .json (also latest.md, latest.json). Whole bench ${totalMinutes.toFixed(1)} min.`);
+  const shown = path.relative(ROOT, RESULTS).startsWith('..') ? RESULTS : path.relative(ROOT, RESULTS);
+  log(`Results: ${shown}/${stamp}.md and .json (also latest.md, latest.json). Whole bench ${totalMinutes.toFixed(1)} min.`);
   await admin.end();
 }
 

@@ -4,6 +4,28 @@
  */
 
 export interface paths {
+    "/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The key in use
+         * @description The API key that makes the request: its id, its workspace (the `workspaceId` that
+         *     `GET /threads/stats/nps` asks for), its plan and scopes, and where it stands in the
+         *     current rate-limit window, this request included. Needs no scope: any valid key may call it.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agents": {
         parameters: {
             query?: never;
@@ -13,13 +35,13 @@ export interface paths {
         };
         /**
          * List agents
-         * @description Agents of the key's workspace, oldest first.
+         * @description Agents of the key's workspace, oldest first. Needs the `agents:read` scope.
          */
         get: operations["listAgents"];
         put?: never;
         /**
          * Create an agent
-         * @description Creates an agent in the key's workspace; it starts `active`.
+         * @description Creates an agent in the key's workspace; it starts `active`. Needs the `agents:write` scope.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -38,20 +60,23 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Get an agent */
+        /**
+         * Get an agent
+         * @description One agent of the key's workspace. Needs the `agents:read` scope.
+         */
         get: operations["getAgent"];
         put?: never;
         post?: never;
         /**
          * Delete an agent
-         * @description Deletes the agent; threads it was assigned to keep their history with `agentId` set to null.
+         * @description Deletes the agent; threads it was assigned to keep their history with `agentId` set to null. Needs the `agents:write` scope.
          */
         delete: operations["deleteAgent"];
         options?: never;
         head?: never;
         /**
          * Update an agent
-         * @description Changes any of `name`, `instructions`, `model` and `status`; fields left out keep their value.
+         * @description Changes any of `name`, `instructions`, `model` and `status`; fields left out keep their value. Needs the `agents:write` scope.
          */
         patch: operations["updateAgent"];
         trace?: never;
@@ -65,13 +90,13 @@ export interface paths {
         };
         /**
          * List contacts
-         * @description Contacts of the key's workspace, oldest first.
+         * @description Contacts of the key's workspace, oldest first. Needs the `contacts:read` scope.
          */
         get: operations["listContacts"];
         put?: never;
         /**
          * Create a contact
-         * @description Creates a contact. A phone is unique within the workspace.
+         * @description Creates a contact. A phone is unique within the workspace. Needs the `contacts:write` scope.
          */
         post: operations["createContact"];
         delete?: never;
@@ -90,14 +115,33 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Get a contact */
+        /**
+         * Get a contact
+         * @description One contact of the key's workspace. Needs the `contacts:read` scope.
+         */
         get: operations["getContact"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase a contact
+         * @description Erases the person at their request (Brazil's LGPD, art. 18): their name, phone and e-mail
+         *     are deleted and the contact answers 404 from then on (lists, reads, changes, and as a
+         *     `contactId` of a new message or thread, 422). The `content` of every message of the
+         *     contact becomes `null`. Their threads (with their `contactId`, now an id of no one), stage
+         *     history and NPS answers stay, so funnel and NPS statistics are the same before and after.
+         *     Needs the `contacts:write` scope.
+         */
+        delete: operations["deleteContact"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Update a contact
+         * @description Corrects any of `name`, `phone` and `email`; fields left out keep their value, and `null`
+         *     clears a phone or an e-mail. A phone stays unique within the workspace: a phone another
+         *     contact holds is a 409, also when two requests race for it.
+         *     Needs the `contacts:write` scope.
+         */
+        patch: operations["updateContact"];
         trace?: never;
     };
     "/channels": {
@@ -109,15 +153,142 @@ export interface paths {
         };
         /**
          * List channels
-         * @description The workspace's channels, oldest first. Channels are created with the workspace.
+         * @description The workspace's channels, oldest first. A new workspace starts with a sandbox WhatsApp and a sandbox Instagram channel. Needs the `messages:read` scope.
          */
         get: operations["listChannels"];
+        put?: never;
+        /**
+         * Create a channel
+         * @description Creates a `sandbox` channel, or a `meta` one connected to a WhatsApp Business phone number
+         *     (`externalId` = its `phone_number_id`) or an Instagram professional account (`externalId` =
+         *     its id). The secrets in `meta` are stored encrypted and never shown again; point the Meta
+         *     app's webhook at the answer's `webhookPath` with the `verifyToken` you chose.
+         *     Needs the `channels:write` scope.
+         */
+        post: operations["createChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a channel
+         * @description The channel; its Meta secrets are never shown. Needs the `messages:read` scope.
+         */
+        get: operations["getChannel"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
+        /**
+         * Update a channel
+         * @description Renames a channel, connects it to Meta or back to the sandbox, or replaces any of its Meta
+         *     settings (e.g. a new access token). Secrets sent here are stored encrypted and never shown.
+         *     Needs the `channels:write` scope.
+         */
+        patch: operations["updateChannel"];
+        trace?: never;
+    };
+    "/channels/{id}/sandbox/inbound": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Play the customer on a sandbox channel
+         * @description A message from a customer arrives on a sandbox channel exactly as a real one arrives from
+         *     Meta: the contact is found by phone (WhatsApp) or Instagram id, or created and named after
+         *     `name`; the message joins the open thread of the pair (one is opened if none is) and moves
+         *     its `lastInboundAt`. A `meta` channel answers 404.
+         *     Needs the `messages:write` scope.
+         */
+        post: operations["simulateSandboxInbound"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/stages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the funnel's stages
+         * @description The stages of the workspace's funnel in funnel order (`position` 1 first). Every workspace
+         *     starts with `Novo`, `Em atendimento`, `Aguardando cliente` and `Resolvido`; a new thread
+         *     enters the first stage.
+         *     Needs the `funnel:read` scope.
+         */
+        get: operations["listStages"];
+        put?: never;
+        /**
+         * Add a stage
+         * @description Adds a stage to the funnel at `position` (1 to the number of stages plus one; the last
+         *     place when left out); the stages from that position on move one place down. A position past
+         *     the last place is a 400.
+         *     Needs the `funnel:write` scope.
+         */
+        post: operations["createStage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/stages/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a stage
+         * @description Deletes an empty stage; the stages after it move one place up. A stage that holds a thread
+         *     (open or closed) cannot be deleted (409: move its threads first), nor can the funnel's only
+         *     stage. Past moves into and out of it stay in the threads' history.
+         *     Needs the `funnel:write` scope.
+         */
+        delete: operations["deleteStage"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or move a stage
+         * @description Renames the stage, moves it to another `position` (1 to the number of stages), or both. The
+         *     stages between its old and new places shift by one to make room, so positions stay 1, 2,
+         *     3, ... A position past the last stage is a 400.
+         *     Needs the `funnel:write` scope.
+         */
+        patch: operations["updateStage"];
         trace?: never;
     };
     "/messages": {
@@ -133,6 +304,23 @@ export interface paths {
          * Send a message
          * @description Sends a message to a contact on a channel. It is appended to the open thread of that
          *     (contact, channel) pair, or a new thread is opened for it; `threadId` says which.
+         *
+         *     The answer is `queued`: the message is stored with its delivery in one transaction, and
+         *     sent right after by a background worker (a restart loses nothing). Messages to one contact
+         *     on one channel go out in the order they were created. On a `meta` channel it is sent to
+         *     Meta's Graph API; passing failures (network, timeouts, HTTP 429/5xx, Graph error codes 1,
+         *     2, 4, 80007, 130429, 131000, 131016) are retried with exponential backoff and jitter
+         *     (at most 10 minutes apart, 10 attempts by default), and it becomes `sent` with
+         *     `externalId`, or `failed` with `error` (at once for any other Graph error). On a
+         *     `sandbox` channel it goes `sent`, then `delivered`, within a second, and nothing leaves.
+         *
+         *     **Meta's 24-hour window.** On a `meta` channel, free text (`content`) may only be sent
+         *     within 24 hours of the contact's last message on that channel (`lastInboundAt`); otherwise
+         *     it is refused with 422 `outside_messaging_window` and nothing is queued. A WhatsApp
+         *     `template` may be sent at any time; Instagram has no templates (422
+         *     `template_not_supported`). Sandbox channels have no window.
+         *
+         *     Needs the `messages:write` scope.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -150,13 +338,13 @@ export interface paths {
         };
         /**
          * List threads
-         * @description Threads of the key's workspace, newest first.
+         * @description Threads of the key's workspace, newest first. Needs the `messages:read` scope.
          */
         get: operations["listThreads"];
         put?: never;
         /**
          * Open a thread
-         * @description Opens a thread between a contact and a channel. A pair has at most one open thread.
+         * @description Opens a thread between a contact and a channel. A pair has at most one open thread. Needs the `messages:write` scope.
          */
         post: operations["createThread"];
         delete?: never;
@@ -178,8 +366,51 @@ export interface paths {
          *     [`dateFrom`, `dateTo`] (both bounds inclusive). `promotores` are scores 9-10, `neutros`
          *     7-8, `detratores` 0-6; `npsScore` = 100 x (promotores - detratores) / total, rounded to
          *     the nearest integer with halves away from zero, and `null` when there is no answer.
+         *
+         *     With `groupBy`, `groups` holds one entry per group that has answers in the window, with the
+         *     same counts and arithmetic, sorted by `key`: a channel, agent or stage id (`null` for
+         *     answers given while the thread had no agent), or a UTC date `YYYY-MM-DD`. A thread's
+         *     channel, agent and stage count as they were when the answer was registered: moving or
+         *     reassigning the thread later does not move its answer to another group, and the groups
+         *     of an agent or stage deleted since keep their id.
+         *     Needs the `messages:read` scope.
          */
         get: operations["getNpsStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/stats/funnel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Funnel statistics
+         * @description How threads moved through the funnel in the window [`dateFrom`, `dateTo`] (both bounds
+         *     inclusive), one entry per stage in funnel order. Moves are the `stageId` entries of the
+         *     threads' history, and a thread's first stage counts as a move into it when the thread was
+         *     opened. For each stage:
+         *     - `entered`: moves into the stage made within the window, the opening of threads in it
+         *       included;
+         *     - `exited`: moves out of the stage made within the window;
+         *     - `medianSecondsInStage`: the median time spent in the stage by the stays that ended (by a
+         *       move out) within the window, in seconds to the millisecond (with an even number of stays,
+         *       the mean of the middle two, rounded to the millisecond, halves up); `null` when no stay
+         *       ended in the window. A stay runs from the move into the stage (or the thread's opening
+         *       in it) to the move out; closing a thread does not end its stay;
+         *     - `current`: the open threads in the stage now, whatever the window (a closed thread stays
+         *       in its stage but no longer counts here).
+         *     Stages that were deleted are not listed; their moves stay in the threads' history.
+         *     Needs the `messages:read` scope.
+         */
+        get: operations["getFunnelStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -198,14 +429,29 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Get a thread */
+        /**
+         * Get a thread
+         * @description One thread of the key's workspace, with its NPS answer when it has one. Needs the `messages:read` scope.
+         */
         get: operations["getThread"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a thread's status, stage or agent
+         * @description Closes or reopens the thread (`status`), moves it to another stage of the funnel
+         *     (`stageId`) or assigns it to another agent (`agentId`, `null` to unassign); fields left out
+         *     keep their value. Closing sets `closedAt`, reopening clears it; a pair has at most one open
+         *     thread, so reopening while the (contact, channel) pair has another open thread is a 409
+         *     (also when two requests race). Each field that changes appends an entry to the thread's
+         *     history (`GET /threads/{id}/history`) in the same transaction, with this key as the actor
+         *     and `reason`, when given; a field sent with its current value changes nothing.
+         *     Concurrent changes of one thread apply one after another.
+         *     Needs the `messages:write` scope.
+         */
+        patch: operations["updateThread"];
         trace?: never;
     };
     "/threads/{id}/nps": {
@@ -224,8 +470,41 @@ export interface paths {
          * Register the thread's NPS answer
          * @description Registers the one NPS answer of a thread. `answeredAt` defaults to now and may not lie in
          *     the future; a second answer is a 409.
+         *     Needs the `messages:write` scope.
          */
         post: operations["registerNps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a thread's history
+         * @description Every change of the thread's `status`, `stageId` and `agentId`, oldest first (by
+         *     `createdAt`, then `id`). It starts with the thread's values when it was opened (`from:
+         *     null`): its status, its first stage and, when it had one, its agent. A change of several
+         *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
+         *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
+         *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
+         *     default agent (`reason: channel_default_agent`) or an agent is deleted
+         *     (`reason: agent_deleted`). Threads opened before the funnel existed have no entries from
+         *     before it.
+         *     Needs the `messages:read` scope.
+         */
+        get: operations["listThreadHistory"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -244,11 +523,51 @@ export interface paths {
         };
         /**
          * List a thread's messages
-         * @description The thread's messages in chronological order (oldest first).
+         * @description The thread's messages in chronological order (oldest first). Needs the `messages:read` scope.
          */
         get: operations["listThreadMessages"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/meta/{channelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The `meta` channel (its `webhookPath`). */
+                channelId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Meta's webhook verification
+         * @description Meta calls this once when the webhook is configured in the app's dashboard. When
+         *     `hub.verify_token` is the channel's `verifyToken`, the answer is `hub.challenge` as plain text.
+         */
+        get: operations["verifyMetaWebhook"];
+        put?: never;
+        /**
+         * Meta's webhook deliveries
+         * @description WhatsApp Cloud API (`object: whatsapp_business_account`: `entry[].changes[].value.messages`,
+         *     `.statuses`, `.contacts`) and Instagram Messaging (`object: instagram`:
+         *     `entry[].messaging[]`) deliveries for one channel. The body must carry
+         *     `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body under the app secret>`.
+         *
+         *     A delivery answers 200 once it is stored, in one transaction, and is idempotent: a message
+         *     id (`wamid`, `mid`) seen before is skipped. Inbound messages find their contact by phone
+         *     (`+{from}`, named after `contacts[].profile.name` when new) or Instagram id (`sender.id`),
+         *     join the open thread of the pair (one is opened if none is) and move `lastInboundAt`;
+         *     non-text messages keep a readable `content` (`[image] caption`). Statuses move a message
+         *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`. Instagram
+         *     echoes (`is_echo`) and changes for another phone number are ignored; a signed body the
+         *     service does not understand is logged and answered 200 with nothing stored.
+         */
+        post: operations["receiveMetaWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -261,6 +580,7 @@ export interface components {
     schemas: {
         /**
          * Format: uuid
+         * @description A UUID in its 36-character form (8-4-4-4-12 hex digits, either case).
          * @example 01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b
          */
         Uuid: string;
@@ -281,8 +601,15 @@ export interface components {
             page: number;
             limit: number;
         };
-        /** @enum {string} */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable";
+        /**
+         * @description `request_timeout` (408) and `headers_too_large` (431) answer a connection, not an
+         *     operation: a client too slow to send its request, or one whose headers are too large,
+         *     gets one of them and the connection is closed. `outside_messaging_window` and
+         *     `template_not_supported` (422) refuse a message Meta would refuse; `invalid_signature`
+         *     (401) answers a Meta webhook whose `X-Hub-Signature-256` is missing or wrong.
+         * @enum {string}
+         */
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -290,13 +617,43 @@ export interface components {
             /** @description On a 409, the record that already holds the value. */
             existingId?: components["schemas"]["Uuid"];
         };
-        Error: {
+        /** @description The body of every error response (see "Errors"). */
+        ErrorResponse: {
             error: {
                 code: components["schemas"]["ErrorCode"];
                 /** @description Human-readable explanation. */
                 message: string;
+                /** @description The response's `X-Request-Id`; quote it when reporting a problem. */
+                requestId: string;
                 details?: components["schemas"]["ErrorDetail"][];
             };
+        };
+        /**
+         * @description The rate-limit plan of a key: `free` 60 and `pro` 300 requests per 60-second window, `enterprise` unlimited.
+         * @enum {string}
+         */
+        Plan: "free" | "pro" | "enterprise";
+        /**
+         * @description What a key may do (see "Authentication and scopes").
+         * @enum {string}
+         */
+        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write";
+        /** @description The key's current rate-limit window, as the RateLimit-* headers tell it. */
+        RateLimitStatus: {
+            /** @description Requests the key may make per window. */
+            limit: number;
+            /** @description Requests left in the current window. */
+            remaining: number;
+            /** @description Seconds until the current window ends. */
+            resetSeconds: number;
+        };
+        Me: {
+            keyId: components["schemas"]["Uuid"];
+            workspaceId: components["schemas"]["Uuid"];
+            plan: components["schemas"]["Plan"];
+            scopes: components["schemas"]["Scope"][];
+            /** @description Null for `enterprise` keys, and while the rate-limit counters are unreachable (requests are then not limited). */
+            rateLimit: components["schemas"]["RateLimitStatus"] | null;
         };
         /** @enum {string} */
         AgentStatus: "active" | "inactive";
@@ -334,14 +691,32 @@ export interface components {
             phone: string | null;
             /** Format: email */
             email: string | null;
+            /** @description The contact's Instagram-scoped id (IGSID), unique within the workspace; set when they write on Instagram. */
+            instagramId?: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
+        /**
+         * @description An Instagram-scoped user id (IGSID), as Meta's webhooks name the sender.
+         * @example 17841400000000001
+         */
+        InstagramId: string;
         ContactCreate: {
             name: string;
             phone?: components["schemas"]["Phone"];
             /** Format: email */
             email?: string;
+            instagramId?: components["schemas"]["InstagramId"];
+        };
+        ContactUpdate: {
+            name?: string;
+            /** @description E.164 phone number, unique within the workspace; null removes it. */
+            phone?: string | null;
+            /**
+             * Format: email
+             * @description null removes it.
+             */
+            email?: string | null;
         };
         ContactList: {
             data: components["schemas"]["Contact"][];
@@ -349,10 +724,98 @@ export interface components {
         };
         /** @enum {string} */
         ChannelType: "whatsapp" | "instagram";
+        /**
+         * @description `sandbox`: nothing leaves the machine; sent messages go `queued` -> `sent` -> `delivered`
+         *     within a second and `POST /channels/{id}/sandbox/inbound` plays the customer. `meta`:
+         *     connected to Meta's Graph API (WhatsApp Cloud API or Instagram Messaging API).
+         * @enum {string}
+         */
+        ChannelProvider: "sandbox" | "meta";
         Channel: {
             id: components["schemas"]["Uuid"];
             type: components["schemas"]["ChannelType"];
             name: string;
+            provider: components["schemas"]["ChannelProvider"];
+            /** @description The WhatsApp `phone_number_id` or the Instagram account id of a `meta` channel; null on a sandbox channel. */
+            externalId: string | null;
+            /**
+             * @description Where Meta delivers this channel's webhooks (`/webhooks/meta/{id}`, on the service's
+             *     host, outside `/v1`): paste `https://<host>{webhookPath}` into the app's Webhooks
+             *     settings with the channel's `verifyToken`. Null on a sandbox channel.
+             */
+            webhookPath: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            /**
+             * Format: uuid
+             * @description The agent a thread opened on this channel is assigned to when none is given; null for none.
+             */
+            defaultAgentId: string | null;
+        };
+        ChannelName: string;
+        /**
+         * @description How the service talks to Meta for this channel. The three secrets are write-only: they are
+         *     stored encrypted (AES-256-GCM under the operator's `SECRETS_KEY`) and never returned or logged.
+         */
+        MetaCredentials: {
+            externalId: components["schemas"]["MetaExternalId"];
+            /** @description A system-user access token with `whatsapp_business_messaging` (or `instagram_manage_messages`), sent as `Authorization: Bearer`. */
+            accessToken: components["schemas"]["MetaSecret"];
+            /** @description The Meta app's App Secret; webhooks are checked against `X-Hub-Signature-256` with it. */
+            appSecret: components["schemas"]["MetaSecret"];
+            /** @description Any string you choose and paste into the app's Webhooks settings; Meta's verification request must repeat it. */
+            verifyToken: components["schemas"]["MetaSecret"];
+        };
+        /** @description Any of the Meta settings; those left out keep their value. */
+        MetaCredentialsUpdate: {
+            externalId?: components["schemas"]["MetaExternalId"];
+            accessToken?: components["schemas"]["MetaSecret"];
+            appSecret?: components["schemas"]["MetaSecret"];
+            verifyToken?: components["schemas"]["MetaSecret"];
+        };
+        /**
+         * @description The WhatsApp `phone_number_id` or the Instagram account id (IGID).
+         * @example 106540352242922
+         */
+        MetaExternalId: string;
+        MetaSecret: string;
+        /** Sandbox channel */
+        SandboxChannelCreate: {
+            type: components["schemas"]["ChannelType"];
+            name: components["schemas"]["ChannelName"];
+            /** @enum {string} */
+            provider: "sandbox";
+        };
+        /** Meta channel */
+        MetaChannelCreate: {
+            type: components["schemas"]["ChannelType"];
+            name: components["schemas"]["ChannelName"];
+            /** @enum {string} */
+            provider: "meta";
+            meta: components["schemas"]["MetaCredentials"];
+        };
+        /** @description A `meta` channel needs `meta`; a `sandbox` one takes none. */
+        ChannelCreate: components["schemas"]["SandboxChannelCreate"] | components["schemas"]["MetaChannelCreate"];
+        /**
+         * @description Any of `name`, `provider`, `meta` and `defaultAgentId`; fields left out keep their value.
+         *     Moving a channel to `meta` needs all four `meta` fields (unless it had them); moving it to
+         *     `sandbox` forgets its Meta settings. `type` may be sent but not changed (409).
+         *     `defaultAgentId` names the agent that threads opened on the channel from then on are
+         *     assigned to (null for none; an agent the workspace does not have is a 422).
+         */
+        ChannelUpdate: {
+            type?: components["schemas"]["ChannelType"];
+            name?: components["schemas"]["ChannelName"];
+            provider?: components["schemas"]["ChannelProvider"];
+            meta?: components["schemas"]["MetaCredentialsUpdate"];
+            defaultAgentId?: components["schemas"]["Uuid"] | null;
+        };
+        SandboxInbound: {
+            /** @description The customer who writes; on a WhatsApp channel an E.164 phone, on an Instagram channel an Instagram-scoped id. */
+            from: string;
+            content: string;
+            /** @description The name a new contact gets (as WhatsApp's profile name names it); ignored when the contact exists. */
+            name?: string;
         };
         ChannelList: {
             data: components["schemas"]["Channel"][];
@@ -360,23 +823,52 @@ export interface components {
         };
         /** @enum {string} */
         MessageDirection: "outbound" | "inbound";
-        /** @enum {string} */
-        MessageStatus: "queued" | "sent" | "delivered" | "failed";
+        /**
+         * @description Outbound: `queued` until the channel accepts it, then `sent`, `delivered` and `read` as the
+         *     provider reports them (only ever forward), or `failed` with `error`. Inbound messages are
+         *     `delivered`.
+         * @enum {string}
+         */
+        MessageStatus: "queued" | "sent" | "delivered" | "read" | "failed";
+        /**
+         * @description Why a message failed: `code` is Meta's error code as text (e.g. `131026`), or
+         *     `network_error`, `timeout` or `http_<status>` when Meta gave none.
+         */
+        MessageError: {
+            code: string;
+            message: string;
+        };
+        /** @description An approved WhatsApp message template and the values of its body's `{{1}}`, `{{2}}`, ... */
+        MessageTemplate: {
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
+            parameters?: string[];
+        };
         Message: {
             id: components["schemas"]["Uuid"];
             threadId: components["schemas"]["Uuid"];
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
             direction: components["schemas"]["MessageDirection"];
-            content: string;
+            /** @description The text; for a template, `[template <name>]` and its parameters; for an inbound image, audio, location..., `[<kind>]` and its caption. Null once the contact was erased (`DELETE /contacts/{id}`). */
+            content: string | null;
             status: components["schemas"]["MessageStatus"];
+            /** @description The provider's id of the message (WhatsApp `wamid`, Instagram `mid`); null until it is sent. */
+            externalId: string | null;
+            /** @description Set when `status` is `failed`. */
+            error: components["schemas"]["MessageError"] | null;
+            /** @description The template an outbound WhatsApp template message was sent with. */
+            template: components["schemas"]["MessageTemplate"] | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        /** @description Exactly one of `content` (free text) and `template` (WhatsApp only). */
         MessageCreate: {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
-            content: string;
-        };
+            content?: string;
+            template?: components["schemas"]["MessageTemplate"];
+        } & (unknown | unknown);
         MessageList: {
             data: components["schemas"]["Message"][];
             pagination: components["schemas"]["Pagination"];
@@ -392,24 +884,88 @@ export interface components {
              * @description The agent assigned to the thread; null when none is.
              */
             agentId: string | null;
+            /** @description The stage of the funnel the thread is in; a new thread enters the first stage. */
+            stageId: components["schemas"]["Uuid"];
             status: components["schemas"]["ThreadStatus"];
+            /**
+             * Format: date-time
+             * @description When the thread was closed; null while it is open.
+             */
+            closedAt: string | null;
             npsScore: number | null;
             /** Format: date-time */
             npsCreatedAt: string | null;
             /** Format: date-time */
             lastMessageAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the contact last wrote in this thread; on a Meta channel, free text may be sent for 24 hours after it.
+             */
+            lastInboundAt: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
         ThreadCreate: {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
-            /** @description The agent that answers the thread; none when left out. */
+            /** @description The agent that answers the thread; the channel's default agent (if any) when left out. */
             agentId?: components["schemas"]["Uuid"];
+        };
+        /** @description The fields to change; a body that changes none of `status`, `stageId` and `agentId` changes nothing. */
+        ThreadUpdate: {
+            status?: components["schemas"]["ThreadStatus"];
+            /** @description A stage of the workspace's funnel. */
+            stageId?: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description An agent of the workspace; null unassigns the thread.
+             */
+            agentId?: string | null;
+            /** @description Why; recorded with each history entry of this change. */
+            reason?: string;
+        };
+        /** @enum {string} */
+        ThreadHistoryField: "status" | "stageId" | "agentId";
+        HistoryActor: {
+            /** @enum {string} */
+            type: "api_key" | "agent" | "system";
+            /**
+             * Format: uuid
+             * @description The API key's id (`keyId` of provisioning) or the agent's id; null for `system`.
+             */
+            id: string | null;
+        };
+        ThreadHistoryEntry: {
+            id: components["schemas"]["Uuid"];
+            field: components["schemas"]["ThreadHistoryField"];
+            /** @description The value before (a status, or a stage or agent id); null when the thread was opened, or had no agent. */
+            from: string | null;
+            /** @description The value after; null when the thread was unassigned. */
+            to: string | null;
+            actor: components["schemas"]["HistoryActor"];
+            reason: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        ThreadHistoryList: {
+            data: components["schemas"]["ThreadHistoryEntry"][];
+            pagination: components["schemas"]["Pagination"];
         };
         ThreadList: {
             data: components["schemas"]["Thread"][];
             pagination: components["schemas"]["Pagination"];
+        };
+        /** @description A webhook delivery as Meta sends it (see Meta's WhatsApp Cloud API and Instagram Messaging references). */
+        MetaWebhookPayload: {
+            /**
+             * @example whatsapp_business_account
+             * @example instagram
+             */
+            object: string;
+            entry: Record<string, never>[];
+        };
+        WebhookReceived: {
+            /** @constant */
+            received: true;
         };
         NpsAnswer: {
             score: number;
@@ -430,6 +986,55 @@ export interface components {
             total: number;
             /** @description 100 x (promotores - detratores) / total, halves away from zero; null when total is 0. */
             npsScore: number | null;
+            /** @description Only with `groupBy`; the groups that have answers in the window, sorted by `key` (null last). */
+            groups?: components["schemas"]["NpsGroup"][];
+        };
+        NpsGroup: {
+            /** @description The channel, agent or stage id, or the UTC date (YYYY-MM-DD); null for answers given while the thread had no agent. */
+            key: string | null;
+            promotores: number;
+            neutros: number;
+            detratores: number;
+            total: number;
+            npsScore: number | null;
+        };
+        Stage: {
+            id: components["schemas"]["Uuid"];
+            name: string;
+            /** @description The stage's place in the funnel, 1 first; positions are 1, 2, 3, ... with no gap. */
+            position: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        StageCreate: {
+            name: string;
+            /** @description Where to insert it (1 to the number of stages plus one); the last place when left out. */
+            position?: number;
+        };
+        StageUpdate: {
+            name?: string;
+            /** @description The new place (1 to the number of stages); the stages in between shift by one. */
+            position?: number;
+        };
+        StageList: {
+            data: components["schemas"]["Stage"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        FunnelStage: {
+            stageId: components["schemas"]["Uuid"];
+            name: string;
+            /** @description Moves into the stage within the window, threads opened in it included. */
+            entered: number;
+            /** @description Moves out of the stage within the window. */
+            exited: number;
+            /** @description Open threads in the stage now. */
+            current: number;
+            /** @description Median duration, in seconds to the millisecond, of the stays in the stage that ended within the window; null when none did. */
+            medianSecondsInStage: number | null;
+        };
+        FunnelStats: {
+            /** @description Every stage of the funnel, in funnel order. */
+            stages: components["schemas"]["FunnelStage"][];
         };
     };
     responses: {
@@ -445,16 +1050,17 @@ export interface components {
                  *       "error": {
                  *         "code": "validation_error",
                  *         "message": "The request does not match the contract.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
                  *         "details": [
                  *           {
                  *             "path": "/body/phone",
-                 *             "message": "must match pattern \"^\\+[1-9]\\d{7,14}$\""
+                 *             "message": "must match pattern \"^\\+[1-9]\\d{7,14}$\", e.g. +5511987654321"
                  *           }
                  *         ]
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The API key is missing, malformed, unknown or revoked. */
@@ -468,11 +1074,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "unauthorized",
-                 *         "message": "Missing or invalid API key."
+                 *         "message": "Missing or invalid API key.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The key lacks the scope the operation needs, or asks about another workspace. */
@@ -486,11 +1093,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "forbidden",
-                 *         "message": "This API key lacks the scope agents:write."
+                 *         "message": "This API key lacks the scope agents:write.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description No such record in the key's workspace. */
@@ -504,14 +1112,56 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "not_found",
-                 *         "message": "Agent not found."
+                 *         "message": "Agent not found.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description The request clashes with the current state of a record. */
+        /** @description A request with this `Idempotency-Key` is still running; retry shortly. */
+        IdempotencyKeyInProgress: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "idempotency_key_in_progress",
+                 *         "message": "A request with this Idempotency-Key is still running; retry shortly.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description This `Idempotency-Key` was used with another path or body. */
+        IdempotencyKeyReused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "idempotency_key_reused",
+                 *         "message": "This Idempotency-Key was used with another path or body within 24 hours.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /**
+         * @description The request clashes with the current state of a record (`conflict`), or, on a POST, a
+         *     request with the same `Idempotency-Key` is still running (`idempotency_key_in_progress`).
+         */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -522,11 +1172,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "conflict",
-                 *         "message": "This thread already has an NPS answer."
+                 *         "message": "This thread already has an NPS answer.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The body is larger than 1 MiB. */
@@ -540,11 +1191,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "payload_too_large",
-                 *         "message": "The request body is larger than 1 MiB."
+                 *         "message": "The request body is larger than 1 MiB.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The body is not `application/json` (UTF-8). */
@@ -558,14 +1210,19 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "unsupported_media_type",
-                 *         "message": "Send the body as application/json."
+                 *         "message": "Send the body as application/json.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description The body refers to a contact, channel or agent that the workspace does not have. */
+        /**
+         * @description The body refers to a contact, channel or agent that the workspace does not have
+         *     (`invalid_reference`), or, on a POST, its `Idempotency-Key` was used with another path or
+         *     body (`idempotency_key_reused`).
+         */
         InvalidReference: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -577,6 +1234,7 @@ export interface components {
                  *       "error": {
                  *         "code": "invalid_reference",
                  *         "message": "The contact does not exist.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
                  *         "details": [
                  *           {
                  *             "path": "/body/contactId",
@@ -586,7 +1244,7 @@ export interface components {
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The key's plan limit (or the client's failed-authentication limit) is used up for this window. */
@@ -604,11 +1262,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "rate_limited",
-                 *         "message": "Rate limit of 60 requests per minute exceeded; retry in 42 seconds."
+                 *         "message": "Rate limit of 60 requests per minute exceeded; retry in 42 seconds.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description An unexpected error; it is logged with the request id. */
@@ -622,11 +1281,12 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "internal_error",
-                 *         "message": "Something went wrong on our side; quote the X-Request-Id when reporting it."
+                 *         "message": "Something went wrong on our side; quote the X-Request-Id when reporting it.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
         /** @description The database is unreachable; retry later. */
@@ -640,17 +1300,30 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "service_unavailable",
-                 *         "message": "The service is temporarily unavailable; retry later."
+                 *         "message": "The service is temporarily unavailable; retry later.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorResponse"];
             };
         };
     };
     parameters: {
         /** @description The record's id. */
         Id: components["schemas"]["Uuid"];
+        /**
+         * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+         *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+         *     path and body answers the first request's stored result (status and body) with
+         *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+         *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+         *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+         *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+         *     stores nothing and may be retried with the same key.
+         * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+         */
+        IdempotencyKey: string;
         /**
          * @description Page number, from 1.
          * @example 1
@@ -664,6 +1337,11 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`, replayed; absent otherwise.
+         * @example true
+         */
+        "Idempotent-Replayed": "true";
         /**
          * @description The request's id, echoed from the request when the client sent one; quote it when reporting a problem.
          * @example 3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f
@@ -694,6 +1372,55 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keyId": "01935f4a-7b8c-7d9e-8f0a-1b2c3d4e5f60",
+                     *       "workspaceId": "01935f4b-1111-7222-8333-944455566677",
+                     *       "plan": "pro",
+                     *       "scopes": [
+                     *         "agents:read",
+                     *         "agents:write",
+                     *         "contacts:read",
+                     *         "contacts:write",
+                     *         "messages:read",
+                     *         "messages:write"
+                     *       ],
+                     *       "rateLimit": {
+                     *         "limit": 300,
+                     *         "remaining": 287,
+                     *         "resetSeconds": 42
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listAgents: {
         parameters: {
             query?: {
@@ -760,7 +1487,20 @@ export interface operations {
     createAgent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -781,6 +1521,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -804,8 +1545,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -970,6 +1713,8 @@ export interface operations {
                  * @example mariana.silva@exemplo.com.br
                  */
                 email?: string;
+                /** @description Only the contact with this Instagram-scoped id. */
+                instagramId?: components["schemas"]["InstagramId"];
             };
             header?: never;
             path?: never;
@@ -995,6 +1740,7 @@ export interface operations {
                      *           "name": "Mariana Silva",
                      *           "phone": "+5511987654321",
                      *           "email": "mariana.silva@exemplo.com.br",
+                     *           "instagramId": null,
                      *           "createdAt": "2026-11-03T09:12:31.004Z",
                      *           "updatedAt": "2026-11-03T09:12:31.004Z"
                      *         },
@@ -1003,6 +1749,7 @@ export interface operations {
                      *           "name": "João Pereira",
                      *           "phone": "+5521998877665",
                      *           "email": null,
+                     *           "instagramId": null,
                      *           "createdAt": "2026-11-03T10:40:02.518Z",
                      *           "updatedAt": "2026-11-03T10:40:02.518Z"
                      *         }
@@ -1028,7 +1775,20 @@ export interface operations {
     createContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1036,9 +1796,10 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "Mariana Silva",
-                 *       "phone": "+5511987654321",
-                 *       "email": "mariana.silva@exemplo.com.br"
+                 *       "name": "Beatriz Costa",
+                 *       "phone": "+5531991234567",
+                 *       "email": "beatriz.costa@exemplo.com.br",
+                 *       "instagramId": "17841400000000001"
                  *     }
                  */
                 "application/json": components["schemas"]["ContactCreate"];
@@ -1049,6 +1810,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1057,12 +1819,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
-                     *       "name": "Mariana Silva",
-                     *       "phone": "+5511987654321",
-                     *       "email": "mariana.silva@exemplo.com.br",
-                     *       "createdAt": "2026-11-03T09:12:31.004Z",
-                     *       "updatedAt": "2026-11-03T09:12:31.004Z"
+                     *       "id": "01935f52-4a5b-7c6d-8e7f-9a0b1c2d3e4f",
+                     *       "name": "Beatriz Costa",
+                     *       "phone": "+5531991234567",
+                     *       "email": "beatriz.costa@exemplo.com.br",
+                     *       "instagramId": "17841400000000001",
+                     *       "createdAt": "2026-11-20T16:05:12.407Z",
+                     *       "updatedAt": "2026-11-20T16:05:12.407Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Contact"];
@@ -1071,7 +1834,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description Another contact of the workspace already has this phone; `details[0].existingId` names it. */
+            /** @description Another contact of the workspace already has this phone (or Instagram id); `details[0].existingId` names it. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1083,6 +1846,7 @@ export interface operations {
                      *       "error": {
                      *         "code": "conflict",
                      *         "message": "A contact with this phone already exists.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
                      *         "details": [
                      *           {
                      *             "path": "/body/phone",
@@ -1093,11 +1857,12 @@ export interface operations {
                      *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1131,6 +1896,7 @@ export interface operations {
                      *       "name": "Mariana Silva",
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
+                     *       "instagramId": null,
                      *       "createdAt": "2026-11-03T09:12:31.004Z",
                      *       "updatedAt": "2026-11-03T09:12:31.004Z"
                      *     }
@@ -1142,6 +1908,120 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contact was erased. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Mariana Souza Silva",
+                 *       "email": "mariana.souza@exemplo.com.br"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ContactUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated contact. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "name": "Mariana Souza Silva",
+                     *       "phone": "+5511987654321",
+                     *       "email": "mariana.souza@exemplo.com.br",
+                     *       "createdAt": "2026-11-03T09:12:31.004Z",
+                     *       "updatedAt": "2026-11-21T10:05:12.430Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description Another contact of the workspace already has this phone; `details[0].existingId` names it. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "A contact with this phone already exists.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/phone",
+                     *             "message": "already used by contact 01935f51-3e4f-7a5b-9c6d-7e8f9a0b1c2d",
+                     *             "existingId": "01935f51-3e4f-7a5b-9c6d-7e8f9a0b1c2d"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1183,12 +2063,24 @@ export interface operations {
                      *         {
                      *           "id": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *           "type": "whatsapp",
-                     *           "name": "WhatsApp"
+                     *           "name": "WhatsApp",
+                     *           "provider": "sandbox",
+                     *           "externalId": null,
+                     *           "webhookPath": null,
+                     *           "defaultAgentId": null,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:40:00.000Z"
                      *         },
                      *         {
                      *           "id": "01935f4c-0a1c-7d3e-9f4a-5b6c7d8e9fa0",
                      *           "type": "instagram",
-                     *           "name": "Instagram"
+                     *           "name": "Instagram",
+                     *           "provider": "meta",
+                     *           "externalId": "17841400000000000",
+                     *           "webhookPath": "/webhooks/meta/01935f4c-0a1c-7d3e-9f4a-5b6c7d8e9fa0",
+                     *           "defaultAgentId": null,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-05T09:00:00.000Z"
                      *         }
                      *       ],
                      *       "pagination": {
@@ -1209,10 +2101,377 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    sendMessage: {
+    createChannel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelCreate"];
+            };
+        };
+        responses: {
+            /** @description The channel was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "type": "whatsapp",
+                     *       "name": "WhatsApp Vendas",
+                     *       "provider": "meta",
+                     *       "externalId": "106540352242922",
+                     *       "webhookPath": "/webhooks/meta/01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "defaultAgentId": null,
+                     *       "createdAt": "2026-11-02T13:40:00.000Z",
+                     *       "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getChannel: {
         parameters: {
             query?: never;
             header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "type": "whatsapp",
+                     *       "name": "WhatsApp Vendas",
+                     *       "provider": "meta",
+                     *       "externalId": "106540352242922",
+                     *       "webhookPath": "/webhooks/meta/01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "defaultAgentId": null,
+                     *       "createdAt": "2026-11-02T13:40:00.000Z",
+                     *       "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "WhatsApp Vendas",
+                 *       "meta": {
+                 *         "externalId": "106540352242922",
+                 *         "accessToken": "EAAJb0ZBZCxVWcBOZAVZCxPbWZAyZBcmZC9ZB",
+                 *         "appSecret": "3f1c6b2a9d8e7f6a5b4c3d2e1f0a9b8c",
+                 *         "verifyToken": "vendas-verify-2026"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ChannelUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated channel. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "type": "whatsapp",
+                     *       "name": "WhatsApp Vendas",
+                     *       "provider": "meta",
+                     *       "externalId": "106540352242922",
+                     *       "webhookPath": "/webhooks/meta/01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "defaultAgentId": null,
+                     *       "createdAt": "2026-11-02T13:40:00.000Z",
+                     *       "updatedAt": "2026-11-20T18:02:44.310Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The request would change the channel's `type`. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "A channel's type cannot change; create another channel.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidReference"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    simulateSandboxInbound: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "from": "+5511987654321",
+                 *       "name": "Mariana Silva",
+                 *       "content": "Oi! Meu pedido 4521 ainda não chegou."
+                 *     }
+                 */
+                "application/json": components["schemas"]["SandboxInbound"];
+            };
+        };
+        responses: {
+            /** @description The inbound message was stored. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f61-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "threadId": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "direction": "inbound",
+                     *       "content": "Oi! Meu pedido 4521 ainda não chegou.",
+                     *       "status": "delivered",
+                     *       "externalId": "sandbox.01935f61-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "error": null,
+                     *       "template": null,
+                     *       "createdAt": "2026-11-20T14:31:02.456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listStages: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of stages, in funnel order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
+                     *           "name": "Novo",
+                     *           "position": 1,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
+                     *           "name": "Em atendimento",
+                     *           "position": 2,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f4d-0a10-7b11-8c12-0d13e14f1503",
+                     *           "name": "Aguardando cliente",
+                     *           "position": 3,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f4d-0a10-7b11-8c12-0d13e14f1504",
+                     *           "name": "Resolvido",
+                     *           "position": 4,
+                     *           "createdAt": "2026-11-02T13:40:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:40:00.000Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 4,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StageList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createStage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1220,11 +2479,177 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
-                 *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                 *       "content": "Olá, Mariana! Seu pedido 4521 saiu para entrega e chega hoje até as 18h."
+                 *       "name": "Proposta enviada",
+                 *       "position": 3
                  *     }
                  */
+                "application/json": components["schemas"]["StageCreate"];
+            };
+        };
+        responses: {
+            /** @description The stage was added. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f70-3c4d-7e5f-8a6b-7c8d9e0f1a2b",
+                     *       "name": "Proposta enviada",
+                     *       "position": 3,
+                     *       "createdAt": "2026-11-21T10:00:00.000Z",
+                     *       "updatedAt": "2026-11-21T10:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Stage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteStage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stage was deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The stage holds threads, or is the funnel's only stage. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "This stage holds threads; move them to another stage first.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateStage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Aguardando retorno do cliente",
+                 *       "position": 2
+                 *     }
+                 */
+                "application/json": components["schemas"]["StageUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated stage. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f4d-0a10-7b11-8c12-0d13e14f1503",
+                     *       "name": "Aguardando retorno do cliente",
+                     *       "position": 2,
+                     *       "createdAt": "2026-11-02T13:40:00.000Z",
+                     *       "updatedAt": "2026-11-21T10:02:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Stage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
                 "application/json": components["schemas"]["MessageCreate"];
             };
         };
@@ -1233,6 +2658,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1248,6 +2674,9 @@ export interface operations {
                      *       "direction": "outbound",
                      *       "content": "Olá, Mariana! Seu pedido 4521 saiu para entrega e chega hoje até as 18h.",
                      *       "status": "queued",
+                     *       "externalId": null,
+                     *       "error": null,
+                     *       "template": null,
                      *       "createdAt": "2026-11-20T14:32:05.123Z"
                      *     }
                      */
@@ -1257,9 +2686,25 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["InvalidReference"];
+            /**
+             * @description `invalid_reference`: the contact or channel does not exist in the workspace, or the
+             *     contact cannot be reached on it (no phone for WhatsApp, no Instagram id for Instagram).
+             *     `outside_messaging_window`: free text on a `meta` channel more than 24 hours after the
+             *     contact last wrote there (or before they ever did). `template_not_supported`: a
+             *     template on Instagram. Nothing is queued.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1286,6 +2731,8 @@ export interface operations {
                 channelId?: components["schemas"]["Uuid"];
                 /** @description Only threads assigned to this agent. */
                 agentId?: components["schemas"]["Uuid"];
+                /** @description Only threads in this stage of the funnel. */
+                stageId?: components["schemas"]["Uuid"];
             };
             header?: never;
             path?: never;
@@ -1311,10 +2758,13 @@ export interface operations {
                      *           "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                      *           "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *           "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
                      *           "status": "open",
+                     *           "closedAt": null,
                      *           "npsScore": null,
                      *           "npsCreatedAt": null,
                      *           "lastMessageAt": "2026-11-20T14:32:05.123Z",
+                     *           "lastInboundAt": null,
                      *           "createdAt": "2026-11-20T14:30:00.981Z",
                      *           "updatedAt": "2026-11-20T14:32:05.123Z"
                      *         }
@@ -1340,7 +2790,20 @@ export interface operations {
     createThread: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1361,6 +2824,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1373,10 +2837,13 @@ export interface operations {
                      *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                      *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
                      *       "status": "open",
+                     *       "closedAt": null,
                      *       "npsScore": null,
                      *       "npsCreatedAt": null,
                      *       "lastMessageAt": null,
+                     *       "lastInboundAt": null,
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T14:30:00.981Z"
                      *     }
@@ -1399,6 +2866,7 @@ export interface operations {
                      *       "error": {
                      *         "code": "conflict",
                      *         "message": "This contact already has an open thread on this channel.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
                      *         "details": [
                      *           {
                      *             "path": "/body/channelId",
@@ -1409,7 +2877,7 @@ export interface operations {
                      *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
@@ -1435,6 +2903,12 @@ export interface operations {
                  * @example 2026-11-30T23:59:59.999-03:00
                  */
                 dateTo: string;
+                /**
+                 * @description Also break the answers down by `channel`, `agent` or `stage` (the thread's at the moment
+                 *     of the answer) or by `day` (UTC date of the answer); the breakdown comes in `groups`.
+                 * @example day
+                 */
+                groupBy?: "channel" | "agent" | "stage" | "day";
             };
             header?: never;
             path?: never;
@@ -1442,7 +2916,48 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The NPS of the window. */
+            /** @description The NPS of the window, and its breakdown when `groupBy` is given. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NpsStats"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getFunnelStats: {
+        parameters: {
+            query: {
+                /**
+                 * @description Start of the window, inclusive (ISO 8601 with offset).
+                 * @example 2026-11-01T00:00:00-03:00
+                 */
+                dateFrom: string;
+                /**
+                 * @description End of the window, inclusive (ISO 8601 with offset); not before `dateFrom`.
+                 * @example 2026-11-30T23:59:59.999-03:00
+                 */
+                dateTo: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The funnel of the window, stage by stage. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1454,14 +2969,43 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "promotores": 54,
-                     *       "neutros": 21,
-                     *       "detratores": 13,
-                     *       "total": 88,
-                     *       "npsScore": 47
+                     *       "stages": [
+                     *         {
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
+                     *           "name": "Novo",
+                     *           "entered": 412,
+                     *           "exited": 398,
+                     *           "current": 21,
+                     *           "medianSecondsInStage": 754.5
+                     *         },
+                     *         {
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
+                     *           "name": "Em atendimento",
+                     *           "entered": 398,
+                     *           "exited": 371,
+                     *           "current": 35,
+                     *           "medianSecondsInStage": 5421.207
+                     *         },
+                     *         {
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1503",
+                     *           "name": "Aguardando cliente",
+                     *           "entered": 122,
+                     *           "exited": 109,
+                     *           "current": 13,
+                     *           "medianSecondsInStage": 86400.02
+                     *         },
+                     *         {
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1504",
+                     *           "name": "Resolvido",
+                     *           "entered": 356,
+                     *           "exited": 4,
+                     *           "current": 2,
+                     *           "medianSecondsInStage": 3600
+                     *         }
+                     *       ]
                      *     }
                      */
-                    "application/json": components["schemas"]["NpsStats"];
+                    "application/json": components["schemas"]["FunnelStats"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1500,10 +3044,13 @@ export interface operations {
                      *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                      *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
                      *       "status": "open",
+                     *       "closedAt": null,
                      *       "npsScore": 9,
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
+                     *       "lastInboundAt": null,
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -1520,10 +3067,138 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    registerNps: {
+    updateThread: {
         parameters: {
             query?: never;
             header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
+                 *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                 *       "reason": "Cliente pediu a segunda via do boleto."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ThreadUpdate"];
+            };
+        };
+        responses: {
+            /** @description The thread as it is after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
+                     *       "status": "open",
+                     *       "closedAt": null,
+                     *       "npsScore": null,
+                     *       "npsCreatedAt": null,
+                     *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
+                     *       "lastInboundAt": null,
+                     *       "createdAt": "2026-11-20T14:30:00.981Z",
+                     *       "updatedAt": "2026-11-20T14:41:12.006Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Thread"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description Reopening the thread while its (contact, channel) pair has another open thread; `details[0].existingId` names that one. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "This contact already has an open thread on this channel.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/status",
+                     *             "message": "open thread 01935f61-4d5e-7f6a-8b7c-8d9e0f1a2b3c",
+                     *             "existingId": "01935f61-4d5e-7f6a-8b7c-8d9e0f1a2b3c"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description The body names a stage or agent that the workspace does not have. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_reference",
+                     *         "message": "The stage does not exist.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/stageId",
+                     *             "message": "no stage with this id"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    registerNps: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The record's id. */
                 id: components["parameters"]["Id"];
@@ -1546,6 +3221,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1558,10 +3234,13 @@ export interface operations {
                      *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                      *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
                      *       "status": "open",
+                     *       "closedAt": null,
                      *       "npsScore": 9,
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
+                     *       "lastInboundAt": null,
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -1576,6 +3255,111 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listThreadHistory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the thread's history, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e1a01",
+                     *           "field": "status",
+                     *           "from": null,
+                     *           "to": "open",
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "01935f4b-2222-7333-8444-955566677788"
+                     *           },
+                     *           "reason": null,
+                     *           "createdAt": "2026-11-20T14:30:00.981Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e1a02",
+                     *           "field": "stageId",
+                     *           "from": null,
+                     *           "to": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "01935f4b-2222-7333-8444-955566677788"
+                     *           },
+                     *           "reason": null,
+                     *           "createdAt": "2026-11-20T14:30:00.981Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e1a03",
+                     *           "field": "agentId",
+                     *           "from": null,
+                     *           "to": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "actor": {
+                     *             "type": "system",
+                     *             "id": null
+                     *           },
+                     *           "reason": "channel_default_agent",
+                     *           "createdAt": "2026-11-20T14:30:00.981Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f63-7a8b-7c9d-8e0f-1a2b3c4d5e6f",
+                     *           "field": "stageId",
+                     *           "from": "01935f4d-0a10-7b11-8c12-0d13e14f1501",
+                     *           "to": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "01935f4b-2222-7333-8444-955566677788"
+                     *           },
+                     *           "reason": "Cliente pediu a segunda via do boleto.",
+                     *           "createdAt": "2026-11-20T14:41:12.006Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 4,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ThreadHistoryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1625,6 +3409,9 @@ export interface operations {
                      *           "direction": "outbound",
                      *           "content": "Olá, Mariana! Seu pedido 4521 saiu para entrega e chega hoje até as 18h.",
                      *           "status": "queued",
+                     *           "externalId": null,
+                     *           "error": null,
+                     *           "template": null,
                      *           "createdAt": "2026-11-20T14:32:05.123Z"
                      *         }
                      *       ],
@@ -1644,6 +3431,158 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyMetaWebhook: {
+        parameters: {
+            query: {
+                "hub.mode": "subscribe";
+                "hub.verify_token": string;
+                "hub.challenge": string;
+            };
+            header?: never;
+            path: {
+                /** @description The `meta` channel (its `webhookPath`). */
+                channelId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The challenge, echoed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example 1158201444 */
+                    "text/plain": string;
+                };
+            };
+            /** @description The verify token is not the channel's (or the mode is not `subscribe`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "The verify token does not match this channel.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    receiveMetaWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description `sha256=` and the hex HMAC-SHA256 of the raw body, keyed with the app secret.
+                 * @example sha256=6c1f0a4be7a1d0d7b1e3a7a5b2f4c9d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f
+                 */
+                "X-Hub-Signature-256": string;
+            };
+            path: {
+                /** @description The `meta` channel (its `webhookPath`). */
+                channelId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "object": "whatsapp_business_account",
+                 *       "entry": [
+                 *         {
+                 *           "id": "102290129340398",
+                 *           "changes": [
+                 *             {
+                 *               "field": "messages",
+                 *               "value": {
+                 *                 "messaging_product": "whatsapp",
+                 *                 "metadata": {
+                 *                   "display_phone_number": "15550783881",
+                 *                   "phone_number_id": "106540352242922"
+                 *                 },
+                 *                 "contacts": [
+                 *                   {
+                 *                     "profile": {
+                 *                       "name": "Mariana Silva"
+                 *                     },
+                 *                     "wa_id": "5511987654321"
+                 *                   }
+                 *                 ],
+                 *                 "messages": [
+                 *                   {
+                 *                     "from": "5511987654321",
+                 *                     "id": "wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDMEE3RjQ5RDg3RjM5QjVGAA==",
+                 *                     "timestamp": "1763649062",
+                 *                     "type": "text",
+                 *                     "text": {
+                 *                       "body": "Oi! Meu pedido 4521 ainda não chegou."
+                 *                     }
+                 *                   }
+                 *                 ]
+                 *               }
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["MetaWebhookPayload"];
+            };
+        };
+        responses: {
+            /** @description The delivery is stored (or was already, or was not understood and is logged). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "received": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookReceived"];
+                };
+            };
+            /** @description `X-Hub-Signature-256` is missing or does not match the body (`invalid_signature`); nothing is stored. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_signature",
+                     *         "message": "X-Hub-Signature-256 does not match the body.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -4,72 +4,34 @@
 // here on a loopback port (DATABASE_URL and REDIS_URL when set, else PGlite in a temp dir), with an
 // enterprise key and seeded records. Any failed assertion, request or script fails the run, and
 // nothing is left behind. test/contract/README.md explains the config.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createSupportFunnelClient } from '../client/index.js';
-import pg from 'pg';
 import { contractOperations, specPath } from '../src/contract.js';
-import { createDatabase } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { provision, SCOPES, type Provisioned } from '../src/provisioning.js';
+import type { Provisioned } from '../src/provisioning.js';
+import {
+  createScratchDatabase,
+  killGroup,
+  provisionKey,
+  root,
+  scratchDir,
+  start,
+  startRealServer,
+  stop,
+  stopAll,
+  type RealServer,
+} from './lib/real-server.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const portmanConfig = path.join(root, 'test/contract/portman-config.json');
 /** The PostgreSQL server of DATABASE_URL, in which each run works in a fresh database of its own. */
 const serverUrl = process.env.DATABASE_URL || undefined;
 let databaseUrl: string | undefined;
 const redisUrl = process.env.REDIS_URL || undefined;
 
-// ---- child processes: each in its own process group, all of it killed on the way out ----------
-
-const children = new Set<ChildProcess>();
-
-function start(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): ChildProcess {
-  const child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return child;
-}
-
-const running = (child: ChildProcess): boolean => child.exitCode === null && child.signalCode === null;
-
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    if (child.pid) process.kill(-child.pid, signal);
-  } catch {
-    // already gone
-  }
-}
-
-/** SIGTERM to the child's whole group, SIGKILL after `graceMs`; resolves once it has exited. */
-async function stop(child: ChildProcess, graceMs = 15_000): Promise<void> {
-  if (!running(child)) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  killGroup(child, 'SIGTERM');
-  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
-  await exited;
-  clearTimeout(timer);
-  killGroup(child, 'SIGKILL'); // anything the child itself started and left behind
-}
-
 /** Scratch space of this run (collection, Portman's ./tmp, PGlite); removed on the way out. */
-const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'support-funnel-contract-'));
-
-process.on('exit', () => {
-  for (const child of children) killGroup(child, 'SIGKILL');
-  fs.rmSync(workDir, { recursive: true, force: true });
-});
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.on(signal, () => {
-    process.stderr.write(`\ncontract tests: ${signal}, stopping\n`);
-    Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(130));
-  });
-}
+const workDir = scratchDir('support-funnel-contract-');
 
 // ---- steps -------------------------------------------------------------------------------------
 
@@ -91,79 +53,20 @@ async function generateCollection(dir: string): Promise<Record<string, any>> {
   return JSON.parse(fs.readFileSync(output, 'utf8')) as Record<string, any>;
 }
 
-/** An enterprise key with every scope in a new workspace, made in this process before the server starts. */
-async function provisionKey(pgliteDir: string): Promise<Provisioned> {
-  const db = createDatabase({ databaseUrl, pgliteDir, poolSize: 1 });
-  try {
-    await migrateToLatest(db);
-    return await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Contract tests' });
-  } finally {
-    await db.destroy();
-  }
-}
-
-interface Server {
-  child: ChildProcess;
-  baseUrl: string;
-  /** Log lines at warn level or above. */
-  problems: string[];
-}
-
-/** `node --import tsx src/server.ts` on 127.0.0.1 and a port of the kernel's choosing. */
-async function startServer(pgliteDir: string): Promise<Server> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    // As shipped: the server does not validate its own responses, so the collection sees the wire.
-    NODE_ENV: 'production',
-    HOST: '127.0.0.1',
-    PORT: '0',
-    LOG_LEVEL: 'info',
-    WEB_CONCURRENCY: '1',
-    // Counters of this run only, in the shared Redis.
-    REDIS_PREFIX: `sf-contract:${randomUUID()}:`,
-    // The collection's 401 variations fail authentication 32 times from one IP on purpose; the
-    // default 30 per minute would turn the last ones into 429s. The limit itself is tested in test/.
-    FAILED_AUTH_LIMIT: '100000',
-  };
-  if (!databaseUrl) env.PGLITE_DIR = pgliteDir;
-  const child = start(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env });
-  const problems: string[] = [];
-  let stderr = '';
-  let partial = '';
-  const baseUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the server did not start within 120 s:\n${stderr}`)), 120_000);
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout?.on('data', (chunk: Buffer) => {
-      const lines = (partial + chunk.toString()).split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) {
-        let entry: { level?: number; msg?: string; url?: string };
-        try {
-          entry = JSON.parse(line) as typeof entry;
-        } catch {
-          continue;
-        }
-        if ((entry.level ?? 0) >= 40) problems.push(line);
-        if (entry.msg === 'listening' && entry.url) {
-          clearTimeout(timer);
-          resolve(entry.url);
-        }
-      }
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`the server exited (${code ?? signal}) before listening:\n${stderr}`));
-    });
-  });
-  return { child, baseUrl: `${baseUrl}/v1`, problems };
-}
-
 interface Seeded {
   agentId: string;
   agentToDeleteId: string;
   contactId: string;
   contactPhone: string;
   threadId: string;
+  metaChannelId: string;
+  metaAppSecret: string;
+  metaVerifyToken: string;
+  contactToDeleteId: string;
+  otherContactId: string;
+  closedThreadId: string;
+  stageId: string;
+  stageToDeleteId: string;
 }
 
 /** Records for the collection's path ids and bodies, made through the API itself. */
@@ -185,7 +88,35 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     'a message',
     await api.POST('/messages', { body: { contactId: contact.id, channelId: whatsapp.id, content: 'Olá, João! Como podemos ajudar?' } }),
   );
-  return { agentId: agent.id, agentToDeleteId: doomed.id, contactId: contact.id, contactPhone: phone, threadId: message.threadId };
+  // A WhatsApp channel connected to Meta (the contract's example phone_number_id), for the channel
+  // operations and Meta's webhooks; the collection signs its webhook delivery with this app secret.
+  const meta = { externalId: '106540352242922', accessToken: `EAA${randomUUID()}`, appSecret: randomUUID(), verifyToken: `verify-${randomUUID()}` };
+  const channel = must('a meta channel', await api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } }));
+  // A contact for deleteContact to erase, and another whose (contact, WhatsApp) pair has a closed
+  // thread beside an open one, for updateThread's reopening 409 and updateContact's phone 409.
+  const toErase = must('a contact to erase', await api.POST('/contacts', { body: { name: 'Paula Apagar', phone: `${phone.slice(0, -1)}${(Number(phone.at(-1)) + 1) % 10}` } }));
+  const other = must('another contact', await api.POST('/contacts', { body: { name: 'Rita Souza' } }));
+  const send = { body: { contactId: other.id, channelId: whatsapp.id, content: 'Oi, Rita!' } };
+  const first = must('a message to close', await api.POST('/messages', send));
+  must('a closed thread', await api.PATCH('/threads/{id}', { params: { path: { id: first.threadId } }, body: { status: 'closed' } }));
+  must('a message opening a new thread', await api.POST('/messages', send));
+  const stages = must('the stages', await api.GET('/stages')).data;
+  const empty = must('a stage to delete', await api.POST('/stages', { body: { name: 'Etapa temporária' } }));
+  return {
+    agentId: agent.id,
+    agentToDeleteId: doomed.id,
+    contactId: contact.id,
+    contactPhone: phone,
+    threadId: message.threadId,
+    metaChannelId: channel.id,
+    metaAppSecret: meta.appSecret,
+    metaVerifyToken: meta.verifyToken,
+    contactToDeleteId: toErase.id,
+    otherContactId: other.id,
+    closedThreadId: first.threadId,
+    stageId: stages[1]!.id,
+    stageToDeleteId: empty.id,
+  };
 }
 
 // newman has no type declarations here; this is the part of its API the runner uses.
@@ -238,30 +169,10 @@ function uncovered(collection: Record<string, any>): string[] {
   return contractOperations.filter((op) => !seen.has(`${op.method} ${op.path}`)).map((op) => op.operationId);
 }
 
-/** A fresh database on the DATABASE_URL server; the returned function drops it. */
-async function createScratchDatabase(url: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `sf_contract_${Date.now()}_${process.pid}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const scratch = new URL(url);
-  scratch.pathname = `/${name}`;
-  return {
-    url: scratch.toString(),
-    async drop() {
-      const again = new pg.Client({ connectionString: url });
-      await again.connect();
-      await again.query(`drop database if exists ${name} with (force)`);
-      await again.end();
-    },
-  };
-}
-
 async function main(): Promise<number> {
-  let server: Server | undefined;
-  const scratch = serverUrl ? await createScratchDatabase(serverUrl) : undefined;
-  if (scratch) process.env.DATABASE_URL = databaseUrl = scratch.url;
+  let server: RealServer | undefined;
+  const scratch = serverUrl ? await createScratchDatabase(serverUrl, 'sf_contract') : undefined;
+  databaseUrl = scratch?.url;
   try {
     console.log(`contract tests: database ${databaseUrl ? 'PostgreSQL (DATABASE_URL)' : `PGlite in ${workDir}`}, Redis ${redisUrl ? 'REDIS_URL' : 'none'}`);
     console.log('contract tests: portman is generating the collection from openapi.yaml');
@@ -270,14 +181,18 @@ async function main(): Promise<number> {
     if (missing.length > 0) throw new Error(`the collection has no request for ${missing.join(', ')}`);
 
     const pgliteDir = path.join(workDir, 'pglite');
-    const key = await provisionKey(pgliteDir);
-    server = await startServer(pgliteDir);
+    const key = await provisionKey(databaseUrl, pgliteDir, 'Contract tests');
+    // The collection's 401 variations fail authentication 32 times from one IP on purpose; the
+    // default 30 per minute would turn the last ones into 429s. The limit itself is tested in test/.
+    server = await startRealServer({ databaseUrl, pgliteDir, env: { FAILED_AUTH_LIMIT: '100000' } });
     console.log(`contract tests: server on ${server.baseUrl} (pid ${server.child.pid})`);
     const ids = await seed(server.baseUrl, key);
     const channel = (type: string): string => key.channels.find((c) => c.type === type)?.id ?? '';
 
     const summary = await runNewman(collection, {
       baseUrl: server.baseUrl,
+      // Meta's webhooks sit at the service's root, outside /v1.
+      serviceUrl: server.baseUrl.replace(/\/v1$/, ''),
       bearerToken: key.apiKey,
       workspaceId: key.workspaceId,
       whatsappChannelId: channel('whatsapp'),
@@ -326,6 +241,6 @@ main().then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(`contract tests: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(1));
+    stopAll().finally(() => process.exit(1));
   },
 );

@@ -3,18 +3,10 @@
 // contract fuzzing properties of test/fuzz against it, prints per-operation counts and the seed, and
 // exits 1 with the counterexample when a property fails. Server errors are logged on stderr.
 // --shrink minimises a failing case; --strict fails on the KNOWN_ISSUES too.
-import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import type { OperationId } from '../src/contract.js';
-import { createDatabase } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { createLogger } from '../src/logger.js';
-import { createRedis } from '../src/redis.js';
-import type { TestServer } from '../test/helpers/server.js';
+import { startServer } from '../test/helpers/server.js';
 import { DEFAULT_SEED, formatCounts, formatFailure, runFuzz } from '../test/fuzz/properties.js';
 
 const USAGE = 'usage: npm run fuzz -- --runs N [--seed S] [--op operationId,...] [--replay operationId:round:path] [--shrink] [--strict]';
@@ -45,29 +37,6 @@ function parse() {
   };
 }
 
-async function startApp(): Promise<TestServer> {
-  const env = loadConfig();
-  const config = Object.freeze({ ...loadConfig({ ...process.env, NODE_ENV: 'test' }), redisPrefix: `sf-fuzz:${randomUUID()}:`, keyCacheTtlMs: 0 });
-  const logger = createLogger(process.env.LOG_LEVEL ?? 'error', pino.destination(2));
-  const db = createDatabase({ databaseUrl: env.databaseUrl, pgliteDir: 'memory://', poolSize: 5 });
-  await migrateToLatest(db);
-  const redis = env.redisUrl ? createRedis(env.redisUrl, logger) : undefined;
-  const server = createApp({ config, db, logger, redis }).listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => server.once('listening', resolve).once('error', reject));
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    db,
-    config,
-    redis,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      redis?.disconnect();
-      await db.destroy();
-    },
-  };
-}
-
 let options;
 try {
   options = parse();
@@ -75,7 +44,8 @@ try {
   process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
   process.exit(2);
 }
-const server = await startApp();
+// The suite's own way to run the app (DATABASE_URL's PostgreSQL, else an in-memory PGlite; REDIS_URL), logging to stderr.
+const server = await startServer({ logs: pino.destination(2), logLevel: process.env.LOG_LEVEL ?? 'error' });
 const started = Date.now();
 let failed = true;
 try {

@@ -31,4 +31,4 @@ await runCommand(async (db) => {
     if (err instanceof ProvisionError) throw new UsageError(err.message);
     throw err;
   }
-});
+}, { needsDatabaseUrl: 'provision' });

@@ -19,4 +19,4 @@ await runCommand(async (db) => {
   const revoked = await revokeApiKey(db, keyId.toLowerCase());
   if (!revoked) throw new UsageError(`no key with id ${keyId}`);
   return { keyId: keyId.toLowerCase(), workspaceId: revoked.workspaceId, revokedAt: revoked.revokedAt.toISOString() };
-});
+}, { needsDatabaseUrl: 'revoke' });

@@ -1,5 +1,6 @@
 // The service's configuration: the only reader of process.env, parsed and checked once.
 import path from 'node:path';
+import { parseKey, SecretsError } from './channels/secrets.js';
 
 export type NodeEnv = 'production' | 'development' | 'test';
 
@@ -11,6 +12,10 @@ export interface Config {
   /** PostgreSQL connection string; when absent the embedded PGlite database is used. */
   readonly databaseUrl: string | undefined;
   readonly databasePoolSize: number;
+  /** How long a request may wait for a pooled connection (or a new one) before it is answered 503. */
+  readonly databasePoolWaitMs: number;
+  /** PostgreSQL's statement_timeout for every query of the service (0: none). */
+  readonly databaseStatementTimeoutMs: number;
   /** Directory of the embedded database (only without DATABASE_URL). */
   readonly pgliteDir: string;
   /** Redis connection string; when absent rate limits are counted in process. */
@@ -25,6 +30,34 @@ export interface Config {
   readonly webConcurrency: number;
   /** Express' `trust proxy`: which proxies may set X-Forwarded-For (the client IP of the failed-auth limit). */
   readonly trustProxy: boolean | number | string;
+  /** Time a client has to send a request's headers. */
+  readonly headersTimeoutMs: number;
+  /** Time a client has to send a whole request, headers and body. */
+  readonly requestTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open. */
+  readonly keepAliveTimeoutMs: number;
+  /** Open connections per process; past it new connections are closed at once. */
+  readonly maxConnections: number;
+  /** How long a stopping process waits for in-flight requests and background work. */
+  readonly shutdownTimeoutMs: number;
+  /** The key channel secrets are sealed with (SECRETS_KEY); the embedded default makes one under ./data. */
+  readonly secretsKey: Buffer | undefined;
+  /** Keys of earlier rotations, still accepted to open secrets (SECRETS_KEY_PREVIOUS). */
+  readonly secretsKeyPrevious: readonly Buffer[];
+  /** Meta's Graph API base, without a trailing slash (META_GRAPH_URL). */
+  readonly metaGraphUrl: string;
+  /** How long one Graph request may take before it counts as a passing failure. */
+  readonly metaGraphTimeoutMs: number;
+  /** The first retry's delay; each next one doubles, up to 10 minutes, with jitter. */
+  readonly deliveryRetryBaseMs: number;
+  /** Attempts of one delivery before the message is failed. */
+  readonly deliveryMaxAttempts: number;
+  /** Deliveries one process runs at once. */
+  readonly deliveryConcurrency: number;
+  /** How long a claimed job is held before another instance may take it (must outlast one attempt). */
+  readonly jobLeaseMs: number;
+  /** How often an idle worker looks for due jobs when no notification woke it. */
+  readonly jobPollMs: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -71,6 +104,22 @@ function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string 
   return raw;
 }
 
+function secretKeys(env: NodeJS.ProcessEnv): { current: Buffer | undefined; previous: Buffer[] } {
+  try {
+    const current = env.SECRETS_KEY ? parseKey(env.SECRETS_KEY, 'SECRETS_KEY') : undefined;
+    const previous = (env.SECRETS_KEY_PREVIOUS ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .filter(Boolean)
+      .map((k, i) => parseKey(k, `SECRETS_KEY_PREVIOUS (key ${i + 1})`));
+    if (previous.length > 0 && !current) throw new ConfigError('SECRETS_KEY_PREVIOUS needs SECRETS_KEY (the key secrets are re-sealed with)');
+    return { current, previous };
+  } catch (err) {
+    if (err instanceof SecretsError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
 /** Reads the configuration from the environment; throws ConfigError with a clear message. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const nodeEnv = (env.NODE_ENV ?? 'development') as NodeEnv;
@@ -81,6 +130,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   }
+  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000);
+  const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 1_000, 600_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  const keys = secretKeys(env);
+  const metaGraphTimeoutMs = integer(env, 'META_GRAPH_TIMEOUT_MS', 10_000, 100, 120_000);
+  const jobLeaseMs = integer(env, 'JOB_LEASE_MS', 60_000, 1_000, 3_600_000);
+  if (jobLeaseMs <= metaGraphTimeoutMs) {
+    throw new ConfigError(`JOB_LEASE_MS (${jobLeaseMs}) must exceed META_GRAPH_TIMEOUT_MS (${metaGraphTimeoutMs}), or a slow send could run twice`);
+  }
   return Object.freeze({
     nodeEnv,
     port: integer(env, 'PORT', 3000, 0, 65535),
@@ -88,6 +148,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 5_000, 100, 600_000),
+    databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
     pgliteDir: path.resolve(env.PGLITE_DIR || 'data/pglite'),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     redisPrefix: env.REDIS_PREFIX || 'sf:',
@@ -97,5 +159,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     validateResponses: boolean(env, 'VALIDATE_RESPONSES', nodeEnv !== 'production'),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 64),
     trustProxy: trustProxy(env),
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 600_000),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', 1_000, 1, 1_000_000),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    secretsKey: keys.current,
+    secretsKeyPrevious: keys.previous,
+    metaGraphUrl: (url(env, 'META_GRAPH_URL', ['https:', 'http:']) ?? 'https://graph.facebook.com/v23.0').replace(/\/+$/, ''),
+    metaGraphTimeoutMs,
+    deliveryRetryBaseMs: integer(env, 'DELIVERY_RETRY_BASE_MS', 1_000, 1, 600_000),
+    deliveryMaxAttempts: integer(env, 'DELIVERY_MAX_ATTEMPTS', 10, 1, 100),
+    deliveryConcurrency: integer(env, 'DELIVERY_CONCURRENCY', 64, 1, 1_000),
+    jobLeaseMs,
+    jobPollMs: integer(env, 'JOB_POLL_MS', 1_000, 10, 60_000),
   });
 }

@@ -1,8 +1,12 @@
-// /docs: an interactive reference (Swagger UI) rendered from /openapi.json, its assets served from
-// node_modules so the page works without internet and requests nothing off the machine.
+// /docs: an interactive reference (Swagger UI) rendered from the contract, its assets served from
+// node_modules so the page works without internet and requests nothing off the machine. The page
+// reads /docs/openapi.json: the contract with the host serving the page as its first server (so
+// "Try it out" calls this server), and the long guide of info.description moved below the
+// operations (so Authorize and the operations are on the first screen).
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import express, { Router } from 'express';
+import express, { Router, type Request } from 'express';
+import { spec } from './contract.js';
 
 const require = createRequire(import.meta.url);
 const assetsDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -15,6 +19,7 @@ const PAGE = `<!doctype html>
   <title>Support Funnel API v1 reference</title>
   <link rel="icon" href="data:,">
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+  <link rel="stylesheet" href="/docs/docs.css">
 </head>
 <body>
   <div id="swagger-ui"></div>
@@ -24,27 +29,82 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-const INIT = `window.ui = SwaggerUIBundle({
-  url: '/openapi.json',
+// The guide (the contract's `x-guide` in the page's copy) is rendered after the operations, with
+// Swagger UI's own Markdown component.
+const INIT = `const GuideBelowOperations = () => ({
+  wrapComponents: {
+    operations: (Operations, system) => (props) => {
+      const React = system.React;
+      const Markdown = system.getComponent('Markdown', true);
+      const guide = system.specSelectors.specJson().get('x-guide');
+      return React.createElement('div', null,
+        React.createElement(Operations, props),
+        guide ? React.createElement('section', { className: 'docs-guide', id: 'guide' }, React.createElement(Markdown, { source: guide })) : null);
+    },
+  },
+});
+window.ui = SwaggerUIBundle({
+  url: '/docs/openapi.json',
   dom_id: '#swagger-ui',
   deepLinking: true,
   validatorUrl: null,
   persistAuthorization: true,
   displayRequestDuration: true,
+  plugins: [GuideBelowOperations],
 });
+`;
+
+const CSS = `.docs-guide { max-width: 1460px; margin: 40px auto 60px; padding: 0 20px; font-family: sans-serif; color: #3b4151; }
+.docs-guide h2 { font-size: 24px; margin: 32px 0 12px; }
+.docs-guide table { border-collapse: collapse; margin: 12px 0; }
+.docs-guide th, .docs-guide td { border: 1px solid #d9d9d9; padding: 4px 10px; text-align: left; vertical-align: top; }
 `;
 
 // Only this origin: the page can neither load nor send anything elsewhere.
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
+/** Where the guide starts in info.description: its first section heading. */
+const description = spec.info.description as string;
+const guideAt = description.search(/^## /m);
+const intro = guideAt === -1 ? description : description.slice(0, guideAt).trimEnd();
+const guide = guideAt === -1 ? undefined : description.slice(guideAt);
+
+const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+/** The contract as the page shows it: this host first, the guide apart. */
+function pageSpec(req: Request): Record<string, unknown> {
+  const host = req.get('host') ?? '';
+  const here = HOST.test(host) ? `${req.protocol}://${host}/v1` : '/v1';
+  return {
+    ...spec,
+    info: { ...spec.info, description: guide ? `${intro}\n\nThe guide follows the operations, [below](#guide).` : intro },
+    servers: [{ url: here, description: 'This server (the one serving this page)' }, ...spec.servers],
+    ...(guide && { 'x-guide': guide }),
+  };
+}
+
 export function docsRouter(): Router {
   const router = Router();
   router.get('/docs', (_req, res) => {
-    res.set('Content-Security-Policy', CSP).type('html').send(PAGE);
+    res.set({ 'Content-Security-Policy': CSP, 'Cache-Control': 'no-cache' }).type('html').send(PAGE);
   });
   router.get('/docs/init.js', (_req, res) => {
-    res.type('application/javascript').send(INIT);
+    res.set('Cache-Control', 'no-cache').type('application/javascript').send(INIT);
   });
-  router.use('/docs/assets', express.static(assetsDir, { index: false, maxAge: '1h' }));
+  router.get('/docs/docs.css', (_req, res) => {
+    res.type('text/css').send(CSS);
+  });
+  router.get('/docs/openapi.json', (req, res) => {
+    res.json(pageSpec(req));
+  });
+  router.use(
+    '/docs/assets',
+    (_req, res, next) => {
+      // The assets are versioned with the package: cacheable for an hour (serve-static keeps a set header).
+      res.removeHeader('Cache-Control');
+      next();
+    },
+    express.static(assetsDir, { index: false, maxAge: '1h' }),
+  );
   return router;
 }

@@ -3,7 +3,7 @@ import type { components } from '../generated/api.js';
 
 export type ErrorCode = components['schemas']['ErrorCode'];
 export type ErrorDetail = components['schemas']['ErrorDetail'];
-export type ErrorBody = components['schemas']['Error'];
+export type ErrorBody = components['schemas']['ErrorResponse'];
 
 export class ApiError extends Error {
   constructor(
@@ -17,8 +17,9 @@ export class ApiError extends Error {
     this.name = 'ApiError';
   }
 
-  toBody(): ErrorBody {
-    const error: ErrorBody['error'] = { code: this.code, message: this.message };
+  /** The response body; `requestId` is the response's X-Request-Id. */
+  toBody(requestId: string): ErrorBody {
+    const error: ErrorBody['error'] = { code: this.code, message: this.message, requestId };
     if (this.details) error.details = this.details;
     return { error };
   }
@@ -30,3 +31,9 @@ export const invalidReference = (field: string, what: string): ApiError =>
   new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [
     { path: `/body/${field}`, message: `no ${what} with this id` },
   ]);
+
+/** True when `err` is PostgreSQL's error `code` (e.g. 23505) raised by `constraint`. */
+export function isConstraintError(err: unknown, code: string, constraint: string): boolean {
+  const e = err as { code?: string; constraint?: string } | null;
+  return typeof e === 'object' && e !== null && e.code === code && e.constraint === constraint;
+}

@@ -6,7 +6,6 @@ import { insertApiKey } from './db/api-keys.js';
 import type { Db } from './db/database.js';
 import type { Plan, Scope } from './db/schema.js';
 import { createWorkspace, listWorkspaceChannels, workspaceExists } from './db/workspaces.js';
-import { channelRowToChannel } from './db/channels.js';
 
 export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 export const SCOPES: readonly Scope[] = [
@@ -16,7 +15,13 @@ export const SCOPES: readonly Scope[] = [
   'contacts:write',
   'messages:read',
   'messages:write',
+  'channels:write',
+  'funnel:read',
+  'funnel:write',
 ];
+
+/** The funnel every new workspace starts with, in order; a new thread enters the first stage. */
+export const DEFAULT_STAGES: readonly string[] = ['Novo', 'Em atendimento', 'Aguardando cliente', 'Resolvido'];
 
 export interface ProvisionRequest {
   plan: Plan;
@@ -32,7 +37,8 @@ export interface Provisioned {
   apiKey: string;
   plan: Plan;
   scopes: Scope[];
-  channels: components['schemas']['Channel'][];
+  /** As the provision command prints them: id, type and name. */
+  channels: Array<Pick<components['schemas']['Channel'], 'id' | 'type' | 'name'>>;
 }
 
 export class ProvisionError extends Error {}
@@ -54,7 +60,7 @@ export async function provision(db: Db, request: ProvisionRequest): Promise<Prov
     if (!(await workspaceExists(db, workspaceId))) throw new ProvisionError(`workspace ${workspaceId} does not exist`);
     channels = await listWorkspaceChannels(db, workspaceId);
   } else {
-    ({ workspaceId, channels } = await createWorkspace(db, request.workspaceName ?? 'Workspace'));
+    ({ workspaceId, channels } = await createWorkspace(db, request.workspaceName ?? 'Workspace', DEFAULT_STAGES));
   }
   const key = generateApiKey();
   const keyId = uuidv7();
@@ -65,6 +71,6 @@ export async function provision(db: Db, request: ProvisionRequest): Promise<Prov
     apiKey: key.key,
     plan: request.plan,
     scopes: request.scopes,
-    channels: channels.map(channelRowToChannel),
+    channels: channels.map((row) => ({ id: row.id, type: row.type, name: row.name })),
   };
 }

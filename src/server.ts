@@ -5,11 +5,17 @@ import path from 'node:path';
 import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { createDatabase } from './db/database.js';
+import { createDatabase, type Db } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { ensureDemoKey } from './demo.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRedis } from './redis.js';
+import { createBackgroundWork } from './shutdown.js';
+import { createHttpServer } from './http-server.js';
+import { startExpiredResultPurge } from './idempotency.js';
+import { createSecretBox, loadOrCreateKeyFile, type SecretBox } from './channels/secrets.js';
+import { anyMetaChannel } from './db/channels.js';
+import { startJobs } from './jobs/start.js';
 
 function baseUrl(config: Config, server: Server): string {
   const address = server.address();
@@ -18,22 +24,48 @@ function baseUrl(config: Config, server: Server): string {
   return `http://${host}:${port}`;
 }
 
+/**
+ * The key channel secrets are sealed with: SECRETS_KEY, or outside production a key file made under
+ * ./data at first start. In production without SECRETS_KEY there is none, and the service refuses
+ * to start once a channel is connected to Meta (its secrets could not be opened).
+ */
+async function secretBox(config: Config, db: Db): Promise<SecretBox | undefined> {
+  if (config.secretsKey) return createSecretBox(config.secretsKey, config.secretsKeyPrevious);
+  if (config.nodeEnv !== 'production') return createSecretBox(loadOrCreateKeyFile(path.dirname(config.pgliteDir)));
+  if (await anyMetaChannel(db)) {
+    throw new ConfigError('SECRETS_KEY is not set, but channels connected to Meta need it to open their secrets; set the key they were sealed with');
+  }
+  return undefined;
+}
+
 async function runWorker(config: Config, logger: Logger, migrate: boolean): Promise<void> {
-  const db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: config.databasePoolSize });
+  const db = createDatabase({
+    databaseUrl: config.databaseUrl,
+    pgliteDir: config.pgliteDir,
+    poolSize: config.databasePoolSize,
+    poolWaitMs: config.databasePoolWaitMs,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
+  });
   if (migrate) {
     const applied = await migrateToLatest(db);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   }
   const demo = config.databaseUrl ? undefined : await ensureDemoKey(db, path.dirname(config.pgliteDir));
+  const secrets = await secretBox(config, db);
+  if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
-  const app = createApp({ config, db, logger, redis });
+  const background = createBackgroundWork(logger);
+  startExpiredResultPurge(db, logger, background);
+  const app = createApp({ config, db, logger, redis, secrets });
+  const http = createHttpServer(app, config, logger);
+  const { server } = http;
 
-  const server = app.listen(config.port, config.host);
+  server.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
   });
-  server.keepAliveTimeout = 65_000;
+  startJobs({ db, config, logger, secrets, background });
   const url = baseUrl(config, server);
   logger.info({ url, database: config.databaseUrl ? 'postgresql' : 'pglite', redis: Boolean(redis) }, 'listening');
   if (demo) {
@@ -52,19 +84,25 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   }
 
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = async (signal: string): Promise<void> => {
+    // A second signal (Ctrl-C reaches every worker of a cluster as well as the primary) changes nothing.
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'stopping');
-    server.close(async () => {
-      await Promise.allSettled([db.destroy(), redis?.quit()]);
-      process.exit(0);
-    });
-    server.closeIdleConnections();
-    setTimeout(() => process.exit(0), 10_000).unref();
+    const started = Date.now();
+    logger.info({ signal, inFlight: http.inFlight(), timeoutMs: config.shutdownTimeoutMs }, 'draining');
+    const deadline = AbortSignal.timeout(config.shutdownTimeoutMs);
+    const [drained, unfinished] = await Promise.all([http.drain(deadline), background.stopAll(deadline)]);
+    await Promise.allSettled([db.destroy(), redis?.quit()]);
+    const clean = drained.cut === 0 && unfinished.length === 0;
+    logger[clean ? 'info' : 'warn'](
+      { inFlight: drained.inFlight, answered: drained.inFlight - drained.cut, cut: drained.cut, unfinished, ms: Date.now() - started },
+      'stopped',
+    );
+    // Set after closing: closing PGlite resets process.exitCode.
+    process.exit(clean ? 0 : 1);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 /**
@@ -80,13 +118,22 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   await db.destroy();
   let stopping = false;
   let started = false;
+  let workerFailed = false;
   let restartDelayMs = 0;
+  const live = new Set<number>();
   const listened = new Set<number>();
   const restarts = new Set<NodeJS.Timeout>();
+  cluster.on('fork', (worker) => live.add(worker.id));
   const stop = () => {
+    if (stopping) return;
     stopping = true;
     for (const timer of restarts) clearTimeout(timer);
+    if (live.size === 0) process.exit(process.exitCode ? 1 : 0);
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    // Each worker drains within SHUTDOWN_TIMEOUT_MS; one that does not is killed.
+    setTimeout(() => {
+      for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGKILL');
+    }, config.shutdownTimeoutMs + 5_000).unref();
   };
   cluster.on('listening', (worker) => {
     started = true;
@@ -95,7 +142,13 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   });
   cluster.on('exit', (worker, code, signal) => {
     const diedListening = listened.delete(worker.id);
-    if (stopping) return;
+    live.delete(worker.id);
+    if (stopping) {
+      // The primary exits when its last worker has; non-zero when any worker cut work short.
+      if (code !== 0) workerFailed = true;
+      if (live.size === 0) process.exit(workerFailed || process.exitCode ? 1 : 0);
+      return;
+    }
     if (!started) {
       logger.error({ workerPid: worker.process.pid, code, signal }, 'a worker failed to start; stopping');
       process.exitCode = 1;
@@ -136,6 +189,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -16,7 +16,7 @@ afterAll(async () => {
 });
 
 const MISSING_ID = '01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f';
-const AGENT_NOT_FOUND = { error: { code: 'not_found', message: 'Agent not found.' } };
+const AGENT_NOT_FOUND = { error: { code: 'not_found', message: 'Agent not found.', requestId: expect.any(String) } };
 
 async function createAgents(ws: TestWorkspace, count: number): Promise<Agent[]> {
   const agents: Agent[] = [];
@@ -326,6 +326,7 @@ describe('PATCH /agents/{id}', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: '/body', message: 'must NOT have fewer than 1 properties' }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedAgents(workspaceId)).toEqual(before);

@@ -1,7 +1,7 @@
-// Authentication and scopes (DECISIONS §2, §3.2, §3.4): who gets in, and what each key may do.
+// Authentication and scopes (openapi.yaml's "Authentication and scopes"): who gets in, and what each key may do.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contractOperations } from '../src/contract.js';
+import { contractOperations, spec } from '../src/contract.js';
 import { revokeApiKey } from '../src/db/api-keys.js';
 import { SCOPES } from '../src/provisioning.js';
 import { buildAgent, createWorkspace, request } from './helpers/api.js';
@@ -15,7 +15,7 @@ afterAll(async () => {
   await server.close();
 });
 
-const UNAUTHORIZED = { error: { code: 'unauthorized', message: 'Missing or invalid API key.' } };
+const UNAUTHORIZED = { error: { code: 'unauthorized', message: 'Missing or invalid API key.', requestId: expect.any(String) } };
 
 describe('authentication', () => {
   it.each([
@@ -68,8 +68,10 @@ function samplePath(path: string): string {
   return `/v1${path.replace(/\{\w+\}/g, randomUUID())}`;
 }
 
+const scoped = contractOperations.filter((op) => op.scopes.length > 0);
+
 describe('scopes', () => {
-  it.each(contractOperations.map((op) => [op.operationId, op] as const))(
+  it.each(scoped.map((op) => [op.operationId, op] as const))(
     'when the key lacks the scope of %s, then it answers 403 naming the scope',
     async (_id, op) => {
       const scope = op.scopes[0]!;
@@ -81,7 +83,7 @@ describe('scopes', () => {
       });
 
       expect(response.status).toBe(403);
-      expect(response.body).toEqual({ error: { code: 'forbidden', message: `This API key lacks the scope ${scope}.` } });
+      expect(response.body).toEqual({ error: { code: 'forbidden', message: `This API key lacks the scope ${scope}.`, requestId: expect.any(String) } });
     },
   );
 
@@ -106,5 +108,34 @@ describe('scopes', () => {
 
     expect(response.status).toBe(403);
     expect(response.body.error.code).toBe('forbidden');
+  });
+});
+
+describe('the scopes as the contract documents them', () => {
+  const described = (op: (typeof contractOperations)[number]): string => spec.paths[op.path][op.method].description;
+
+  it('when the operations are read, then each needs at most one scope and its description names it', () => {
+    for (const op of contractOperations) {
+      expect(op.scopes.length, op.operationId).toBeLessThanOrEqual(1);
+      const sentence = op.scopes[0] ? `Needs the \`${op.scopes[0]}\` scope.` : 'Needs no scope';
+      expect(described(op), op.operationId).toContain(sentence);
+    }
+    expect(contractOperations.filter((op) => op.scopes.length === 0).map((op) => op.operationId)).toEqual(['getMe']);
+  });
+
+  it("when the guide's scope table is read, then it lists every operation under the scope it needs", () => {
+    const rows = [...(spec.info.description as string).matchAll(/^\| (none: any valid key|`([\w:]+)`) \| (.+) \|$/gm)];
+    const table = new Map(rows.map((row) => [row[2] ?? '', [...row[3]!.matchAll(/`(\w+) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()]));
+    const expected = new Map<string, string[]>();
+    for (const op of contractOperations) {
+      const scope = op.scopes[0] ?? '';
+      expected.set(scope, [...(expected.get(scope) ?? []), `${op.method.toUpperCase()} ${op.path}`].sort());
+    }
+
+    expect(Object.fromEntries(table)).toEqual(Object.fromEntries(expected));
+  });
+
+  it('when the Scope schema is read, then it lists exactly the scopes a key can be given', () => {
+    expect(spec.components.schemas.Scope.enum).toEqual(SCOPES);
   });
 });

@@ -1,35 +1,71 @@
-// Channels: the read-only list of a workspace's WhatsApp and Instagram channels.
+// Channels: sandbox or connected to Meta; creating, reading and changing them; Meta secrets are
+// write-only (never in a response or a log line) and stored sealed.
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientFor, createWorkspace, request, UUID } from './helpers/api.js';
+import { createSecretBox } from '../src/channels/secrets.js';
+import { createChannel, rotateChannelSecrets } from '../src/channels/settings.js';
+import { createDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { provision } from '../src/provisioning.js';
+import { clientFor, createWorkspace, ISO_MS, request, UUID } from './helpers/api.js';
+import { LogCapture } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
+const logs = new LogCapture();
 beforeAll(async () => {
-  server = await startServer();
+  server = await startServer({ logs: logs.destination });
 });
 afterAll(async () => {
   await server.close();
 });
 
-async function storedChannels(workspaceId: string) {
-  return server.db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
+const storedChannels = (workspaceId: string) =>
+  server.db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
+
+let sequence = 0;
+/** Meta settings with secrets unique to the test, so a leak is found by searching for them. */
+function metaSettings() {
+  const n = `${Date.now()}${sequence++}`;
+  return {
+    externalId: `1065403522${n.slice(-5)}`,
+    accessToken: `EAAtoken${n}SECRET`,
+    appSecret: `appsecret${n}SECRET`,
+    verifyToken: `verify${n}SECRET`,
+  };
 }
 
+const secretsOf = (meta: ReturnType<typeof metaSettings>) => [meta.accessToken, meta.appSecret, meta.verifyToken];
+
 describe('GET /channels', () => {
-  it('when the workspace is new, then it lists its whatsapp and instagram channels exactly as provisioned', async () => {
+  it('when the workspace is new, then it lists its sandbox whatsapp and instagram channels', async () => {
     const { api, workspaceId, channels } = await createWorkspace(server);
     await createWorkspace(server);
 
     const { data, response } = await api.GET('/channels');
 
     expect(response.status).toBe(200);
+    const sandbox = (id: string, type: string, name: string) => ({
+      id,
+      type,
+      name,
+      provider: 'sandbox',
+      externalId: null,
+      webhookPath: null,
+      defaultAgentId: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: expect.stringMatching(ISO_MS),
+    });
     expect(channels).toEqual([
       { id: expect.stringMatching(UUID), type: 'whatsapp', name: 'WhatsApp' },
       { id: expect.stringMatching(UUID), type: 'instagram', name: 'Instagram' },
     ]);
-    expect(data).toEqual({ data: channels, pagination: { total: 2, page: 1, limit: 20 } });
+    expect(data).toEqual({
+      data: [sandbox(channels[0]!.id, 'whatsapp', 'WhatsApp'), sandbox(channels[1]!.id, 'instagram', 'Instagram')],
+      pagination: { total: 2, page: 1, limit: 20 },
+    });
     const rows = await storedChannels(workspaceId);
-    expect(rows.map((r) => ({ id: r.id, type: r.type, name: r.name }))).toEqual(channels);
+    expect(rows.map((r) => [r.id, r.provider, r.external_id, r.secrets, r.default_agent_id])).toEqual(channels.map((c) => [c.id, 'sandbox', null, null, null]));
   });
 
   it('when a second key of the same workspace lists channels, then it sees the same two', async () => {
@@ -40,7 +76,8 @@ describe('GET /channels', () => {
 
     expect(response.status).toBe(200);
     expect(second.channels).toEqual(first.channels);
-    expect(data).toEqual({ data: first.channels, pagination: { total: 2, page: 1, limit: 20 } });
+    expect(data!.data.map((c) => c.id)).toEqual(first.channels.map((c) => c.id));
+    expect(data!.pagination).toEqual({ total: 2, page: 1, limit: 20 });
   });
 
   it('when limit is 1, then page 1 is whatsapp, page 2 instagram and page 3 empty with total 2', async () => {
@@ -49,19 +86,11 @@ describe('GET /channels', () => {
     const pages = [];
     for (const page of [1, 2, 3]) pages.push((await api.GET('/channels', { params: { query: { page, limit: 1 } } })).data);
 
-    expect(pages).toEqual([
-      { data: [channels[0]], pagination: { total: 2, page: 1, limit: 1 } },
-      { data: [channels[1]], pagination: { total: 2, page: 2, limit: 1 } },
-      { data: [], pagination: { total: 2, page: 3, limit: 1 } },
+    expect(pages.map((p) => [p!.data.map((c) => c.id), p!.pagination])).toEqual([
+      [[channels[0]!.id], { total: 2, page: 1, limit: 1 }],
+      [[channels[1]!.id], { total: 2, page: 2, limit: 1 }],
+      [[], { total: 2, page: 3, limit: 1 }],
     ]);
-  });
-
-  it('when limit is 100, then it answers both channels', async () => {
-    const { api, channels } = await createWorkspace(server);
-
-    const { data } = await api.GET('/channels', { params: { query: { limit: 100 } } });
-
-    expect(data).toEqual({ data: channels, pagination: { total: 2, page: 1, limit: 100 } });
   });
 
   it('when the key lacks messages:read, then it answers 403 forbidden naming the scope', async () => {
@@ -70,17 +99,240 @@ describe('GET /channels', () => {
     const { error, response } = await clientFor(server, apiKey).GET('/channels');
 
     expect(response.status).toBe(403);
-    expect(error).toEqual({ error: { code: 'forbidden', message: 'This API key lacks the scope messages:read.' } });
+    expect(error).toEqual({ error: { code: 'forbidden', message: 'This API key lacks the scope messages:read.', requestId: expect.any(String) } });
+  });
+});
+
+describe('POST /channels', () => {
+  it('when a sandbox channel is created, then it answers 201 and lists it after the first two', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+
+    const { data, response } = await api.POST('/channels', { body: { type: 'instagram', name: 'Instagram (teste)', provider: 'sandbox' } });
+
+    expect(response.status).toBe(201);
+    expect(data).toEqual({
+      id: expect.stringMatching(UUID),
+      type: 'instagram',
+      name: 'Instagram (teste)',
+      provider: 'sandbox',
+      externalId: null,
+      webhookPath: null,
+      defaultAgentId: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: data!.createdAt,
+    });
+    const { data: list } = await api.GET('/channels');
+    expect(list!.data.at(-1)).toEqual(data);
+    expect((await storedChannels(workspaceId)).at(-1)).toMatchObject({ id: data!.id, provider: 'sandbox', secrets: null });
   });
 
-  it('when a channel is POSTed, then it answers 405 method_not_allowed and stores nothing', async () => {
+  it('when a Meta channel is created, then the answer has its webhookPath and no secret, and the secrets are stored sealed', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const meta = metaSettings();
+
+    const { data, response } = await api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
+
+    expect(response.status).toBe(201);
+    expect(data).toEqual({
+      id: expect.stringMatching(UUID),
+      type: 'whatsapp',
+      name: 'WhatsApp Vendas',
+      provider: 'meta',
+      externalId: meta.externalId,
+      webhookPath: `/webhooks/meta/${data!.id}`,
+      defaultAgentId: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: data!.createdAt,
+    });
+    const row = (await storedChannels(workspaceId)).find((r) => r.id === data!.id)!;
+    expect(row.external_id).toBe(meta.externalId);
+    expect(row.secrets).toMatch(/^v1\.[0-9a-f]{8}\.[\w-]+\.[\w-]+\.[\w-]+$/);
+    for (const secret of secretsOf(meta)) expect(row.secrets).not.toContain(secret);
+    expect(JSON.parse(server.secrets!.open(row.secrets!))).toEqual({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+    const read = await api.GET('/channels/{id}', { params: { path: { id: data!.id } } });
+    expect(read.data).toEqual(data);
+  });
+
+  it('when a Meta channel comes without its settings, then it answers 400 and stores nothing', async () => {
     const { apiKey, workspaceId } = await createWorkspace(server);
 
-    const response = await request(server, 'POST', '/v1/channels', { apiKey, body: { type: 'whatsapp', name: 'Outro' } });
+    const res = await request(server, 'POST', '/v1/channels', { apiKey, body: { type: 'whatsapp', name: 'Sem credenciais', provider: 'meta' } });
 
-    expect(response.status).toBe(405);
-    expect(response.headers.get('allow')).toBe('GET');
-    expect(response.body).toEqual({ error: { code: 'method_not_allowed', message: 'POST is not allowed on this path; use GET.' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_error');
     expect(await storedChannels(workspaceId)).toHaveLength(2);
+  });
+
+  it('when a sandbox channel comes with Meta settings, then it answers 400 and stores nothing', async () => {
+    const { apiKey, workspaceId } = await createWorkspace(server);
+
+    const res = await request(server, 'POST', '/v1/channels', { apiKey, body: { type: 'whatsapp', name: 'Confuso', provider: 'sandbox', meta: metaSettings() } });
+
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('validation_error');
+    expect(await storedChannels(workspaceId)).toHaveLength(2);
+  });
+
+  it('when the key lacks channels:write, then it answers 403 naming it (all scopes include it)', async () => {
+    const { apiKey, scopes } = await createWorkspace(server, { scopes: ['messages:read', 'messages:write'] });
+    const all = await createWorkspace(server);
+
+    const { error, response } = await clientFor(server, apiKey).POST('/channels', { body: { type: 'whatsapp', name: 'x', provider: 'sandbox' } });
+
+    expect(scopes).not.toContain('channels:write');
+    expect(all.scopes).toContain('channels:write');
+    expect(response.status).toBe(403);
+    expect(error).toEqual({ error: { code: 'forbidden', message: 'This API key lacks the scope channels:write.', requestId: expect.any(String) } });
+  });
+});
+
+describe('GET /channels/{id}', () => {
+  it('when the channel is of another workspace or unknown, then it answers 404', async () => {
+    const a = await createWorkspace(server);
+    const b = await createWorkspace(server);
+
+    for (const id of [a.channels[0]!.id, randomUUID()]) {
+      const { error, response } = await b.api.GET('/channels/{id}', { params: { path: { id } } });
+      expect(response.status).toBe(404);
+      expect(error).toEqual({ error: { code: 'not_found', message: 'Channel not found.', requestId: expect.any(String) } });
+    }
+  });
+});
+
+describe('PATCH /channels/{id}', () => {
+  async function metaChannel() {
+    const ws = await createWorkspace(server);
+    const meta = metaSettings();
+    const { data } = await ws.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
+    return { ws, meta, channel: data! };
+  }
+  const openStored = async (workspaceId: string, id: string) => {
+    const row = (await storedChannels(workspaceId)).find((r) => r.id === id)!;
+    return row.secrets === null ? null : JSON.parse(server.secrets!.open(row.secrets));
+  };
+
+  it('when a sandbox channel is connected to Meta with every setting, then it becomes a meta channel', async () => {
+    const ws = await createWorkspace(server);
+    const meta = metaSettings();
+    const id = ws.channels[0]!.id;
+
+    const { data, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id } }, body: { provider: 'meta', meta, name: 'WhatsApp Loja' } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({
+      id,
+      type: 'whatsapp',
+      name: 'WhatsApp Loja',
+      provider: 'meta',
+      externalId: meta.externalId,
+      webhookPath: `/webhooks/meta/${id}`,
+      defaultAgentId: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: expect.stringMatching(ISO_MS),
+    });
+    expect(data!.updatedAt >= data!.createdAt).toBe(true);
+    expect(await openStored(ws.workspaceId, id)).toEqual({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+  });
+
+  it('when a sandbox channel is connected to Meta without every setting, then it answers 400 naming the missing ones', async () => {
+    const ws = await createWorkspace(server);
+    const id = ws.channels[0]!.id;
+
+    const { error, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id } }, body: { provider: 'meta', meta: { externalId: '106540352242922' } } });
+
+    expect(response.status).toBe(400);
+    expect(error!.error.details!.map((d) => d.path)).toEqual(['/body/meta/accessToken', '/body/meta/appSecret', '/body/meta/verifyToken']);
+    expect((await storedChannels(ws.workspaceId))[0]).toMatchObject({ provider: 'sandbox', secrets: null });
+  });
+
+  it('when only the access token is replaced, then the other settings are kept', async () => {
+    const { ws, meta, channel } = await metaChannel();
+
+    const { data, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channel.id } }, body: { meta: { accessToken: 'EAAnewtokenSECRET' } } });
+
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ ...channel, updatedAt: expect.stringMatching(ISO_MS) });
+    expect(await openStored(ws.workspaceId, channel.id)).toEqual({ accessToken: 'EAAnewtokenSECRET', appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+  });
+
+  it('when a meta channel goes back to the sandbox, then its Meta settings are forgotten', async () => {
+    const { ws, channel } = await metaChannel();
+
+    const { data } = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channel.id } }, body: { provider: 'sandbox' } });
+
+    expect(data).toEqual({ ...channel, provider: 'sandbox', externalId: null, webhookPath: null, updatedAt: expect.stringMatching(ISO_MS) });
+    expect((await storedChannels(ws.workspaceId)).find((r) => r.id === channel.id)).toMatchObject({ external_id: null, secrets: null });
+  });
+
+  it("when the type would change, then it answers 409 and the channel stays as it was", async () => {
+    const ws = await createWorkspace(server);
+    const id = ws.channels[0]!.id;
+
+    const { error, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id } }, body: { type: 'instagram', name: 'Outro' } });
+
+    expect(response.status).toBe(409);
+    expect(error).toEqual({ error: { code: 'conflict', message: "A channel's type cannot change; create another channel.", details: [{ path: '/body/type', message: 'the channel is whatsapp' }], requestId: expect.any(String) } });
+    expect((await storedChannels(ws.workspaceId))[0]).toMatchObject({ type: 'whatsapp', name: 'WhatsApp' });
+  });
+
+  it('when the channel is of another workspace, then it answers 404 and nothing changes', async () => {
+    const a = await createWorkspace(server);
+    const b = await createWorkspace(server);
+
+    const { response } = await b.api.PATCH('/channels/{id}', { params: { path: { id: a.channels[0]!.id } }, body: { name: 'Invasor' } });
+
+    expect(response.status).toBe(404);
+    expect((await storedChannels(a.workspaceId))[0]!.name).toBe('WhatsApp');
+  });
+});
+
+describe('Meta secrets', () => {
+  it('when channels are created and changed, then no secret appears in any response or log line', async () => {
+    const ws = await createWorkspace(server);
+    const first = metaSettings();
+    const second = metaSettings();
+    const bodies: string[] = [];
+
+    const created = await request(server, 'POST', '/v1/channels', { apiKey: ws.apiKey, body: { type: 'whatsapp', name: 'W', provider: 'meta', meta: first } });
+    bodies.push(JSON.stringify(created.body));
+    bodies.push(JSON.stringify((await request(server, 'PATCH', `/v1/channels/${created.body.id}`, { apiKey: ws.apiKey, body: { meta: second } })).body));
+    bodies.push(JSON.stringify((await request(server, 'GET', `/v1/channels/${created.body.id}`, { apiKey: ws.apiKey })).body));
+    bodies.push(JSON.stringify((await request(server, 'GET', '/v1/channels', { apiKey: ws.apiKey })).body));
+    // A failing request with secrets in its body is logged too.
+    bodies.push(JSON.stringify((await request(server, 'POST', '/v1/channels', { apiKey: ws.apiKey, body: { type: 'fax', name: 'W', provider: 'meta', meta: first } })).body));
+
+    const logged = logs.lines.map((line) => JSON.stringify(line)).join('\n');
+    expect(logged).toContain(created.body.id);
+    for (const secret of [...secretsOf(first), ...secretsOf(second)]) {
+      for (const body of bodies) expect(body).not.toContain(secret);
+      expect(logged).not.toContain(secret);
+    }
+  });
+});
+
+describe('rotating SECRETS_KEY (npm run secrets:rotate)', () => {
+  it('when the key changes, then secrets sealed under the previous key are re-sealed under the new one and still open', async () => {
+    // A database of its own: a rotation re-seals every channel it finds.
+    const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+    try {
+      await migrateToLatest(db);
+      const { workspaceId } = await provision(db, { plan: 'pro', scopes: ['channels:write'] });
+      const oldKey = randomBytes(32);
+      const meta = metaSettings();
+      const channel = await createChannel(db, createSecretBox(oldKey), workspaceId, { type: 'whatsapp', name: 'W', provider: 'meta', meta });
+      const newKey = randomBytes(32);
+      const rotated = createSecretBox(newKey, [oldKey]);
+
+      const first = await rotateChannelSecrets(db, rotated);
+      const second = await rotateChannelSecrets(db, rotated);
+
+      expect(first).toEqual({ keyId: rotated.keyId, resealed: 1, remaining: 0 });
+      expect(second).toEqual({ keyId: rotated.keyId, resealed: 0, remaining: 0 });
+      const row = await db.selectFrom('channels').select('secrets').where('id', '=', channel.id).executeTakeFirstOrThrow();
+      // The new key alone opens it now: the previous one can be dropped.
+      expect(JSON.parse(createSecretBox(newKey).open(row.secrets!))).toEqual({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+    } finally {
+      await db.destroy();
+    }
   });
 });

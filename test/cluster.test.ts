@@ -1,22 +1,15 @@
 // The service as operators run it: `node src/server.ts` with WEB_CONCURRENCY=2 forks two workers
 // (node:cluster) on one port over one PostgreSQL and one Redis; SIGTERM stops every process.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/database.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { checkResponse } from './helpers/contract.js';
-import { freePort, LEVEL, LogCapture, waitFor, waitForExit } from './helpers/processes.js';
-import { databaseUrl, openDatabase, redisUrl } from './helpers/server.js';
-
-// Each worker compiles the TypeScript sources with tsx at start: on a busy 2-core machine that has
-// taken over 20 s, so start-up waits are generous (they bound a hang, they measure nothing).
-const START_MS = 100_000;
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+import { freePort, LEVEL, waitFor, waitForExit } from './helpers/processes.js';
+import { databaseUrl, openDatabase, ownDatabase, redisUrl, type OwnDatabase } from './helpers/server.js';
+import { alive, Service, START_MS } from './helpers/service.js';
 
 interface Reply {
   status: number;
@@ -55,76 +48,9 @@ async function getMany(count: number, port: number, apiKey: string): Promise<Rep
   return replies;
 }
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-/** `node --import tsx src/server.ts` in a process group of its own, its stdout captured as log lines. */
-class Service {
-  readonly logs = new LogCapture();
-  stderr = '';
-  readonly child: ChildProcess;
-
-  constructor(readonly port: number, env: Record<string, string>) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-      cwd: root,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        NODE_ENV: 'production',
-        WEB_CONCURRENCY: '2',
-        DATABASE_URL: databaseUrl,
-        REDIS_URL: redisUrl,
-        REDIS_PREFIX: `sf-test:${randomUUID()}:`,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'info',
-        RATE_LIMIT_WINDOW_MS: '60000',
-        ...env,
-      },
-    });
-    this.child.stdout!.on('data', (chunk: Buffer) => this.logs.push(chunk));
-    this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** The pids of the processes that logged 'listening'. */
-  listening(): number[] {
-    return this.logs.lines.filter((line) => line.msg === 'listening').map((line) => line.pid);
-  }
-
-  async waitForListening(count: number): Promise<number[]> {
-    await waitFor(
-      `${count} workers listening`,
-      () => {
-        if (!this.running) throw new Error(`the service exited with ${this.child.exitCode}: ${this.stderr.slice(-2_000)}`);
-        return this.listening().length >= count;
-      },
-      START_MS,
-    );
-    return this.listening();
-  }
-
-  /** Stops the whole process group, whatever state a failed test left it in. */
-  async kill(): Promise<void> {
-    if (this.child.pid && this.running) {
-      process.kill(-this.child.pid, 'SIGKILL');
-      await waitForExit(this.child).catch(() => {});
-    }
-  }
-}
-
 describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts (needs PostgreSQL and Redis)', () => {
   let db: Db;
+  let own: OwnDatabase;
   let service: Service;
   let port: number;
   let workerPids: number[] = [];
@@ -138,9 +64,11 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts
   }
 
   beforeAll(async () => {
-    db = await openDatabase();
+    // Its workers would take (and move on) other files' message deliveries: a database of its own.
+    own = await ownDatabase();
+    db = await openDatabase(own.url);
     port = await freePort();
-    service = new Service(port, {});
+    service = new Service(port, { WEB_CONCURRENCY: '2', DATABASE_URL: own.url, REDIS_URL: redisUrl! });
     workerPids = await service.waitForListening(2);
     workerPids.forEach((pid) => everyPid.add(pid));
   }, START_MS + 10_000);
@@ -149,6 +77,7 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts
     await service?.kill();
     for (const pid of everyPid) if (alive(pid)) process.kill(pid, 'SIGKILL');
     await db?.destroy();
+    await own?.drop();
   });
 
   it('when it starts, then a primary and two workers of their own run, and the workers serve requests by turns', async () => {
@@ -198,8 +127,9 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts
 
     expect(exit).toEqual({ code: 0, signal: null });
     expect([...everyPid].filter(alive)).toEqual([]);
-    const stopping = service.logs.matching(/^stopping$/, LEVEL.info).map((line) => line.pid);
-    expect(new Set(stopping)).toEqual(new Set(workerPids));
+    const draining = service.logs.matching(/^draining$/, LEVEL.info).map((line) => line.pid);
+    expect(new Set(draining)).toEqual(new Set(workerPids));
+    expect(service.logs.matching(/^stopped$/, LEVEL.info)).toMatchObject([{ cut: 0 }, { cut: 0 }]);
     expect(service.logs.matching(/worker exited/)).toHaveLength(exitsBefore);
     await expect(get(port, '/v1/agents', 'sfk_x')).rejects.toThrow(/ECONNREFUSED/);
   });
@@ -208,9 +138,11 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts
 describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 on a port already taken (needs PostgreSQL and Redis)', () => {
   let holder: net.Server;
   let service: Service;
+  let own: OwnDatabase | undefined;
   afterAll(async () => {
     await service?.kill();
     await new Promise((resolve) => holder?.close(resolve));
+    await own?.drop();
   });
 
   it('when no worker can start, then the service exits 1 instead of forking workers forever', async () => {
@@ -218,7 +150,8 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 on a port already 
     const port = await freePort();
     await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
 
-    service = new Service(port, {});
+    own = await ownDatabase();
+    service = new Service(port, { WEB_CONCURRENCY: '2', DATABASE_URL: own.url, REDIS_URL: redisUrl! });
     const exit = await waitForExit(service.child, START_MS);
 
     expect(exit).toEqual({ code: 1, signal: null });

@@ -18,7 +18,7 @@ afterAll(async () => {
 });
 
 const MISSING_ID = '01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b';
-const CONTACT_NOT_FOUND = { error: { code: 'not_found', message: 'Contact not found.' } };
+const CONTACT_NOT_FOUND = { error: { code: 'not_found', message: 'Contact not found.', requestId: expect.any(String) } };
 
 async function createContacts(ws: TestWorkspace, bodies: ContactCreate[]): Promise<Contact[]> {
   const contacts: Contact[] = [];
@@ -44,7 +44,7 @@ async function backdate(id: string, createdAt: Date): Promise<void> {
 }
 
 const validationError = (path: string, message: string) => ({
-  error: { code: 'validation_error', message: 'The request does not match the contract.', details: [{ path, message }] },
+  error: { code: 'validation_error', message: 'The request does not match the contract.', details: [{ path, message }], requestId: expect.any(String) },
 });
 
 describe('POST /contacts', () => {
@@ -60,6 +60,7 @@ describe('POST /contacts', () => {
       name: body.name,
       phone: body.phone,
       email: body.email,
+      instagramId: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -70,8 +71,10 @@ describe('POST /contacts', () => {
         name: body.name,
         phone: body.phone,
         email: body.email,
+        instagram_id: null,
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.updatedAt),
+        erased_at: null,
       },
     ]);
   });
@@ -87,6 +90,7 @@ describe('POST /contacts', () => {
       name: 'João Pereira',
       phone: null,
       email: null,
+      instagramId: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -116,7 +120,7 @@ describe('POST /contacts', () => {
     const { data, response } = await api.POST('/contacts', { body: { name: 'Limite', phone } });
 
     expect(response.status).toBe(201);
-    expect(data).toEqual({ id: expect.stringMatching(UUID), name: 'Limite', phone, email: null, createdAt: expect.stringMatching(ISO_MS), updatedAt: data!.createdAt });
+    expect(data).toEqual({ id: expect.stringMatching(UUID), name: 'Limite', phone, email: null, instagramId: null, createdAt: expect.stringMatching(ISO_MS), updatedAt: data!.createdAt });
     expect((await storedContacts(workspaceId)).map((r) => r.phone)).toEqual([phone]);
   });
 
@@ -134,7 +138,7 @@ describe('POST /contacts', () => {
     const { error, response } = await api.POST('/contacts', { body: { name: 'Mariana Silva', phone } });
 
     expect(response.status).toBe(400);
-    expect(error).toEqual(validationError('/body/phone', 'must match pattern "^\\+[1-9]\\d{7,14}$"'));
+    expect(error).toEqual(validationError('/body/phone', 'must match pattern "^\\+[1-9]\\d{7,14}$", e.g. +5511987654321'));
     expect(await storedContacts(workspaceId)).toEqual([]);
   });
 
@@ -175,6 +179,7 @@ describe('POST /contacts', () => {
         code: 'conflict',
         message: 'A contact with this phone already exists.',
         details: [{ path: '/body/phone', message: `already used by contact ${existing!.id}`, existingId: existing!.id }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedContacts(ws.workspaceId)).toEqual(before);
@@ -460,20 +465,20 @@ describe('GET /contacts', () => {
   });
 });
 
-describe('PATCH and DELETE /contacts/{id}', () => {
-  it.each(['PATCH', 'DELETE', 'PUT'])('when the method is %s, then it answers 405 method_not_allowed and changes nothing', async (method) => {
+describe('PUT /contacts/{id}', () => {
+  it.each(['PUT'])('when the method is %s, then it answers 405 method_not_allowed and changes nothing', async (method) => {
     const ws = await createWorkspace(server);
     const [contact] = await createContacts(ws, [buildContact()]);
     const before = await storedContacts(ws.workspaceId);
 
     const response = await request(server, method, `/v1/contacts/${contact!.id}`, {
       apiKey: ws.apiKey,
-      ...(method !== 'DELETE' && { body: { name: 'Outro Nome' } }),
+      body: { name: 'Outro Nome' },
     });
 
     expect(response.status).toBe(405);
-    expect(response.headers.get('allow')).toBe('GET');
-    expect(response.body).toEqual({ error: { code: 'method_not_allowed', message: `${method} is not allowed on this path; use GET.` } });
+    expect(response.headers.get('allow')).toBe('GET, PATCH, DELETE');
+    expect(response.body).toEqual({ error: { code: 'method_not_allowed', message: `${method} is not allowed on this path; use GET, PATCH, DELETE.`, requestId: expect.any(String) } });
     expect(await storedContacts(ws.workspaceId)).toEqual(before);
   });
 });

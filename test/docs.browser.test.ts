@@ -1,10 +1,13 @@
 // GET /docs in a real browser (Debian's chromium through playwright-core): Swagger UI renders every
-// operation of the contract, asks nothing of any host but this one, and logs no error.
+// operation of the contract with Authorize and the operations on the first screen and the guide
+// below them, shows the host serving the page as its server, asks nothing of any host but this one,
+// logs no error, and its "Try it out" contact does not clash with the README's.
 import fs from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contractOperations, spec } from '../src/contract.js';
+import { spec } from '../src/contract.js';
 import { startServer, type TestServer } from './helpers/server.js';
+
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = '/tmp/docs.png';
@@ -40,6 +43,11 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
     await server?.close();
   }, 60_000);
 
+  // Every operation of the contract: the /v1 ones and Meta's webhooks (served outside /v1).
+  const documented = Object.entries<Record<string, { operationId: string }>>(spec.paths).flatMap(([path, item]) =>
+    (['get', 'post', 'patch', 'put', 'delete'] as const).filter((method) => item[method]).map((method) => ({ path, method, operationId: item[method]!.operationId })),
+  );
+
   it('when the page loads, then it renders every operation, requests only this host and logs no error', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     const requests: string[] = [];
@@ -51,7 +59,7 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
     page.on('pageerror', (error) => errors.push(`page: ${error.message}`));
 
     const response = await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
-    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(contractOperations.length);
+    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length);
     // Let late requests start; every request the page starts is recorded and checked below, so a
     // machine too busy to reach "network idle" soon only shortens the wait, never the check.
     await page.waitForLoadState('networkidle', { timeout: 15_000 }).catch(() => undefined);
@@ -66,7 +74,7 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
         summary: block.querySelector('.opblock-summary-description')?.textContent?.trim() ?? '',
       })),
     );
-    const expected = contractOperations.map((op) => ({
+    const expected = documented.map((op) => ({
       id: `operations-${spec.paths[op.path][op.method].tags[0]}-${op.operationId}`,
       method: op.method.toUpperCase(),
       path: op.path,
@@ -83,8 +91,54 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
       return protocol !== 'data:' && !LOCAL_HOSTS.has(hostname);
     });
     expect(offMachine).toEqual([]);
-    expect(requests).toContain(`${server.baseUrl}/openapi.json`);
+    expect(requests).toContain(`${server.baseUrl}/docs/openapi.json`);
     expect(errors).toEqual([]);
+    await page.close();
+  }, 180_000);
+
+  it('when the page loads, then Authorize and the first operations are on the first screen, and the guide comes after the last operation', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
+    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length);
+
+    const authorize = await page.locator('.btn.authorize').boundingBox();
+    const operations = page.locator('.opblock');
+    const first = await operations.first().boundingBox();
+    const last = await operations.last().boundingBox();
+    const guide = await page.locator('#guide').boundingBox();
+    const guideText = await page.locator('#guide').innerText();
+
+    expect(authorize!.y + authorize!.height).toBeLessThanOrEqual(900);
+    expect(first!.y + first!.height).toBeLessThanOrEqual(900);
+    expect(guide!.y).toBeGreaterThan(last!.y + last!.height);
+    for (const heading of ['Authentication and scopes', 'Order of checks', 'Errors', 'Rate limits', 'Lists']) expect(guideText).toContain(heading);
+    await expect(page.locator('.info .description').innerText()).resolves.not.toContain('Order of checks');
+    await page.close();
+  }, 180_000);
+
+  it('when the servers are shown, then the one selected is the host serving the page', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
+    await expect.poll(() => page.locator('.servers select').count(), { timeout: 60_000, interval: 250 }).toBe(1);
+
+    await expect(page.locator('.servers select').inputValue()).resolves.toBe(`${server.baseUrl}/v1`);
+    await page.close();
+  }, 180_000);
+
+  it("when POST /contacts is tried out, then its example contact's phone is not the README's", async () => {
+    const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const readmePhones = [...readme.matchAll(/"phone":"(\+\d+)"/g)].map((m) => m[1]!);
+    expect(readmePhones.length).toBeGreaterThan(0);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${server.baseUrl}/docs#/Contacts/createContact`, { waitUntil: 'load', timeout: 60_000 });
+    const operation = page.locator('#operations-Contacts-createContact');
+    await expect.poll(() => operation.locator('.try-out__btn').count(), { timeout: 60_000, interval: 250 }).toBe(1);
+
+    await operation.locator('.try-out__btn').click();
+    const body = JSON.parse(await operation.locator('textarea.body-param__text').inputValue()) as { phone?: string };
+
+    expect(body.phone).toMatch(/^\+[1-9]\d{7,14}$/);
+    expect(readmePhones).not.toContain(body.phone);
     await page.close();
   }, 180_000);
 });

@@ -1,15 +1,21 @@
-// Logs: JSON lines, the request id on every line a request writes, and never an API key.
+// Logs: JSON lines, the request id on every line a request writes, who made each request (client
+// IP, key, workspace) and the error code of a failure, the throttling warnings once per window, and
+// never an API key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../src/db/database.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { LEVEL, LogCapture } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
+const FAILED_AUTH_LIMIT = 3;
+const BAD_KEY = `sfk_${'Zz9'.repeat(15)}`;
+
 let server: TestServer;
 let workspace: TestWorkspace;
 const logs = new LogCapture();
 beforeAll(async () => {
-  server = await startServer({ logs: logs.destination });
+  // X-Forwarded-For from loopback is trusted, so each test is a client of its own.
+  server = await startServer({ logs: logs.destination, config: { failedAuthLimit: FAILED_AUTH_LIMIT, trustProxy: 'loopback' } });
   workspace = await createWorkspace(server);
 });
 afterAll(async () => {
@@ -17,20 +23,76 @@ afterAll(async () => {
 });
 
 describe('request logs', () => {
-  it('when requests succeed and fail, then each writes one access line with its id, status and key id, and no key', async () => {
-    const wrongKey = `sfk_${'Zz9'.repeat(15)}`;
-    const ok = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey, headers: { 'x-request-id': 'log-test-ok' } });
-    const denied = await request(server, 'GET', '/v1/agents', { apiKey: wrongKey, headers: { 'x-request-id': 'log-test-denied' } });
+  it('when requests succeed and fail, then each writes one access line with its id, client IP, key, workspace and status, and no key', async () => {
+    const wrongKey = BAD_KEY;
+    const ok = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey, headers: { 'x-request-id': 'log-test-ok', 'x-forwarded-for': '203.0.113.7' } });
+    const denied = await request(server, 'GET', '/v1/agents', { apiKey: wrongKey, headers: { 'x-request-id': 'log-test-denied', 'x-forwarded-for': '203.0.113.8' } });
 
     const lines = logs.lines.filter((line) => String(line.reqId).startsWith('log-test-'));
     expect(lines).toEqual([
-      expect.objectContaining({ level: LEVEL.info, msg: 'request', reqId: 'log-test-ok', method: 'GET', path: '/v1/agents', status: ok.status, keyId: workspace.keyId }),
-      expect.objectContaining({ level: LEVEL.info, msg: 'request', reqId: 'log-test-denied', status: denied.status }),
+      expect.objectContaining({
+        level: LEVEL.info,
+        msg: 'request',
+        reqId: 'log-test-ok',
+        method: 'GET',
+        path: '/v1/agents',
+        status: ok.status,
+        ip: '203.0.113.7',
+        keyId: workspace.keyId,
+        workspaceId: workspace.workspaceId,
+      }),
+      expect.objectContaining({ level: LEVEL.info, msg: 'request', reqId: 'log-test-denied', status: denied.status, ip: '203.0.113.8', keyId: null, workspaceId: null }),
     ]);
+    expect(lines[0]).not.toHaveProperty('errorCode');
     const everything = logs.lines.map((line) => JSON.stringify(line)).join('\n');
     expect(everything).not.toContain(workspace.apiKey);
     expect(everything).not.toContain(wrongKey);
     expect(everything).not.toMatch(/sfk_[0-9A-Za-z]{32,}/);
+  });
+
+  // The path and method are matched before the key is read: those failures know no workspace.
+  it.each([
+    ['an unknown path', 'GET', '/v1/nowhere', undefined, 404, 'not_found', false],
+    ['another method', 'PUT', '/v1/agents', undefined, 405, 'method_not_allowed', false],
+    ['no key', 'GET', '/v1/agents', undefined, 401, 'unauthorized', false],
+    ['a bad body', 'POST', '/v1/agents', { name: '' }, 400, 'validation_error', true],
+    ['an unknown id', 'GET', '/v1/agents/01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f', undefined, 404, 'not_found', true],
+  ])('when a request fails with %s, then its access line carries the error code', async (label, method, path, body, status, errorCode, authenticated) => {
+    const id = `log-test-code-${label.replace(/\W+/g, '-')}`;
+    const apiKey = errorCode === 'unauthorized' ? undefined : workspace.apiKey;
+    const response = await request(server, method, path, { ...(apiKey && { apiKey }), ...(body && { body }), headers: { 'x-request-id': id } });
+
+    expect(response.status).toBe(status);
+    expect(response.body.error.requestId).toBe(id);
+    expect(logs.lines.filter((line) => line.reqId === id && line.msg === 'request')).toEqual([
+      expect.objectContaining({ status, errorCode, workspaceId: authenticated ? workspace.workspaceId : null }),
+    ]);
+  });
+
+  it('when a client keeps failing authentication, then its throttling is logged once, with its IP, and its requests with a valid key are not', async () => {
+    const ip = '198.51.100.77';
+    const bad = { authorization: `Bearer ${BAD_KEY}`, 'x-forwarded-for': ip };
+    for (let i = 0; i < FAILED_AUTH_LIMIT + 4; i++) await request(server, 'GET', '/v1/agents', { headers: bad });
+    const valid = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey, headers: { 'x-forwarded-for': ip } });
+
+    expect(valid.status).toBe(200);
+    const warnings = logs.matching(/^client throttled/, LEVEL.warn).filter((line) => line.ip === ip);
+    expect(warnings).toEqual([
+      expect.objectContaining({ ip, client: ip, failures: FAILED_AUTH_LIMIT + 1, retryAfterSeconds: expect.any(Number), reqId: expect.any(String) }),
+    ]);
+    const throttled = logs.lines.filter((line) => line.msg === 'request' && line.ip === ip && line.status === 429);
+    expect(throttled).toHaveLength(4);
+    expect(throttled.every((line) => line.errorCode === 'rate_limited')).toBe(true);
+  });
+
+  it('when a key uses up its plan, then reaching the limit is logged once for the window', async () => {
+    const free = await createWorkspace(server, { plan: 'free' });
+    for (let i = 0; i < 63; i++) await request(server, 'GET', '/v1/agents', { apiKey: free.apiKey });
+
+    expect(logs.matching(/^API key reached its plan limit/, LEVEL.warn).filter((line) => line.keyId === free.keyId)).toEqual([
+      expect.objectContaining({ keyId: free.keyId, workspaceId: free.workspaceId, plan: 'free', limit: 60, retryAfterSeconds: expect.any(Number) }),
+    ]);
+    expect(logs.lines.filter((line) => line.msg === 'request' && line.keyId === free.keyId && line.status === 429)).toHaveLength(3);
   });
 
   it('when a request fails unexpectedly, then its error is logged with the request id, and the body tells nothing', async () => {

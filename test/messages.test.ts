@@ -52,6 +52,9 @@ describe('POST /messages', () => {
       direction: 'outbound',
       content: body.content,
       status: 'queued',
+      externalId: null,
+      error: null,
+      template: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -62,10 +65,13 @@ describe('POST /messages', () => {
           contactId,
           channelId,
           agentId: null,
+          stageId: (await ws.api.GET('/stages')).data!.data[0]!.id,
           status: 'open',
+          closedAt: null,
           npsScore: null,
           npsCreatedAt: null,
           lastMessageAt: data!.createdAt,
+          lastInboundAt: null,
           createdAt: expect.stringMatching(ISO_MS),
           updatedAt: expect.stringMatching(ISO_MS),
         },
@@ -86,6 +92,9 @@ describe('POST /messages', () => {
         direction: 'outbound',
         content: body.content,
         status: 'queued',
+        external_id: null,
+        error: null,
+        template: null,
         created_at: new Date(data!.createdAt),
       },
     ]);
@@ -108,6 +117,9 @@ describe('POST /messages', () => {
       direction: 'outbound',
       content: 'Primeira mensagem',
       status: 'queued',
+      externalId: null,
+      error: null,
+      template: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -146,7 +158,7 @@ describe('POST /messages', () => {
     const contactId = await createContact(ws);
     const channelId = ws.channels[0]!.id;
     const first = await sendMessage(ws, { contactId, channelId, content: 'Antes' });
-    await server.db.updateTable('threads').set({ status: 'closed' }).where('id', '=', first.threadId).execute();
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: first.threadId } }, body: { status: 'closed' } });
 
     const second = await sendMessage(ws, { contactId, channelId, content: 'Depois' });
 
@@ -206,6 +218,7 @@ describe('POST /messages', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: '/body/content', message: expect.any(String) }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThreads(ws.workspaceId)).toEqual([]);
@@ -225,6 +238,7 @@ describe('POST /messages', () => {
         code: 'invalid_reference',
         message: 'The contact does not exist.',
         details: [{ path: '/body/contactId', message: 'no contact with this id' }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThreads(ws.workspaceId)).toEqual([]);
@@ -243,6 +257,7 @@ describe('POST /messages', () => {
         code: 'invalid_reference',
         message: 'The channel does not exist.',
         details: [{ path: '/body/channelId', message: 'no channel with this id' }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThreads(ws.workspaceId)).toEqual([]);
@@ -269,6 +284,9 @@ describe('POST /messages', () => {
         direction: 'outbound',
         content,
         status: 'queued',
+        externalId: null,
+        error: null,
+        template: null,
         createdAt: expect.stringMatching(ISO_MS),
       })),
     );
@@ -376,7 +394,7 @@ describe('GET /threads/{threadId}/messages', () => {
     const { error, response } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: randomUUID() } } });
 
     expect(response.status).toBe(404);
-    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.' } });
+    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.', requestId: expect.any(String) } });
   });
 
   it.each([
@@ -394,6 +412,7 @@ describe('GET /threads/{threadId}/messages', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: `/query/${field}`, message: expect.any(String) }],
+        requestId: expect.any(String),
       },
     });
   });

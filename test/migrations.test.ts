@@ -6,14 +6,29 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest, migrations } from '../src/db/migrate.js';
+import { countNpsGroups } from '../src/db/nps-groups.js';
 import { countNpsAnswers } from '../src/db/threads.js';
-import { parseInstant } from '../src/services/nps.js';
+import { parseInstant } from '../src/time.js';
 import { databaseUrl } from './helpers/server.js';
 
 const instant = (text: string): bigint => parseInstant(text)!;
 
-const TABLES = ['agents', 'api_keys', 'channels', 'contacts', 'messages', 'nps_daily', 'threads', 'workspaces'];
-const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily'];
+const TABLES = [
+  'agents',
+  'api_keys',
+  'channels',
+  'contacts',
+  'idempotency_keys',
+  'jobs',
+  'messages',
+  'nps_daily',
+  'nps_daily_groups',
+  'stages',
+  'thread_history',
+  'threads',
+  'workspaces',
+];
+const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily', '0003_channels_and_jobs', '0004_funnel_and_crm', '0005_idempotency_keys'];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -117,9 +132,9 @@ describe('migrations', () => {
       expect(initial.error).toBeUndefined();
       await seedAtInitial(db);
 
-      const applied = await migrateToLatest(db);
+      const applied = await migrator.migrateTo('0002_nps_daily');
 
-      expect(applied).toEqual(['0002_nps_daily']);
+      expect(applied.results?.map((r) => r.migrationName)).toEqual(['0002_nps_daily']);
       expect(await daily(db)).toEqual(DAILY);
       expect(await countNpsAnswers(db, W1, instant('2026-02-28T00:00:00.000000Z'), instant('2026-03-02T23:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
       expect(await countNpsAnswers(db, W1, instant('0001-01-01T00:00:00.000000Z'), instant('2026-03-01T02:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
@@ -127,9 +142,82 @@ describe('migrations', () => {
       const down = await migrator.migrateTo('0001_initial');
       expect(down.error).toBeUndefined();
       expect((await db.introspection.getTables()).map((t) => t.name)).not.toContain('nps_daily');
-      expect(await migrateToLatest(db)).toEqual(['0002_nps_daily']);
+      expect((await migrator.migrateTo('0002_nps_daily')).results?.map((r) => r.migrationName)).toEqual(['0002_nps_daily']);
       expect(await daily(db)).toEqual(DAILY);
     }
+
+    const AGENT = '01900000-0000-7000-8000-a00000000001';
+    const OPEN = '01900000-0000-7000-8000-b00000000001';
+
+    /** What 0004 makes of the database seedAtInitial filled, with one thread given an agent and one open thread added. */
+    async function funnelState(db: Kysely<any>) {
+      const stages = (await sql<Record<string, any>>`select workspace_id, name, position from stages order by workspace_id, position`.execute(db)).rows;
+      const threads = (
+        await sql<Record<string, any>>`select t.id, s.position as stage, t.stage_entered_at = t.created_at as entered_at_creation,
+                         t.closed_at is not distinct from (case when t.status = 'closed' then t.updated_at end) as closed_at_ok,
+                         t.nps_agent_id, ns.position as nps_stage
+                    from threads t join stages s on s.workspace_id = t.workspace_id and s.id = t.stage_id
+                    left join stages ns on ns.workspace_id = t.workspace_id and ns.id = t.nps_stage_id
+                   order by t.id`.execute(db)
+      ).rows;
+      const groups = (
+        await sql<Record<string, any>>`select g.workspace_id, g.dimension, g.day::text as day,
+                         case g.dimension when 'stage' then (select position::text from stages s where s.workspace_id = g.workspace_id and s.id = g.key)
+                                          else g.key::text end as key,
+                         g.promotores, g.neutros, g.detratores
+                    from nps_daily_groups g order by 1, 2, 3, 4`.execute(db)
+      ).rows;
+      return { stages, threads, groups, history: (await sql`select count(*)::int as n from thread_history`.execute(db)).rows };
+    }
+
+    async function migrateFunnel(db: Db): Promise<void> {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+      expect((await migrator.migrateTo('0001_initial')).error).toBeUndefined();
+      await seedAtInitial(db);
+      await sql`insert into agents (workspace_id, id, name, status, instructions, model) values (${W1}, ${AGENT}, 'Ana', 'active', 'x', 'm')`.execute(db);
+      await sql`update threads set agent_id = ${AGENT} where nps_created_at = '2026-03-01 12:00:00-03'`.execute(db);
+      await sql`insert into threads (workspace_id, id, contact_id, channel_id, status) values (${W1}, ${OPEN}, ${W1}, ${W1}, 'open')`.execute(db);
+
+      expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(1));
+
+      const state = await funnelState(db);
+      const names = ['Novo', 'Em atendimento', 'Aguardando cliente', 'Resolvido'];
+      expect(state.stages).toEqual([W1, W2].flatMap((workspace_id) => names.map((name, i) => ({ workspace_id, name, position: i + 1 }))));
+      expect(state.threads).toHaveLength(ANSWERS.length + 1);
+      for (const thread of state.threads) {
+        expect(thread).toMatchObject({ stage: 1, entered_at_creation: true, closed_at_ok: true });
+      }
+      const answered = state.threads.filter((t) => t.nps_stage !== null);
+      expect(answered).toHaveLength(ANSWERS.filter(([, at]) => at !== null).length);
+      expect(answered.filter((t) => t.nps_agent_id === AGENT)).toHaveLength(1);
+      // By channel and by stage, the groups are nps_daily's days (one channel, one stage per workspace).
+      const byDimension = (dimension: string) => state.groups.filter((g) => g.dimension === dimension).map(({ dimension: _, key: __, ...rest }) => rest);
+      expect(byDimension('channel')).toEqual(DAILY);
+      expect(byDimension('stage')).toEqual(DAILY);
+      expect(state.groups.filter((g) => g.dimension === 'stage').every((g) => g.key === '1')).toBe(true);
+      expect(state.groups.filter((g) => g.dimension === 'agent' && g.key === AGENT)).toEqual([
+        { workspace_id: W1, dimension: 'agent', day: '2026-03-01', key: AGENT, promotores: 0, neutros: 1, detratores: 0 },
+      ]);
+      expect(await countNpsGroups(db, W1, instant('0001-01-01T00:00:00.000000Z'), instant('2026-12-31T23:59:59.999999Z'), 'agent')).toEqual([
+        { key: AGENT, promotores: 0, neutros: 1, detratores: 0 },
+        { key: null, promotores: 2, neutros: 1, detratores: 2 },
+      ]);
+      expect(state.history).toEqual([{ n: 0 }]);
+
+      expect((await migrator.migrateTo('0002_nps_daily')).error).toBeUndefined();
+      expect((await db.introspection.getTables()).map((t) => t.name)).not.toContain('stages');
+      expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(2));
+      expect(await funnelState(db)).toEqual(state);
+    }
+
+    it('when a database at 0001 holds threads and answers, then 0004 gives every workspace the four stages, puts threads in the first and fills nps_daily_groups', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      try {
+        await migrateFunnel(db);
+      } finally {
+        await db.destroy();
+      }
+    });
 
     it('when a database at 0001 holds answers, then migrating to latest fills nps_daily with them per UTC day', async () => {
       const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });

@@ -1,12 +1,15 @@
-// `npm run mock` (Prism) as the front-end teams use it: every operation of the contract, called
-// through the typed client, answers its documented success status with a body that matches the
-// contract (the client's middleware checks each response), and a request without a key gets 401.
+// `npm run mock` (Prism behind the mock front) as the front-end teams use it: every operation of the
+// contract, called through the typed client, answers its documented success status with a body that
+// matches the contract (the client's middleware checks each response, error bodies' requestId
+// included); a request without a well-formed key gets 401; a bad request gets the very 400 the
+// service gives, naming the wrong fields; created records get fresh ids and echo what was sent.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SupportFunnelClient } from '../client/index.js';
 import { contractOperations, spec, type OperationId } from '../src/contract.js';
-import { checkedClient } from './helpers/api.js';
+import { checkedClient, createWorkspace, request, UUID, type RawResponse } from './helpers/api.js';
 import { freePort, waitFor } from './helpers/processes.js';
+import { startServer, type TestServer } from './helpers/server.js';
 
 const KEY = `sfk_${'Mock0key1'.repeat(5)}`;
 const AGENT_ID = '01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f';
@@ -14,11 +17,14 @@ const CONTACT_ID = '01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b';
 const CHANNEL_ID = '01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f';
 const THREAD_ID = '01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a';
 const WORKSPACE_ID = '01935f4b-1111-7222-8333-944455566677';
+const STAGE_ID = '01935f4d-0a10-7b11-8c12-0d13e14f1502';
+const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
 type Call = (api: SupportFunnelClient) => Promise<{ response: Response; error?: unknown }>;
 
 /** One well-formed request per operation; a new operation without one here fails the type check. */
 const calls: Record<OperationId, Call> = {
+  getMe: (api) => api.GET('/me'),
   listAgents: (api) => api.GET('/agents', { params: { query: { page: 1, limit: 20, status: 'active' } } }),
   createAgent: (api) => api.POST('/agents', { body: { name: 'Ana Atendimento', instructions: 'Responda com cordialidade.', model: 'gpt-4o-mini' } }),
   getAgent: (api) => api.GET('/agents/{id}', { params: { path: { id: AGENT_ID } } }),
@@ -27,15 +33,32 @@ const calls: Record<OperationId, Call> = {
   listContacts: (api) => api.GET('/contacts', { params: { query: { q: 'silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' } } }),
   createContact: (api) => api.POST('/contacts', { body: { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' } }),
   getContact: (api) => api.GET('/contacts/{id}', { params: { path: { id: CONTACT_ID } } }),
+  updateContact: (api) => api.PATCH('/contacts/{id}', { params: { path: { id: CONTACT_ID } }, body: { name: 'Mariana Souza Silva', email: null } }),
+  deleteContact: (api) => api.DELETE('/contacts/{id}', { params: { path: { id: CONTACT_ID } } }),
+  listStages: (api) => api.GET('/stages', { params: { query: { page: 1, limit: 20 } } }),
+  createStage: (api) => api.POST('/stages', { body: { name: 'Proposta enviada', position: 3 } }),
+  updateStage: (api) => api.PATCH('/stages/{id}', { params: { path: { id: STAGE_ID } }, body: { name: 'Em negociação', position: 2 } }),
+  deleteStage: (api) => api.DELETE('/stages/{id}', { params: { path: { id: STAGE_ID } } }),
   listChannels: (api) => api.GET('/channels'),
+  createChannel: (api) =>
+    api.POST('/channels', {
+      body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta: { externalId: '106540352242922', accessToken: 'EAAJb0ZB', appSecret: '3f1c6b2a', verifyToken: 'vendas-verify' } },
+    }),
+  getChannel: (api) => api.GET('/channels/{id}', { params: { path: { id: CHANNEL_ID } } }),
+  updateChannel: (api) => api.PATCH('/channels/{id}', { params: { path: { id: CHANNEL_ID } }, body: { name: 'WhatsApp Vendas' } }),
+  simulateSandboxInbound: (api) =>
+    api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: CHANNEL_ID } }, body: { from: '+5511987654321', name: 'Mariana Silva', content: 'Oi!' } }),
   sendMessage: (api) => api.POST('/messages', { body: { contactId: CONTACT_ID, channelId: CHANNEL_ID, content: 'Olá, Mariana!' } }),
-  listThreads: (api) => api.GET('/threads', { params: { query: { status: 'open', contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID } } }),
+  listThreads: (api) => api.GET('/threads', { params: { query: { status: 'open', contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID, stageId: STAGE_ID } } }),
   createThread: (api) => api.POST('/threads', { body: { contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID } }),
   getNpsStats: (api) =>
     api.GET('/threads/stats/nps', {
-      params: { query: { workspaceId: WORKSPACE_ID, dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' } },
+      params: { query: { workspaceId: WORKSPACE_ID, ...WINDOW, groupBy: 'day' } },
     }),
   getThread: (api) => api.GET('/threads/{id}', { params: { path: { id: THREAD_ID } } }),
+  updateThread: (api) => api.PATCH('/threads/{id}', { params: { path: { id: THREAD_ID } }, body: { status: 'closed', stageId: STAGE_ID, agentId: null } }),
+  listThreadHistory: (api) => api.GET('/threads/{id}/history', { params: { path: { id: THREAD_ID }, query: { page: 1, limit: 20 } } }),
+  getFunnelStats: (api) => api.GET('/threads/stats/funnel', { params: { query: WINDOW } }),
   registerNps: (api) => api.POST('/threads/{id}/nps', { params: { path: { id: THREAD_ID } }, body: { score: 9, answeredAt: '2026-11-20T12:10:44.002-03:00' } }),
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
 };
@@ -49,11 +72,13 @@ function successStatus(op: (typeof contractOperations)[number]): number {
 
 let mock: ChildProcess;
 let baseUrl: string;
+let mockOrigin: string;
 let output = '';
 
 beforeAll(async () => {
   const port = await freePort();
-  baseUrl = `http://127.0.0.1:${port}/v1`;
+  mockOrigin = `http://127.0.0.1:${port}`;
+  baseUrl = `${mockOrigin}/v1`;
   // Its own process group (npm -> tsx -> node -> prism), so afterAll can stop all of it.
   mock = spawn('npm', ['run', '--silent', 'mock'], {
     detached: true,
@@ -114,7 +139,115 @@ describe('npm run mock', () => {
       const { response, error } = await calls[operationId](checkedClient(baseUrl));
 
       expect(response.status).toBe(401);
-      expect(error).toEqual({ error: { code: 'unauthorized', message: expect.any(String) } });
+      expect(error).toEqual({ error: { code: 'unauthorized', message: 'Missing or invalid API key.', requestId: response.headers.get('x-request-id') } });
     },
   );
+
+  it("when Meta's webhook paths are called at the root, outside /v1, then the mock answers them as documented", async () => {
+    const root = baseUrl.replace(/\/v1$/, '');
+    const verify = await fetch(`${root}/webhooks/meta/${CHANNEL_ID}?hub.mode=subscribe&hub.verify_token=t&hub.challenge=1158201444`);
+    const delivery = await fetch(`${root}/webhooks/meta/${CHANNEL_ID}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-hub-signature-256': 'sha256=00' },
+      body: JSON.stringify({ object: 'whatsapp_business_account', entry: [] }),
+    });
+
+    expect([verify.status, await verify.text()]).toEqual([200, '1158201444']);
+    expect([delivery.status, await delivery.json()]).toEqual([200, { received: true }]);
+  });
+
+  it.each([
+    ['another scheme', `Basic ${KEY}`],
+    ['a key without the sfk_ prefix', `Bearer ${'a'.repeat(40)}`],
+    ['a key too short', 'Bearer sfk_abc123'],
+  ])('when the key is %s, then it answers 401 unauthorized', async (_label, authorization) => {
+    const response = await request({ baseUrl: mockOrigin } as TestServer, 'GET', '/v1/agents', { headers: { authorization } });
+
+    expect(response.status).toBe(401);
+    expect(response.body.error.code).toBe('unauthorized');
+  });
+
+  it('when records are created, then each gets an id of its own and echoes what was sent', async () => {
+    const api = checkedClient(baseUrl, KEY);
+    const first = await api.POST('/agents', { body: { name: 'Bruno Suporte', instructions: 'Atenda trocas.', model: 'gpt-4o' } });
+    const second = await api.POST('/agents', { body: { name: 'Carla Vendas', instructions: 'Atenda vendas.', model: 'gpt-4o-mini' } });
+    const contact = await api.POST('/contacts', { body: { name: 'Zé Ninguém' } });
+
+    expect(first.response.status).toBe(201);
+    expect(first.data).toMatchObject({ id: expect.stringMatching(UUID), name: 'Bruno Suporte', instructions: 'Atenda trocas.', model: 'gpt-4o', status: 'active' });
+    expect(second.data).toMatchObject({ id: expect.stringMatching(UUID), name: 'Carla Vendas' });
+    expect(new Set([first.data!.id, second.data!.id, AGENT_ID]).size).toBe(3);
+    expect(Date.now() - Date.parse(first.data!.createdAt)).toBeLessThan(60_000);
+    expect(contact.data).toMatchObject({ id: expect.stringMatching(UUID), name: 'Zé Ninguém', phone: null, email: null });
+  });
+
+  it('when a record is read or changed by id, then the answer carries that id', async () => {
+    const api = checkedClient(baseUrl, KEY);
+    const id = '01935f4e-0000-7000-8000-000000000042';
+
+    const read = await api.GET('/agents/{id}', { params: { path: { id } } });
+    const changed = await api.PATCH('/agents/{id}', { params: { path: { id } }, body: { status: 'inactive' } });
+
+    expect(read.data!.id).toBe(id);
+    expect(changed.data).toMatchObject({ id, status: 'inactive' });
+  });
+
+  it('when a browser on another origin asks first (CORS preflight), then the mock allows it', async () => {
+    const response = await fetch(`${baseUrl}/agents`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://localhost:5173', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+
+    expect(response.status).toBe(204);
+    expect(response.headers.get('access-control-allow-origin')).toBe('*');
+    expect(response.headers.get('access-control-allow-headers')).toBe('authorization,content-type');
+  });
+});
+
+describe('npm run mock refuses what the service refuses, alike', () => {
+  let server: TestServer;
+  let serverKey: string;
+  beforeAll(async () => {
+    server = await startServer();
+    serverKey = (await createWorkspace(server)).apiKey;
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  /** The same request to the mock and to the service. */
+  async function both(method: string, path: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<[RawResponse, RawResponse]> {
+    const mock = await request({ baseUrl: mockOrigin } as TestServer, method, path, { apiKey: KEY, ...options });
+    const real = await request(server, method, path, { apiKey: serverKey, ...options });
+    return [mock, real];
+  }
+  const withoutRequestId = (body: { error: Record<string, unknown> }) => ({ ...body, error: { ...body.error, requestId: undefined } });
+
+  it.each([
+    ['a contact without its name', 'POST', '/v1/contacts', { body: { phone: '+5511900001111' } }, ['/body/name']],
+    ['a contact with a phone missing its +', 'POST', '/v1/contacts', { body: { name: 'Ana', phone: '5511900001111' } }, ['/body/phone']],
+    ['a contact with two problems and an unknown field', 'POST', '/v1/contacts', { body: { phone: 'x', cpf: '1' } }, ['/body/name', '/body/phone', '/body/cpf']],
+    ['a message with a malformed contactId', 'POST', '/v1/messages', { body: { contactId: '123', channelId: CHANNEL_ID, content: 'Oi' } }, ['/body/contactId']],
+    ['an agent id that is not a UUID', 'GET', '/v1/agents/not-a-uuid', {}, ['/params/id']],
+    ['a limit over 100', 'GET', '/v1/contacts?limit=101', {}, ['/query/limit']],
+    ['an unknown query parameter', 'GET', '/v1/threads?colour=blue', {}, ['/query/colour']],
+  ])('when the request is %s, then the mock answers the same 400, naming the wrong fields', async (_label, method, path, options, paths) => {
+    const [mock, real] = await both(method, path, options);
+
+    expect(mock.status).toBe(400);
+    expect(mock.body.error.details.map((d: { path: string }) => d.path).sort()).toEqual([...paths].sort());
+    expect(withoutRequestId(mock.body)).toEqual(withoutRequestId(real.body));
+  });
+
+  it.each([
+    ['broken JSON', 'POST', '/v1/agents', { rawBody: '{"name":', headers: { 'content-type': 'application/json' } }, 400],
+    ['a form body', 'POST', '/v1/agents', { rawBody: 'name=Ana', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415],
+    ['an unknown path', 'GET', '/v1/nowhere', {}, 404],
+    ['another method', 'PUT', '/v1/agents', {}, 405],
+  ])('when the request has %s, then the mock answers as the service does', async (_label, method, path, options, status) => {
+    const [mock, real] = await both(method, path, options);
+
+    expect([mock.status, real.status]).toEqual([status, status]);
+    expect(withoutRequestId(mock.body)).toEqual(withoutRequestId(real.body));
+  });
 });

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/database.js';
 import { countNpsAnswers, setNpsAnswer, type NpsCounts } from '../src/db/threads.js';
 import { provision, SCOPES } from '../src/provisioning.js';
-import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant, wholeUtcDays } from '../src/services/nps.js';
+import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant, wholeUtcDays } from '../src/time.js';
 import { openDatabase } from './helpers/server.js';
 
 const SEED = 20260301;
@@ -30,9 +30,22 @@ async function workspaceWithThreads(count: number): Promise<{ workspaceId: strin
   const contactId = uuidv7();
   await db.insertInto('contacts').values({ workspace_id: workspaceId, id: contactId, name: 'Contato' }).execute();
   const threadIds = Array.from({ length: count }, () => uuidv7());
+  const stage = await db.selectFrom('stages').select('id').where('workspace_id', '=', workspaceId).where('position', '=', 1).executeTakeFirstOrThrow();
+  const now = new Date();
   await db
     .insertInto('threads')
-    .values(threadIds.map((id) => ({ workspace_id: workspaceId, id, contact_id: contactId, channel_id: channels[0]!.id, status: 'closed' as const })))
+    .values(
+      threadIds.map((id) => ({
+        workspace_id: workspaceId,
+        id,
+        contact_id: contactId,
+        channel_id: channels[0]!.id,
+        stage_id: stage.id,
+        stage_entered_at: now,
+        status: 'closed' as const,
+        closed_at: now,
+      })),
+    )
     .execute();
   return { workspaceId, threadIds };
 }

@@ -1,12 +1,14 @@
-// The pipeline's own answers (DECISIONS §3, §7): error codes and bodies, request ids, the service
+// The pipeline's own answers (openapi.yaml's "Order of checks" and "Errors"): error codes and bodies, request ids, the service
 // endpoints, and what the service says when its database is broken or unreachable.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { specYaml } from '../src/contract.js';
 import { createDatabase } from '../src/db/database.js';
-import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
-import { startServer, type TestServer } from './helpers/server.js';
+import { sql } from 'kysely';
+import { buildAgent, buildContact, clientFor, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
+import { sleep } from './helpers/processes.js';
+import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
 let workspace: TestWorkspace;
@@ -18,7 +20,7 @@ afterAll(async () => {
   await server.close();
 });
 
-const error = (code: string, message: string) => ({ error: { code, message } });
+const error = (code: string, message: string) => ({ error: { code, message, requestId: expect.any(String) } });
 
 describe('error codes', () => {
   it('when the path is unknown, then 404 not_found, before authentication', async () => {
@@ -30,11 +32,11 @@ describe('error codes', () => {
   });
 
   it('when the method is not one of the path, then 405 method_not_allowed with Allow', async () => {
-    const response = await request(server, 'DELETE', `/v1/contacts/${randomUUID()}`, { apiKey: workspace.apiKey });
+    const response = await request(server, 'DELETE', `/v1/threads/${randomUUID()}`, { apiKey: workspace.apiKey });
 
     expect(response.status).toBe(405);
-    expect(response.headers.get('allow')).toBe('GET');
-    expect(response.body).toEqual(error('method_not_allowed', 'DELETE is not allowed on this path; use GET.'));
+    expect(response.headers.get('allow')).toBe('GET, PATCH');
+    expect(response.body).toEqual(error('method_not_allowed', 'DELETE is not allowed on this path; use GET, PATCH.'));
   });
 
   it('when the body is not JSON, then 415 unsupported_media_type', async () => {
@@ -104,6 +106,7 @@ describe('error codes', () => {
         code: 'invalid_reference',
         message: 'The contact does not exist.',
         details: [{ path: '/body/contactId', message: 'no contact with this id' }],
+        requestId: expect.any(String),
       },
     });
   });
@@ -145,6 +148,34 @@ describe('X-Request-Id', () => {
   });
 });
 
+describe('response headers', () => {
+  it('when any API or service endpoint answers, success or error, then it carries nosniff and no-store', async () => {
+    const cases: Array<[string, string, string | undefined]> = [
+      ['GET', '/v1/agents', workspace.apiKey],
+      ['GET', '/v1/agents', undefined],
+      ['GET', '/v1/nope', undefined],
+      ['DELETE', '/v1/contacts', workspace.apiKey],
+      ['GET', `/v1/agents/${randomUUID()}`, workspace.apiKey],
+      ['GET', '/healthz', undefined],
+      ['GET', '/readyz', undefined],
+      ['GET', '/openapi.json', undefined],
+    ];
+    for (const [method, path, apiKey] of cases) {
+      const response = await request(server, method, path, apiKey ? { apiKey } : {});
+      expect([path, response.headers.get('x-content-type-options'), response.headers.get('cache-control')]).toEqual([path, 'nosniff', 'no-store']);
+    }
+  });
+
+  it('when /docs is served, then the page is revalidated and its assets cached, not no-store', async () => {
+    const page = await fetch(`${server.baseUrl}/docs`);
+    const asset = await fetch(`${server.baseUrl}/docs/assets/swagger-ui.css`);
+
+    expect(page.headers.get('cache-control')).toBe('no-cache');
+    expect(asset.headers.get('cache-control')).toBe('public, max-age=3600');
+    expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
+
 describe('service endpoints', () => {
   it('when /healthz is asked, then the process answers ok without a key', async () => {
     const response = await request(server, 'GET', '/healthz');
@@ -167,6 +198,18 @@ describe('service endpoints', () => {
     expect(json.headers.get('content-type')).toMatch(/^application\/json/);
     expect(json.body).toEqual(parse(specYaml));
     expect(await yaml.text()).toBe(specYaml);
+  });
+
+  it("when /docs reads its copy of the contract, then this server is the first one and the guide is set apart", async () => {
+    const response = await request(server, 'GET', '/docs/openapi.json', { headers: { 'x-forwarded-proto': 'https' } });
+    const contract = parse(specYaml);
+
+    expect(response.status).toBe(200);
+    expect(response.body.servers).toEqual([{ url: `${server.baseUrl}/v1`, description: expect.any(String) }, ...contract.servers]);
+    expect(response.body.paths).toEqual(contract.paths);
+    expect(response.body.info.description).not.toContain('## ');
+    expect(contract.info.description).toContain(response.body['x-guide']);
+    expect(response.body['x-guide']).toMatch(/^## Authentication and scopes/);
   });
 
   it('when /docs is asked for, then the reference page and its assets come from this server', async () => {
@@ -197,6 +240,57 @@ describe('when the database is broken', () => {
     } finally {
       await broken.close();
       await empty.destroy();
+    }
+  });
+
+  it.skipIf(!databaseUrl)('when a query waits past DATABASE_STATEMENT_TIMEOUT_MS (a row lock held elsewhere), then 503 and the change is not made', async () => {
+    const impatient = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2, statementTimeoutMs: 300 });
+    const slow = await startServer({ db: impatient, redisUrl: false });
+    const { data: agent } = await clientFor(slow, workspace.apiKey).POST('/agents', { body: buildAgent({ name: 'Ana' }) });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const locked = new Promise<void>((lockedResolve) => {
+      void server.db.transaction().execute(async (trx) => {
+        await trx.selectFrom('agents').select('id').where('id', '=', agent!.id).forUpdate().execute();
+        lockedResolve();
+        await held;
+      });
+    });
+    try {
+      await locked;
+      const started = Date.now();
+      const response = await request(slow, 'PATCH', `/v1/agents/${agent!.id}`, { apiKey: workspace.apiKey, body: { name: 'Bia' } });
+
+      expect(response.status).toBe(503);
+      expect(response.headers.get('retry-after')).toBe('5');
+      expect(response.body).toEqual(error('service_unavailable', 'The database took too long to answer; retry later.'));
+      expect(Date.now() - started).toBeLessThan(2_000);
+      release();
+      const { data: after } = await clientFor(slow, workspace.apiKey).GET('/agents/{id}', { params: { path: { id: agent!.id } } });
+      expect(after!.name).toBe('Ana');
+    } finally {
+      release();
+      await slow.close();
+      await impatient.destroy();
+    }
+  });
+
+  it.skipIf(!databaseUrl)('when every pooled connection is busy past DATABASE_POOL_WAIT_MS, then 503 instead of a wait', async () => {
+    const small = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 1, poolWaitMs: 300 });
+    const busy = await startServer({ db: small, redisUrl: false });
+    const occupied = sql`select pg_sleep(2)`.execute(small);
+    try {
+      await sleep(100);
+      const started = Date.now();
+      const response = await request(busy, 'GET', '/v1/agents', { apiKey: workspace.apiKey });
+
+      expect(response.status).toBe(503);
+      expect(response.body).toEqual(error('service_unavailable', 'The service is temporarily unavailable; retry later.'));
+      expect(Date.now() - started).toBeLessThan(1_500);
+    } finally {
+      await occupied;
+      await busy.close();
+      await small.destroy();
     }
   });
 

@@ -1,17 +1,12 @@
 // Rate limits: per key and plan in a fixed window shared through Redis, the in-process fallback,
 // failed authentications per client IP, and failing open while Redis is away.
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../src/app.js';
-import { loadConfig, type Config } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { createRedis } from '../src/redis.js';
+import type { Config } from '../src/config.js';
 import { createWorkspace, request, type RawResponse } from './helpers/api.js';
 import { LEVEL, LogCapture, RedisServer, sleep, waitFor } from './helpers/processes.js';
-import { openDatabase, redisUrl, startServer, waitForReady, type TestServer } from './helpers/server.js';
+import { redisUrl, startServer, type TestServer } from './helpers/server.js';
 
 const WINDOW_S = 60;
 const BAD_KEY = `sfk_${'0'.repeat(40)}`;
@@ -57,42 +52,23 @@ function limitHeaders(response: RawResponse) {
   };
 }
 
-const RATE_LIMITED = { error: { code: 'rate_limited', message: expect.any(String) } };
-const UNAUTHORIZED = { error: { code: 'unauthorized', message: expect.any(String) } };
+const RATE_LIMITED = { error: { code: 'rate_limited', message: expect.any(String), requestId: expect.any(String) } };
+const UNAUTHORIZED = { error: { code: 'unauthorized', message: expect.any(String), requestId: expect.any(String) } };
 
 interface LoggedServer extends TestServer {
   logs: LogCapture;
 }
 
-/** Like startServer, with the app's log lines captured (to count warnings) and the key cache on. */
+/** startServer with the app's log lines captured (to count warnings) and, unless told otherwise, the key cache on. */
 async function startLoggedServer(options: { redisUrl: string | undefined; config?: Partial<Config>; waitForRedis?: boolean }): Promise<LoggedServer> {
-  const db = await openDatabase();
-  const config: Config = Object.freeze({
-    ...loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info' }),
-    redisPrefix: `sf-test:${randomUUID()}:`,
-    ...options.config,
-  });
   const logs = new LogCapture();
-  const logger = createLogger(config.logLevel, logs.destination);
-  const redis = options.redisUrl ? createRedis(options.redisUrl, logger) : undefined;
-  if (redis && options.waitForRedis !== false) await waitForReady(redis);
-  const app = createApp({ config, db, logger, redis });
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  const server = await startServer({
+    redisUrl: options.redisUrl ?? false,
+    ...(options.waitForRedis !== undefined && { waitForRedis: options.waitForRedis }),
+    config: { keyCacheTtlMs: 5_000, ...options.config },
+    logs: logs.destination,
   });
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    db,
-    config,
-    redis,
-    logs,
-    async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      redis?.disconnect();
-      await db.destroy();
-    },
-  };
+  return Object.assign(server, { logs });
 }
 
 describe('rate limits with the in-process store (no Redis)', () => {
@@ -220,7 +196,7 @@ describe.skipIf(!redisUrl)('rate limits per API key in Redis (needs Redis)', () 
 
     expect(statuses(responses)).toEqual([...repeat(403, 60), 429]);
     expect(responses.map((r) => limitHeaders(r).remaining)).toEqual([...Array.from({ length: 60 }, (_, i) => 59 - i), 0]);
-    expect(responses[0]!.body).toEqual({ error: { code: 'forbidden', message: expect.stringContaining('agents:read') } });
+    expect(responses[0]!.body).toEqual({ error: { code: 'forbidden', message: expect.stringContaining('agents:read'), requestId: expect.any(String) } });
     expect(responses[60]!.body).toEqual(RATE_LIMITED);
     expect(permitted.status).toBe(429);
   });
@@ -332,14 +308,12 @@ describe.skipIf(!redisUrl)('failed authentications per client IP (needs Redis)',
     await server?.close();
   });
 
-  it('when an IP fails authentication past the limit, then it gets 429 with Retry-After, valid key or not, and other IPs do not', async () => {
+  it('when an IP fails authentication past the limit, then its failures get 429 with Retry-After, and other IPs do not', async () => {
     const ip = newClientIp();
-    const { apiKey } = await createWorkspace(server, { plan: 'enterprise' });
     const attempts = [undefined, 'Basic abc', `Bearer ${BAD_KEY}`, 'Bearer sfk_short', `Bearer ${BAD_KEY}`, `Bearer ${BAD_KEY}`];
 
     const responses = await sendMany(attempts.length, (i) => hit(server, undefined, { ip, ...(attempts[i] && { authorization: attempts[i] }) }));
-    const validFromBlockedIp = await hit(server, apiKey, { ip });
-    const validFromOtherIp = await hit(server, apiKey, { ip: newClientIp() });
+    const laterFailures = await sendMany(attempts.length, (i) => hit(server, undefined, { ip, ...(attempts[i] && { authorization: attempts[i] }) }));
     const failureFromOtherIp = await hit(server, undefined, { ip: newClientIp(), authorization: `Bearer ${BAD_KEY}` });
 
     expect(statuses(responses)).toEqual([...repeat(401, LIMIT), 429]);
@@ -348,10 +322,29 @@ describe.skipIf(!redisUrl)('failed authentications per client IP (needs Redis)',
     const retryAfter = limitHeaders(responses[LIMIT]!).retryAfter;
     expect(retryAfter).toBeGreaterThanOrEqual(WINDOW_S - 5);
     expect(retryAfter).toBeLessThanOrEqual(WINDOW_S);
-    expect(validFromBlockedIp.status).toBe(429);
-    expect(validFromBlockedIp.body).toEqual(RATE_LIMITED);
-    expect(validFromOtherIp.status).toBe(200);
+    expect(statuses(laterFailures)).toEqual(repeat(429, attempts.length));
+    expect(laterFailures.every((r) => limitHeaders(r).retryAfter! >= 1)).toBe(true);
     expect(failureFromOtherIp.status).toBe(401);
+  });
+
+  it('when an IP is throttled for failures, then a valid key from it is still served, counted against its own plan only', async () => {
+    const ip = newClientIp();
+    const enterprise = await createWorkspace(server, { plan: 'enterprise' });
+    const free = await createWorkspace(server, { plan: 'free' });
+    const throttled = await sendMany(LIMIT + 1, () => hit(server, undefined, { ip, authorization: `Bearer ${BAD_KEY}` }));
+    expect(statuses(throttled)).toEqual([...repeat(401, LIMIT), 429]);
+
+    const validEnterprise = await sendMany(3, () => hit(server, enterprise.apiKey, { ip }));
+    const validFree = await hit(server, free.apiKey, { ip });
+    const failureAgain = await hit(server, undefined, { ip, authorization: `Bearer ${BAD_KEY}` });
+    const validFromOtherIp = await hit(server, enterprise.apiKey, { ip: newClientIp() });
+
+    expect(statuses(validEnterprise)).toEqual(repeat(200, 3));
+    expect(validFree.status).toBe(200);
+    expect(limitHeaders(validFree)).toMatchObject({ limit: 60, remaining: 59 });
+    expect(failureAgain.status).toBe(429);
+    expect(failureAgain.body).toEqual(RATE_LIMITED);
+    expect(validFromOtherIp.status).toBe(200);
   });
 
   it('when an IP has 200 successful requests, then they count nothing: it still has all its failed attempts', async () => {
@@ -453,11 +446,14 @@ describe.skipIf(!redisUrl)('when Redis goes away and comes back (needs Redis)', 
     await redisServer.kill();
     const during = await timed(80, apiKey);
     const readyDuring = await readyz();
+    const meDuring = await hit(server, apiKey, { path: '/v1/me' });
 
     expect(statuses(during.responses)).toEqual(repeat(200, 80));
     expect(during.slowest).toBeLessThan(MAX_MS);
     expect(readyDuring.status).toBe(200);
     expect(readyDuring.body).toEqual({ status: 'degraded', database: 'up', redis: 'down' });
+    expect(meDuring.status).toBe(200);
+    expect(meDuring.body).toMatchObject({ plan: 'free', rateLimit: null });
     expect(outageWarnings()).toHaveLength(1);
 
     await redisServer.restart();

@@ -45,8 +45,17 @@ const newestFirst = (a: Thread, b: Thread): number =>
 const storedThreads = (workspaceId: string) =>
   server.db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
 
-const closeThread = (ws: TestWorkspace, id: string) =>
-  server.db.updateTable('threads').set({ status: 'closed' }).where('workspace_id', '=', ws.workspaceId).where('id', '=', id).execute();
+async function closeThread(ws: TestWorkspace, id: string): Promise<Thread> {
+  const { data, response } = await ws.api.PATCH('/threads/{id}', { params: { path: { id } }, body: { status: 'closed' } });
+  expect(response.status).toBe(200);
+  return data!;
+}
+
+/** The id of the workspace's first stage, which new threads enter. */
+async function firstStageId(ws: TestWorkspace): Promise<string> {
+  const { data } = await ws.api.GET('/stages');
+  return data!.data[0]!.id;
+}
 
 /** created_at is insert-only for the application; tests move it to arrange an order. */
 const setCreatedAt = (ws: TestWorkspace, id: string, at: string) =>
@@ -97,7 +106,8 @@ describe('GET /threads', () => {
     const contactId = await createContact(ws);
     const assigned = await openThread(ws, { contactId, channelId: ws.channels[0]!.id, agentId: await createAgent(ws) });
     const bare = await openThread(ws, { contactId, channelId: ws.channels[1]!.id });
-    await sql`update threads set nps_score = 0, nps_created_at = '2026-03-01 10:00:00.000999+00', last_message_at = '2026-03-01 09:59:59.999999+00'
+    await sql`update threads set nps_score = 0, nps_created_at = '2026-03-01 10:00:00.000999+00', nps_stage_id = stage_id,
+                                 last_message_at = '2026-03-01 09:59:59.999999+00', status = 'closed', closed_at = '2026-03-02 08:00:00.000999+00'
                where id = ${assigned.id}`.execute(server.db);
 
     const { data } = await ws.api.GET('/threads');
@@ -105,8 +115,13 @@ describe('GET /threads', () => {
       [bare, assigned].map(async (t) => (await ws.api.GET('/threads/{id}', { params: { path: { id: t.id } } })).data),
     );
 
-    expect(singles[0]).toMatchObject({ agentId: null, npsScore: null, npsCreatedAt: null, lastMessageAt: null });
-    expect(singles[1]).toMatchObject({ npsScore: 0, npsCreatedAt: '2026-03-01T10:00:00.000Z', lastMessageAt: '2026-03-01T09:59:59.999Z' });
+    expect(singles[0]).toMatchObject({ agentId: null, closedAt: null, npsScore: null, npsCreatedAt: null, lastMessageAt: null });
+    expect(singles[1]).toMatchObject({
+      npsScore: 0,
+      npsCreatedAt: '2026-03-01T10:00:00.000Z',
+      lastMessageAt: '2026-03-01T09:59:59.999Z',
+      closedAt: '2026-03-02T08:00:00.000Z',
+    });
     expect(data).toEqual({ data: singles, pagination: { total: 2, page: 1, limit: 20 } });
   });
 
@@ -120,14 +135,15 @@ describe('GET /threads', () => {
 
   it('when filtered by status, then only threads in that status are listed', async () => {
     const ws = await createWorkspace(server);
-    const [open, closed] = (await openThreads(ws, 2)) as [Thread, Thread];
-    await closeThread(ws, closed.id);
+    const [open, toClose] = (await openThreads(ws, 2)) as [Thread, Thread];
+    const closed = await closeThread(ws, toClose.id);
 
     const { data: openOnes } = await ws.api.GET('/threads', { params: { query: { status: 'open' } } });
     const { data: closedOnes } = await ws.api.GET('/threads', { params: { query: { status: 'closed' } } });
 
     expect(openOnes).toEqual({ data: [open], pagination: { total: 1, page: 1, limit: 20 } });
-    expect(closedOnes).toEqual({ data: [{ ...closed, status: 'closed' }], pagination: { total: 1, page: 1, limit: 20 } });
+    expect(closed).toEqual({ ...toClose, status: 'closed', closedAt: expect.stringMatching(ISO_MS), updatedAt: closed.closedAt });
+    expect(closedOnes).toEqual({ data: [closed], pagination: { total: 1, page: 1, limit: 20 } });
   });
 
   describe('with threads of two contacts on two channels, one of them assigned', () => {
@@ -233,7 +249,7 @@ describe('GET /threads', () => {
 
     expect(res.status).toBe(400);
     expect(res.body).toEqual({
-      error: { code: 'validation_error', message: 'The request does not match the contract.', details: expect.any(Array) },
+      error: { code: 'validation_error', message: 'The request does not match the contract.', details: expect.any(Array), requestId: expect.any(String) },
     });
     expect(res.body.error.details).not.toHaveLength(0);
     expect(res.body.error.details).toEqual(res.body.error.details.map(() => ({ path: `/query/${field}`, message: expect.any(String) })));
@@ -256,10 +272,13 @@ describe('GET /threads/{id}', () => {
       contactId,
       channelId: ws.channels[1]!.id,
       agentId: null,
+      stageId: await firstStageId(ws),
       status: 'open',
+      closedAt: null,
       npsScore: 9,
       npsCreatedAt: '2026-03-01T10:00:00.000Z',
       lastMessageAt: message!.createdAt,
+      lastInboundAt: null,
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
     });
@@ -281,7 +300,7 @@ describe('GET /threads/{id}', () => {
     const { error, response } = await ws.api.GET('/threads/{id}', { params: { path: { id: randomUUID() } } });
 
     expect(response.status).toBe(404);
-    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.' } });
+    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.', requestId: expect.any(String) } });
   });
 
   it('when the id is not a UUID, then it answers 400 validation_error on the path', async () => {
@@ -294,10 +313,8 @@ describe('GET /threads/{id}', () => {
       error: {
         code: 'validation_error',
         message: 'The request does not match the contract.',
-        details: [
-          { path: '/params/id', message: expect.stringContaining('must match pattern') },
-          { path: '/params/id', message: 'must match format "uuid"' },
-        ],
+        details: [{ path: '/params/id', message: 'must match format "uuid"' }],
+        requestId: expect.any(String),
       },
     });
   });
@@ -318,10 +335,13 @@ describe('POST /threads', () => {
       contactId,
       channelId,
       agentId,
+      stageId: await firstStageId(ws),
       status: 'open',
+      closedAt: null,
       npsScore: null,
       npsCreatedAt: null,
       lastMessageAt: null,
+      lastInboundAt: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -332,10 +352,16 @@ describe('POST /threads', () => {
         contact_id: contactId,
         channel_id: channelId,
         agent_id: agentId,
+        stage_id: data!.stageId,
+        stage_entered_at: new Date(data!.createdAt),
         status: 'open',
+        closed_at: null,
         nps_score: null,
         nps_created_at: null,
+        nps_agent_id: null,
+        nps_stage_id: null,
         last_message_at: null,
+        last_inbound_at: null,
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.createdAt),
       },
@@ -355,10 +381,13 @@ describe('POST /threads', () => {
       contactId,
       channelId,
       agentId: null,
+      stageId: await firstStageId(ws),
       status: 'open',
+      closedAt: null,
       npsScore: null,
       npsCreatedAt: null,
       lastMessageAt: null,
+      lastInboundAt: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -380,6 +409,7 @@ describe('POST /threads', () => {
         code: 'conflict',
         message: 'This contact already has an open thread on this channel.',
         details: [{ path: '/body/channelId', message: `open thread ${existing.id}`, existingId: existing.id }],
+        requestId: expect.any(String),
       },
     });
     const rows = await storedThreads(ws.workspaceId);
@@ -434,6 +464,7 @@ describe('POST /threads', () => {
         code: 'invalid_reference',
         message: `The ${what} does not exist.`,
         details: [{ path: `/body/${field}`, message: `no ${what} with this id` }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThreads(ws.workspaceId)).toEqual([]);
@@ -455,6 +486,7 @@ describe('POST /threads', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path, message: expect.any(String) }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThreads(ws.workspaceId)).toEqual([]);
@@ -543,6 +575,7 @@ describe('POST /threads/{id}/nps', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: '/body/answeredAt', message: 'must not be before year 0001' }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThread(ws, thread.id)).toMatchObject({ nps_score: null, nps_created_at: null });
@@ -586,6 +619,7 @@ describe('POST /threads/{id}/nps', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: '/body/answeredAt', message: 'must not be in the future' }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThread(ws, thread.id)).toMatchObject({ nps_score: null, nps_created_at: null });
@@ -599,7 +633,7 @@ describe('POST /threads/{id}/nps', () => {
     const { error, response } = await ws.api.POST('/threads/{id}/nps', { params: { path }, body: { score: 10 } });
 
     expect(response.status).toBe(409);
-    expect(error).toEqual({ error: { code: 'conflict', message: 'This thread already has an NPS answer.' } });
+    expect(error).toEqual({ error: { code: 'conflict', message: 'This thread already has an NPS answer.', requestId: expect.any(String) } });
     const row = await storedThread(ws, thread.id);
     expect(row).toMatchObject({ nps_score: 2, nps_created_at: new Date('2026-04-01T08:00:00.000Z'), updated_at: new Date(first!.updatedAt) });
   });
@@ -615,6 +649,7 @@ describe('POST /threads/{id}/nps', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path: '/body/score', message: expect.any(String) }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThread(ws, thread.id)).toMatchObject({ nps_score: null, nps_created_at: null });
@@ -635,6 +670,7 @@ describe('POST /threads/{id}/nps', () => {
         code: 'validation_error',
         message: 'The request does not match the contract.',
         details: [{ path, message: expect.any(String) }],
+        requestId: expect.any(String),
       },
     });
     expect(await storedThread(ws, thread.id)).toMatchObject({ nps_score: null, nps_created_at: null });
@@ -646,6 +682,6 @@ describe('POST /threads/{id}/nps', () => {
     const { error, response } = await ws.api.POST('/threads/{id}/nps', { params: { path: { id: randomUUID() } }, body: { score: 9 } });
 
     expect(response.status).toBe(404);
-    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.' } });
+    expect(error).toEqual({ error: { code: 'not_found', message: 'Thread not found.', requestId: expect.any(String) } });
   });
 });

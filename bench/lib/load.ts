@@ -12,11 +12,13 @@ import { parseProcStat } from './cpu.js';
 export interface Variant {
   headers?: Record<string, string>;
   body?: string;
+  /** The path (and query) of this variant, when it differs from the spec's URL (e.g. one thread each). */
+  path?: string;
 }
 
 export interface LoadSpec {
   url: string;
-  method?: 'GET' | 'POST';
+  method?: 'GET' | 'POST' | 'PATCH';
   headers?: Record<string, string>;
   /** Per-request variations, cycled in order (e.g. bodies over many contacts, or several keys). */
   variants?: Variant[];
@@ -108,21 +110,22 @@ const lua = (text: string): string => `[==[${text}]==]`;
 
 function wrkScript(spec: LoadSpec): string {
   const lines: string[] = [];
-  if (spec.variants?.length || spec.method === 'POST') {
+  if (spec.variants?.length || (spec.method ?? 'GET') !== 'GET') {
     const variants = spec.variants?.length ? spec.variants : [{}];
     const url = new URL(spec.url);
     lines.push('local variants = {');
     for (const v of variants) {
       const headers = { ...spec.headers, ...v.headers };
       const entries = Object.entries(headers).map(([k, value]) => `[ ${lua(k)} ] = ${lua(value)}`);
-      lines.push(`  { headers = { ${entries.join(', ')} }, body = ${v.body === undefined ? 'nil' : lua(v.body)} },`);
+      const target = v.path ?? url.pathname + url.search;
+      lines.push(`  { path = ${lua(target)}, headers = { ${entries.join(', ')} }, body = ${v.body === undefined ? 'nil' : lua(v.body)} },`);
     }
     lines.push('}');
     lines.push('local requests = {}');
     lines.push('local counter = 0');
     lines.push('init = function(args)');
     lines.push('  for i, v in ipairs(variants) do');
-    lines.push(`    requests[i] = wrk.format(${lua(spec.method ?? 'GET')}, ${lua(url.pathname + url.search)}, v.headers, v.body)`);
+    lines.push(`    requests[i] = wrk.format(${lua(spec.method ?? 'GET')}, v.path, v.headers, v.body)`);
     lines.push('  end');
     lines.push('end');
     lines.push('request = function()');
@@ -146,7 +149,7 @@ async function runWrk(wrk: string, spec: LoadSpec, workDir: string): Promise<Loa
   const script = path.join(workDir, `wrk-${process.hrtime.bigint()}.lua`);
   fs.writeFileSync(script, wrkScript(spec));
   const args = ['-t', '1', '-c', String(spec.connections), '-d', `${spec.durationS}s`, '--timeout', '5s', '-s', script];
-  if (!spec.variants?.length && spec.method !== 'POST') {
+  if (!spec.variants?.length && (spec.method ?? 'GET') === 'GET') {
     for (const [name, value] of Object.entries(spec.headers ?? {})) args.push('-H', `${name}: ${value}`);
   }
   args.push(spec.url);
@@ -175,12 +178,28 @@ async function runWrk(wrk: string, spec: LoadSpec, workDir: string): Promise<Loa
   }
 }
 
-/** Runs `runner` (autocannon-run.ts or paced-run.ts) in its own process and reads its result line. */
-async function runNodeGenerator(runner: string, marker: string, spec: LoadSpec): Promise<LoadResult> {
-  const { stdout, cpuMs } = await runMeasured(process.execPath, ['--import', 'tsx', runner, JSON.stringify(spec)], (spec.durationS + 60) * 1000);
-  const json = new RegExp(`${marker} (.*)`).exec(stdout)?.[1];
-  if (!json) throw new Error(`${path.basename(runner)} printed no result:\n${stdout}`);
-  return { ...(JSON.parse(json) as Omit<LoadResult, 'loadgenCpuMs'>), loadgenCpuMs: cpuMs };
+/**
+ * Runs `runner` (autocannon-run.ts or paced-run.ts) in its own process and reads its result line.
+ * The spec goes in a file: its variants (2,000 request bodies for POST /messages) are far more than
+ * one command-line argument may hold (Linux: 128 KiB, else spawn fails with E2BIG).
+ */
+async function runNodeGenerator(runner: string, marker: string, spec: LoadSpec, workDir: string): Promise<LoadResult> {
+  const specFile = path.join(workDir, `spec-${process.hrtime.bigint()}.json`);
+  fs.writeFileSync(specFile, JSON.stringify(spec));
+  try {
+    const { stdout, cpuMs } = await runMeasured(process.execPath, ['--import', 'tsx', runner, specFile], (spec.durationS + 60) * 1000);
+    const json = new RegExp(`${marker} (.*)`).exec(stdout)?.[1];
+    if (!json) throw new Error(`${path.basename(runner)} printed no result:\n${stdout}`);
+    return { ...(JSON.parse(json) as Omit<LoadResult, 'loadgenCpuMs'>), loadgenCpuMs: cpuMs };
+  } finally {
+    fs.rmSync(specFile, { force: true });
+  }
+}
+
+/** The LoadSpec a generator process was given (the path of a JSON file). */
+export function readLoadSpec(file: string | undefined): LoadSpec {
+  if (!file) throw new Error('usage: <generator> <LoadSpec JSON file>');
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as LoadSpec;
 }
 
 /** The work directory for generated scripts; removed by the caller. */
@@ -190,8 +209,8 @@ export function makeWorkDir(): string {
 
 /** One load run: paced when a rate is asked for, else wrk, or autocannon when wrk is missing. */
 export function runLoad(spec: LoadSpec, workDir: string): Promise<LoadResult> {
-  if (spec.rate !== undefined) return runNodeGenerator(PACED_RUNNER, 'BENCH_PACED', spec);
+  if (spec.rate !== undefined) return runNodeGenerator(PACED_RUNNER, 'BENCH_PACED', spec, workDir);
   const wrk = findWrk();
   if (wrk) return runWrk(wrk, spec, workDir);
-  return runNodeGenerator(AUTOCANNON_RUNNER, 'BENCH_AC', spec);
+  return runNodeGenerator(AUTOCANNON_RUNNER, 'BENCH_AC', spec, workDir);
 }

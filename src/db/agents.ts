@@ -1,8 +1,10 @@
 // Agents of a workspace.
+import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { AgentRow } from './schema.js';
+import { HISTORY_ID_SQL, SYSTEM, type Actor } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Agent = components['schemas']['Agent'];
@@ -89,12 +91,22 @@ export async function updateAgent(db: Db, workspaceId: string, id: string, patch
   return row && agentRowToAgent(row);
 }
 
-/** Deletes an agent; false when there was none. Its threads keep their history, unassigned. */
-export async function deleteAgent(db: Db, workspaceId: string, id: string): Promise<boolean> {
-  const result = await db
-    .deleteFrom('agents')
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return result.numDeletedRows > 0n;
+/**
+ * Deletes an agent; false when there was none. Its threads keep their history, unassigned (the
+ * foreign key's `set null`), each with a history entry saying so (reason `agent_deleted`), in the
+ * same statement.
+ */
+export async function deleteAgent(db: Db, workspaceId: string, id: string, actor: Actor = SYSTEM): Promise<boolean> {
+  const result = await sql<{ id: string }>`
+    with gone as (
+      delete from agents where workspace_id = ${workspaceId} and id = ${id} returning id
+    ), recorded as (
+      insert into thread_history (workspace_id, id, thread_id, field, from_id, to_id, actor_type, actor_id, reason, created_at)
+      select t.workspace_id, ${sql.raw(HISTORY_ID_SQL)}, t.id, 'agentId', t.agent_id, null, ${actor.type}, ${actor.id}::uuid, 'agent_deleted', ${new Date()}::timestamptz
+        from threads t
+        join gone g on t.agent_id = g.id
+       where t.workspace_id = ${workspaceId}
+    )
+    select id from gone`.execute(db);
+  return result.rows.length > 0;
 }

@@ -1,4 +1,6 @@
-// Contacts of a workspace; a phone is unique within it.
+// Contacts of a workspace; a phone is unique within it. An erased contact keeps its row (its threads
+// and messages refer to it) without any personal data, and exists for no read or change.
+import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -7,11 +9,13 @@ import { listPage, listSource, type Condition, type PageText } from './paginatio
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
+type ContactUpdate = components['schemas']['ContactUpdate'];
 
 export interface ContactFilter {
   q?: string | undefined;
   phone?: string | undefined;
   email?: string | undefined;
+  instagramId?: string | undefined;
 }
 
 export function contactRowToContact(row: ContactRow): Contact {
@@ -20,6 +24,7 @@ export function contactRowToContact(row: ContactRow): Contact {
     name: row.name,
     phone: row.phone,
     email: row.email,
+    instagramId: row.instagram_id,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -30,6 +35,7 @@ const contactList = listSource<Contact>('contacts', {
   name: 'name',
   phone: 'phone',
   email: 'email',
+  instagramId: 'instagram_id',
   createdAt: { instant: 'created_at' },
   updatedAt: { instant: 'updated_at' },
 });
@@ -37,9 +43,10 @@ const contactList = listSource<Contact>('contacts', {
 const likeEscape = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 export async function listContacts(db: Db, workspaceId: string, filter: ContactFilter, page: number, limit: number): Promise<PageText<Contact>> {
-  const where: Condition[] = [['workspace_id = ?', workspaceId]];
+  const where: Condition[] = [['workspace_id = ? and erased_at is null', workspaceId]];
   if (filter.phone) where.push(['phone = ?', filter.phone]);
   if (filter.email) where.push(['lower(email) = ?', filter.email.toLowerCase()]);
+  if (filter.instagramId) where.push(['instagram_id = ?', filter.instagramId]);
   if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
   return listPage(db, contactList, where, { page, limit });
 }
@@ -50,6 +57,7 @@ export async function getContact(db: Db, workspaceId: string, id: string): Promi
     .selectAll()
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
+    .where('erased_at', 'is', null)
     .executeTakeFirst();
   return row && contactRowToContact(row);
 }
@@ -64,7 +72,17 @@ export async function findContactIdByPhone(db: Db, workspaceId: string, phone: s
   return row?.id;
 }
 
-/** Inserts a contact; undefined when another contact of the workspace already has the phone. */
+export async function findContactIdByInstagramId(db: Db, workspaceId: string, instagramId: string): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('contacts')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('instagram_id', '=', instagramId)
+    .executeTakeFirst();
+  return row?.id;
+}
+
+/** Inserts a contact; undefined when another contact of the workspace already has the phone or Instagram id. */
 export async function insertContact(db: Db, workspaceId: string, input: ContactCreate): Promise<Contact | undefined> {
   const now = new Date();
   const row = await db
@@ -75,11 +93,78 @@ export async function insertContact(db: Db, workspaceId: string, input: ContactC
       name: input.name,
       phone: input.phone ?? null,
       email: input.email ?? null,
+      instagram_id: input.instagramId ?? null,
       created_at: now,
       updated_at: now,
     })
-    .onConflict((oc) => oc.columns(['workspace_id', 'phone']).doNothing())
+    .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
   return row && contactRowToContact(row);
+}
+
+/**
+ * The contact with this phone, or a new one named `name`; concurrent callers end with the same
+ * contact (the unique index decides, the loser reads the winner's).
+ */
+export async function findOrCreateContact(db: Db, workspaceId: string, key: { phone: string } | { instagramId: string }, name: string, now: Date): Promise<string> {
+  const column = 'phone' in key ? 'phone' : 'instagram_id';
+  const value = 'phone' in key ? key.phone : key.instagramId;
+  const found = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where(column, '=', value).executeTakeFirst();
+  if (found) return found.id;
+  const inserted = await db
+    .insertInto('contacts')
+    .values({ workspace_id: workspaceId, id: uuidv7(), name, phone: null, email: null, [column]: value, created_at: now, updated_at: now })
+    .onConflict((oc) => oc.columns(['workspace_id', column]).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  if (inserted) return inserted.id;
+  const winner = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where(column, '=', value).executeTakeFirstOrThrow();
+  return winner.id;
+}
+
+/**
+ * Changes a contact's name, phone or email (null clears phone or email); undefined when it does not
+ * exist. A phone another contact holds fails the unique index contacts_phone_key (23505).
+ */
+export async function updateContact(db: Db, workspaceId: string, id: string, patch: ContactUpdate): Promise<Contact | undefined> {
+  const row = await db
+    .updateTable('contacts')
+    .set({
+      ...(patch.name !== undefined && { name: patch.name }),
+      ...(patch.phone !== undefined && { phone: patch.phone }),
+      ...(patch.email !== undefined && { email: patch.email }),
+      updated_at: new Date(),
+    })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('erased_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+  return row && contactRowToContact(row);
+}
+
+/**
+ * Erases a contact: its name, phone and email go, and the content of its messages; its threads,
+ * their history and NPS answers stay (they hold no personal data), so every statistic is unchanged.
+ * False when there is no such (unerased) contact. Run it in a transaction.
+ */
+export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
+  const erased = await trx
+    .updateTable('contacts')
+    .set({ name: '', phone: null, email: null, instagram_id: null, erased_at: now, updated_at: now })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('erased_at', 'is', null)
+    .returning('id')
+    .executeTakeFirst();
+  if (!erased) return false;
+  // Through the contact's threads, so the messages' list index finds them.
+  await sql`
+    update messages set content = null
+     where workspace_id = ${workspaceId}
+       and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = ${id})
+       and contact_id = ${id}
+       and content is not null`.execute(trx);
+  return true;
 }

@@ -1,6 +1,6 @@
 // Opens the database: PostgreSQL over pg when DATABASE_URL is set, the embedded PGlite otherwise.
 import fs from 'node:fs';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { PGlite, types } from '@electric-sql/pglite';
 import parseDate from 'postgres-date';
@@ -9,11 +9,23 @@ import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
 
+/**
+ * Runs `fn` in a transaction: a new one, or the caller's when `db` already is one (a request with
+ * an Idempotency-Key runs whole inside the transaction that stores its result).
+ */
+export function transact<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  return db.isTransaction ? fn(db as Transaction<Database>) : db.transaction().execute(fn);
+}
+
 export interface DatabaseOptions {
   databaseUrl: string | undefined;
   /** Data directory of the embedded database, or 'memory://' for a throwaway one. */
   pgliteDir: string;
   poolSize?: number;
+  /** How long a query waits for a connection before failing (503 to the client). */
+  poolWaitMs?: number;
+  /** PostgreSQL statement_timeout of every connection; 0 for none. */
+  statementTimeoutMs?: number;
 }
 
 export function createDatabase(options: DatabaseOptions): Db {
@@ -21,18 +33,37 @@ export function createDatabase(options: DatabaseOptions): Db {
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
-      connectionTimeoutMillis: 5_000,
+      connectionTimeoutMillis: options.poolWaitMs ?? 5_000,
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+      // A server that vanished without closing the socket is noticed instead of waited on forever.
+      keepAlive: true,
     });
-    // An idle client losing its server must not crash the process; the next query reports it.
+    // A connection that breaks (PostgreSQL restarted, failed over, killed the backend) emits
+    // 'error' on its client, idle or checked out. The pool's listener covers idle clients and
+    // drops them; a checked-out client needs its own, or the process dies of an unhandled 'error'.
+    // Its query fails (503 to that request) and the pool discards it on release.
     pool.on('error', () => {});
-    pool.on('connect', usePreparedStatements);
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+      usePreparedStatements(client);
+    });
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   }
   if (!options.pgliteDir.startsWith('memory://')) fs.mkdirSync(options.pgliteDir, { recursive: true });
   // PGlite reads timestamps with `new Date(text)`, which takes year 0099 for 1999; parse them the
   // way node-postgres does.
   const parsers = { [types.TIMESTAMPTZ]: (text: string) => parseDate(text) };
-  return new Kysely<Database>({ dialect: new PGliteDialect(new PGlite(options.pgliteDir, { parsers })) });
+  const pglite = new PGlite(options.pgliteDir, { parsers });
+  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  embedded.set(db, pglite);
+  return db;
+}
+
+const embedded = new WeakMap<Db, PGlite>();
+
+/** The embedded database behind `db` (for LISTEN, which Kysely does not offer); undefined on PostgreSQL. */
+export function embeddedDatabaseOf(db: Db): PGlite | undefined {
+  return embedded.get(db);
 }
 
 const statementNames = new Map<string, string>();

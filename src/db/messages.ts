@@ -1,17 +1,21 @@
-// Messages of a workspace's threads.
+// Messages of a workspace's threads: outbound ones and their delivery status, inbound ones.
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { MessageRow } from './schema.js';
+import type { ChannelRow, ContactRow, MessageRow, MessageStatus } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
+export type MessageTemplate = components['schemas']['MessageTemplate'];
+export type MessageError = components['schemas']['MessageError'];
 
 export interface OutboundMessage {
   contactId: string;
   channelId: string;
+  /** The text; for a template, its readable form (templateContent). */
   content: string;
+  template?: MessageTemplate | undefined;
 }
 
 export function messageRowToMessage(row: MessageRow): Message {
@@ -23,6 +27,9 @@ export function messageRowToMessage(row: MessageRow): Message {
     direction: row.direction,
     content: row.content,
     status: row.status,
+    externalId: row.external_id,
+    error: row.error,
+    template: row.template,
     createdAt: row.created_at.toISOString(),
   };
 }
@@ -35,12 +42,17 @@ const messageList = listSource<Message>('messages', {
   direction: 'direction',
   content: 'content',
   status: 'status',
+  externalId: 'external_id',
+  error: 'error',
+  template: 'template',
   createdAt: { instant: 'created_at' },
 });
 
+const templateJson = (message: OutboundMessage): string | null => (message.template ? JSON.stringify(message.template) : null);
+
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,
- * in one statement; undefined when the pair has no open thread.
+ * in one statement; undefined when the pair has no open thread or the contact was erased.
  */
 export async function appendToOpenThread(db: Db, workspaceId: string, message: OutboundMessage, now: Date): Promise<MessageRow | undefined> {
   const result = await sql<MessageRow>`
@@ -51,11 +63,12 @@ export async function appendToOpenThread(db: Db, workspaceId: string, message: O
          and contact_id = ${message.contactId}
          and channel_id = ${message.channelId}
          and status = 'open'
+         and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
-           'outbound', ${message.content}, 'queued', ${now}::timestamptz
+           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -73,6 +86,7 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       direction: 'outbound',
       content: message.content,
       status: 'queued',
+      template: templateJson(message),
       created_at: now,
     })
     .returningAll()
@@ -85,4 +99,184 @@ export async function listThreadMessages(db: Db, workspaceId: string, threadId: 
     ['thread_id = ?', threadId],
   ];
   return listPage(db, messageList, where, { page, limit });
+}
+
+export interface InboundMessage {
+  threadId: string;
+  contactId: string;
+  channelId: string;
+  content: string;
+  externalId: string;
+}
+
+/** Stores an inbound message; undefined when the channel already has one with this provider id. */
+export async function insertInboundMessage(db: Db, workspaceId: string, message: InboundMessage, now: Date): Promise<MessageRow | undefined> {
+  return db
+    .insertInto('messages')
+    .values({
+      workspace_id: workspaceId,
+      id: uuidv7(),
+      thread_id: message.threadId,
+      contact_id: message.contactId,
+      channel_id: message.channelId,
+      direction: 'inbound',
+      content: message.content,
+      status: 'delivered',
+      external_id: message.externalId,
+      created_at: now,
+    })
+    // A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.
+    .onConflict((oc) => oc.columns(['workspace_id', 'channel_id', 'external_id']).where('external_id', 'is not', sql.lit(null)).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function externalIdExists(db: Db, workspaceId: string, channelId: string, externalId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('channel_id', '=', channelId)
+    .where('external_id', '=', externalId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** An outbound message with what its delivery needs: its channel and its contact. */
+export interface DeliveryTarget {
+  message: MessageRow;
+  channel: ChannelRow;
+  contact: Pick<ContactRow, 'phone' | 'instagram_id'>;
+}
+
+export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: string): Promise<DeliveryTarget | undefined> {
+  const row = await db
+    .selectFrom('messages as m')
+    .innerJoin('channels as ch', (join) => join.onRef('ch.workspace_id', '=', 'm.workspace_id').onRef('ch.id', '=', 'm.channel_id'))
+    .innerJoin('contacts as co', (join) => join.onRef('co.workspace_id', '=', 'm.workspace_id').onRef('co.id', '=', 'm.contact_id'))
+    .selectAll('m')
+    .select([
+      'ch.type as ch_type',
+      'ch.name as ch_name',
+      'ch.provider as ch_provider',
+      'ch.external_id as ch_external_id',
+      'ch.secrets as ch_secrets',
+      'ch.created_at as ch_created_at',
+      'ch.updated_at as ch_updated_at',
+      'ch.default_agent_id as ch_default_agent_id',
+      'co.phone as co_phone',
+      'co.instagram_id as co_instagram_id',
+    ])
+    .where('m.workspace_id', '=', workspaceId)
+    .where('m.id', '=', messageId)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const { ch_type, ch_name, ch_provider, ch_external_id, ch_secrets, ch_created_at, ch_updated_at, ch_default_agent_id, co_phone, co_instagram_id, ...message } = row;
+  return {
+    message,
+    channel: {
+      workspace_id: row.workspace_id,
+      id: row.channel_id,
+      type: ch_type,
+      name: ch_name,
+      provider: ch_provider,
+      external_id: ch_external_id,
+      secrets: ch_secrets,
+      created_at: ch_created_at,
+      updated_at: ch_updated_at,
+      default_agent_id: ch_default_agent_id,
+    },
+    contact: { phone: co_phone, instagram_id: co_instagram_id },
+  };
+}
+
+/** Moves a queued outbound message to sent with the provider's id (a query to run, e.g. with finishJobWith). */
+export function markSent(db: Db, workspaceId: string, id: string, externalId: string | null) {
+  return db
+    .updateTable('messages')
+    .set({ status: 'sent', external_id: externalId })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('status', '=', 'queued');
+}
+
+/** Fails a message that has not gone further than sent (a query to run, e.g. with finishJobWith). */
+export function markFailed(db: Db, workspaceId: string, id: string, error: MessageError) {
+  return db
+    .updateTable('messages')
+    .set({ status: 'failed', error: JSON.stringify(error) })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('status', 'in', ['queued', 'sent']);
+}
+
+/** Moves a message (by id) from one of `from` to `to`. */
+export async function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus): Promise<boolean> {
+  const result = await db
+    .updateTable('messages')
+    .set({ status: to })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('status', 'in', from)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Applies a provider status to the channel's outbound message with this provider id: only from one
+ * of `from` (so statuses move forward only), recording `error` when given. False when no message
+ * matched (unknown id, or a status that would move it back).
+ */
+export async function applyProviderStatus(
+  db: Db,
+  workspaceId: string,
+  channelId: string,
+  externalId: string,
+  from: MessageStatus[],
+  to: MessageStatus,
+  error: MessageError | undefined,
+): Promise<boolean> {
+  if (from.length === 0) return false;
+  const result = await db
+    .updateTable('messages')
+    .set({ status: to, ...(error && { error: JSON.stringify(error) }) })
+    .where('workspace_id', '=', workspaceId)
+    .where('channel_id', '=', channelId)
+    .where('external_id', '=', externalId)
+    .where('direction', '=', 'outbound')
+    .where('status', 'in', from)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** What sending a message to a contact on a channel depends on; each part absent when unknown. */
+export interface SendContext {
+  contact: Pick<ContactRow, 'phone' | 'instagram_id'> | undefined;
+  channel: Pick<ChannelRow, 'type' | 'provider'> | undefined;
+  /** When the contact last wrote on the channel (any of their threads there). */
+  lastInboundAt: Date | null;
+}
+
+export async function getSendContext(db: Db, workspaceId: string, contactId: string, channelId: string): Promise<SendContext> {
+  const result = await sql<{
+    contact_id: string | null;
+    phone: string | null;
+    instagram_id: string | null;
+    channel_id: string | null;
+    type: ChannelRow['type'] | null;
+    provider: ChannelRow['provider'] | null;
+    last_inbound_at: Date | null;
+  }>`
+    select co.id as contact_id, co.phone, co.instagram_id, ch.id as channel_id, ch.type, ch.provider,
+           (select max(t.last_inbound_at) from threads t
+             where t.workspace_id = ${workspaceId} and t.contact_id = ${contactId} and t.channel_id = ${channelId}) as last_inbound_at
+      from (select 1) as one
+      left join contacts co on co.workspace_id = ${workspaceId} and co.id = ${contactId} and co.erased_at is null
+      left join channels ch on ch.workspace_id = ${workspaceId} and ch.id = ${channelId}`.execute(db);
+  const row = result.rows[0]!;
+  return {
+    contact: row.contact_id ? { phone: row.phone, instagram_id: row.instagram_id } : undefined,
+    channel: row.channel_id ? { type: row.type!, provider: row.provider! } : undefined,
+    lastInboundAt: row.last_inbound_at,
+  };
 }

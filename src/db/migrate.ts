@@ -4,11 +4,17 @@ import { Migrator, type Migration, type MigrationResultSet } from 'kysely/migrat
 import type { Kysely } from 'kysely';
 import * as m0001 from './migrations/0001_initial.js';
 import * as m0002 from './migrations/0002_nps_daily.js';
+import * as m0003 from './migrations/0003_channels_and_jobs.js';
+import * as m0004 from './migrations/0004_funnel_and_crm.js';
+import * as m0005 from './migrations/0005_idempotency_keys.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
   '0001_initial': m0001,
   '0002_nps_daily': m0002,
+  '0003_channels_and_jobs': m0003,
+  '0004_funnel_and_crm': m0004,
+  '0005_idempotency_keys': m0005,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

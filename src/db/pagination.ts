@@ -31,16 +31,19 @@ export class PageText<T> extends JsonText<Page<T>> {
 }
 
 /**
- * How a resource's API field comes from its row: a column, or a `timestamptz` column written as
- * `toISOString()` writes it (UTC, milliseconds, `Z`), so lists read exactly like single reads.
+ * How a resource's API field comes from its row: a column, a `timestamptz` column written as
+ * `toISOString()` writes it (UTC, milliseconds, `Z`), so lists read exactly like single reads, or
+ * an SQL expression over the row `p` (a constant of the code, never input).
  */
-export type Field = string | { instant: string };
+export type Field = string | { instant: string } | { sql: string };
 
 /** A table listed as API objects of type `T`. */
 export interface ListSource<T> {
   readonly table: keyof Database;
   /** The API fields of one row of `p`: `p.column as "apiField"`, ... */
   readonly fields: string;
+  /** The columns of the list order, ties broken by the last (created_at, id unless told). */
+  readonly order: readonly string[];
   /** The SQL text of each list shape, by filters and order. */
   readonly texts: Map<string, string>;
   readonly type?: T;
@@ -59,14 +62,24 @@ function plainName(text: string): string {
   return text;
 }
 
-/** `table` listed with every field of `T` (a missing one fails the type check). */
-export function listSource<T>(table: keyof Database, fields: { [K in keyof Required<T>]: Field }): ListSource<T> {
-  const columns = Object.entries<Field>(fields).map(([key, field]) => {
-    const value =
-      typeof field === 'string' ? `p.${plainName(field)}` : `to_char(p.${plainName(field.instant)} at time zone 'UTC', ${ISO_INSTANT})`;
-    return `${value} as "${plainName(key)}"`;
-  });
-  return { table, fields: columns.join(', '), texts: new Map() };
+function fieldSql(field: Field): string {
+  if (typeof field === 'string') return `p.${plainName(field)}`;
+  if ('instant' in field) return `to_char(p.${plainName(field.instant)} at time zone 'UTC', ${ISO_INSTANT})`;
+  return field.sql;
+}
+
+/**
+ * `table` listed with every field of `T` (a missing one fails the type check), ordered by
+ * `options.order` (default created_at, then id).
+ */
+export function listSource<T>(
+  table: keyof Database,
+  fields: { [K in keyof Required<T>]: Field },
+  options: { order?: readonly string[] } = {},
+): ListSource<T> {
+  const columns = Object.entries<Field>(fields).map(([key, field]) => `${fieldSql(field)} as "${plainName(key)}"`);
+  const order = (options.order ?? ['created_at', 'id']).map(plainName);
+  return { table, fields: columns.join(', '), order, texts: new Map() };
 }
 
 function listText(source: ListSource<unknown>, where: readonly Condition[], direction: 'asc' | 'desc'): string {
@@ -74,7 +87,7 @@ function listText(source: ListSource<unknown>, where: readonly Condition[], dire
   let text = source.texts.get(key);
   if (text === undefined) {
     const filters = where.map(([condition], i) => condition.replaceAll('?', `$${i + 1}`)).join(' and ');
-    const order = (alias: string): string => `${alias}created_at ${direction}, ${alias}id ${direction}`;
+    const order = (alias: string): string => source.order.map((column) => `${alias}${column} ${direction}`).join(', ');
     const [limit, offset] = [`$${where.length + 1}`, `$${where.length + 2}`];
     text =
       `select (select count(*)::int from ${source.table} where ${filters}) as total, ` +
@@ -87,8 +100,8 @@ function listText(source: ListSource<unknown>, where: readonly Condition[], dire
 }
 
 /**
- * The page of `source` matching every condition of `where`, in the stable order of DECISIONS §5:
- * created_at, then id, oldest first unless `newestFirst`.
+ * The page of `source` matching every condition of `where`, in the source's stable order
+ * (created_at, then id, unless the source says otherwise), oldest first unless `newestFirst`.
  */
 export async function listPage<T>(
   db: Db,

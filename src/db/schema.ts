@@ -12,7 +12,10 @@ export type Scope =
   | 'contacts:read'
   | 'contacts:write'
   | 'messages:read'
-  | 'messages:write';
+  | 'messages:write'
+  | 'channels:write'
+  | 'funnel:read'
+  | 'funnel:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -38,7 +41,15 @@ export interface ChannelTable {
   id: string;
   type: 'whatsapp' | 'instagram';
   name: string;
+  provider: ColumnType<'sandbox' | 'meta', 'sandbox' | 'meta' | undefined, 'sandbox' | 'meta'>;
+  /** The WhatsApp phone_number_id or Instagram account id of a meta channel. */
+  external_id: string | null;
+  /** The Meta secrets, sealed by src/channels/secrets.ts; null on sandbox channels. */
+  secrets: string | null;
+  /** The agent a thread opened on the channel is assigned to when none is given. */
+  default_agent_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
+  updated_at: Timestamp;
 }
 
 export interface AgentTable {
@@ -58,8 +69,11 @@ export interface ContactTable {
   name: string;
   phone: string | null;
   email: string | null;
+  instagram_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: Timestamp;
+  /** Set when the person was erased (name '', phone and email null); such a contact no longer exists for the API. */
+  erased_at: NullableTimestamp;
 }
 
 export interface ThreadTable {
@@ -68,12 +82,64 @@ export interface ThreadTable {
   contact_id: string;
   channel_id: string;
   agent_id: string | null;
+  stage_id: string;
+  /** When the thread entered its current stage: a stay's duration is measured from it. */
+  stage_entered_at: ColumnType<Date, Date, Date>;
   status: 'open' | 'closed';
+  closed_at: NullableTimestamp;
   nps_score: number | null;
   nps_created_at: NullableTimestamp;
+  /** The thread's agent and stage when its NPS answer was registered (the answer's groups). */
+  nps_agent_id: ColumnType<string | null, string | null | undefined, string | null>;
+  nps_stage_id: ColumnType<string | null, string | null | undefined, string | null>;
   last_message_at: NullableTimestamp;
+  last_inbound_at: NullableTimestamp;
   created_at: CreatedAt;
   updated_at: Timestamp;
+}
+
+/** The stages of a workspace's funnel, positions 1..n without gaps. */
+export interface StageTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  position: number;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+export type HistoryField = 'status' | 'stageId' | 'agentId';
+export type ActorType = 'api_key' | 'agent' | 'system';
+
+/**
+ * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
+ * ids in from_id/to_id; a stage change out of a stage also keeps how long the thread stayed in it.
+ */
+export interface ThreadHistoryTable {
+  workspace_id: string;
+  id: string;
+  thread_id: string;
+  field: HistoryField;
+  from_status: 'open' | 'closed' | null;
+  to_status: 'open' | 'closed' | null;
+  from_id: string | null;
+  to_id: string | null;
+  stay_ms: ColumnType<string | null, number | null, never>;
+  actor_type: ActorType;
+  actor_id: string | null;
+  reason: string | null;
+  created_at: ColumnType<Date, Date, never>;
+}
+
+/** nps_daily broken down by the thread's channel, agent (nil UUID: none) or stage at answer time. */
+export interface NpsDailyGroupTable {
+  workspace_id: string;
+  dimension: 'channel' | 'agent' | 'stage';
+  day: ColumnType<Date, string, never>;
+  key: string;
+  promotores: number;
+  neutros: number;
+  detratores: number;
 }
 
 /** The NPS answers of a workspace per UTC day of nps_created_at, kept exact by setNpsAnswer. */
@@ -93,9 +159,49 @@ export interface MessageTable {
   contact_id: string;
   channel_id: string;
   direction: 'outbound' | 'inbound';
-  content: string;
-  status: 'queued' | 'sent' | 'delivered' | 'failed';
+  /** Null once the contact was erased. */
+  content: string | null;
+  status: MessageStatus;
+  external_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** jsonb {code, message}; written as JSON text. */
+  error: ColumnType<{ code: string; message: string } | null, string | null | undefined, string | null>;
+  /** jsonb {name, language, parameters?}; written as JSON text. */
+  template: ColumnType<{ name: string; language: string; parameters?: string[] } | null, string | null | undefined, never>;
   created_at: CreatedAt;
+}
+
+export type MessageStatus = 'queued' | 'sent' | 'delivered' | 'read' | 'failed';
+
+/** Unfinished background work (src/jobs); a row is deleted when its job finishes. */
+export interface JobTable {
+  workspace_id: string;
+  id: string;
+  queue: string;
+  /** Jobs with the same key run one at a time, in (created_at, id) order. */
+  ordering_key: string | null;
+  /** jsonb; written as JSON text. */
+  payload: ColumnType<Record<string, unknown>, string, never>;
+  run_at: Timestamp;
+  attempts: ColumnType<number, number | undefined, number>;
+  locked_by: string | null;
+  locked_until: NullableTimestamp;
+  last_error: string | null;
+  created_at: CreatedAt;
+}
+
+/** The stored result of a POST sent with an Idempotency-Key, written with the change it made. */
+export interface IdempotencyKeyTable {
+  workspace_id: string;
+  api_key_id: string;
+  key: string;
+  method: string;
+  path: string;
+  body_sha256: string;
+  status: number;
+  /** The response body as sent (JSON text). */
+  response: string;
+  /** Renewed when an expired key is used again. */
+  created_at: Timestamp;
 }
 
 export interface Database {
@@ -107,6 +213,11 @@ export interface Database {
   threads: ThreadTable;
   messages: MessageTable;
   nps_daily: NpsDailyTable;
+  idempotency_keys: IdempotencyKeyTable;
+  jobs: JobTable;
+  stages: StageTable;
+  thread_history: ThreadHistoryTable;
+  nps_daily_groups: NpsDailyGroupTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -119,4 +230,8 @@ export type NewContact = Insertable<ContactTable>;
 export type ThreadRow = Selectable<ThreadTable>;
 export type NewThread = Insertable<ThreadTable>;
 export type MessageRow = Selectable<MessageTable>;
+export type StageRow = Selectable<StageTable>;
+export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
+export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;
+export type JobRow = Selectable<JobTable>;

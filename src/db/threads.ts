@@ -1,11 +1,14 @@
-// Threads of a workspace: at most one open per (contact, channel), and their NPS answers.
+// Threads of a workspace: at most one open per (contact, channel), their stage and history of
+// changes, and their NPS answers.
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ThreadRow } from './schema.js';
+import { historyRows, SYSTEM, type Actor, type FieldChange } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
-import { instantToIso, wholeUtcDays } from '../services/nps.js';
+import { NO_AGENT } from './migrations/0004_funnel_and_crm.js';
+import { instantToIso, wholeUtcDays } from '../time.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -14,6 +17,7 @@ export interface ThreadFilter {
   contactId?: string | undefined;
   channelId?: string | undefined;
   agentId?: string | undefined;
+  stageId?: string | undefined;
 }
 
 export function threadRowToThread(row: ThreadRow): Thread {
@@ -22,10 +26,13 @@ export function threadRowToThread(row: ThreadRow): Thread {
     contactId: row.contact_id,
     channelId: row.channel_id,
     agentId: row.agent_id,
+    stageId: row.stage_id,
     status: row.status,
+    closedAt: row.closed_at?.toISOString() ?? null,
     npsScore: row.nps_score,
     npsCreatedAt: row.nps_created_at?.toISOString() ?? null,
     lastMessageAt: row.last_message_at?.toISOString() ?? null,
+    lastInboundAt: row.last_inbound_at?.toISOString() ?? null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -36,10 +43,13 @@ const threadList = listSource<Thread>('threads', {
   contactId: 'contact_id',
   channelId: 'channel_id',
   agentId: 'agent_id',
+  stageId: 'stage_id',
   status: 'status',
+  closedAt: { instant: 'closed_at' },
   npsScore: 'nps_score',
   npsCreatedAt: { instant: 'nps_created_at' },
   lastMessageAt: { instant: 'last_message_at' },
+  lastInboundAt: { instant: 'last_inbound_at' },
   createdAt: { instant: 'created_at' },
   updatedAt: { instant: 'updated_at' },
 });
@@ -56,6 +66,7 @@ export async function listThreads(
   if (filter.contactId) where.push(['contact_id = ?', filter.contactId]);
   if (filter.channelId) where.push(['channel_id = ?', filter.channelId]);
   if (filter.agentId) where.push(['agent_id = ?', filter.agentId]);
+  if (filter.stageId) where.push(['stage_id = ?', filter.stageId]);
   return listPage(db, threadList, where, { page, limit, newestFirst: true });
 }
 
@@ -82,37 +93,131 @@ export async function threadExists(db: Db, workspaceId: string, id: string): Pro
 export interface OpenThreadInput {
   contactId: string;
   channelId: string;
+  /** The channel's default agent (if any) when left out. */
   agentId?: string | undefined;
   /** Set when the thread opens with a message. */
   lastMessageAt?: Date | undefined;
 }
 
 /**
- * Opens a thread for the pair; undefined when the pair already has an open one (the partial
- * unique index decides, so concurrent callers cannot both open one). A contact, channel or agent
- * missing from the workspace fails its composite foreign key (mapped to 422).
+ * Opens a thread for the pair in the workspace's first stage, assigned to the given agent or else
+ * to the channel's default agent, and records its opening values in its history (the default agent
+ * by the system), in one statement. Undefined when the pair already has an open thread (the
+ * partial unique index decides, so concurrent callers cannot both open one) or when the contact
+ * does not exist (or was erased): the caller tells which. A channel or agent missing from the
+ * workspace fails its composite foreign key (mapped to 422).
  */
-export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date): Promise<ThreadRow | undefined> {
-  return db
-    .insertInto('threads')
-    .values({
-      workspace_id: workspaceId,
-      id: uuidv7(),
-      contact_id: input.contactId,
-      channel_id: input.channelId,
-      agent_id: input.agentId ?? null,
-      status: 'open',
-      last_message_at: input.lastMessageAt ?? null,
-      created_at: now,
-      updated_at: now,
-    })
-    .onConflict((oc) =>
-      // A literal, not a parameter: a prepared statement's generic plan cannot match a parameter
-      // to the partial index's `where status = 'open'`.
-      oc.columns(['workspace_id', 'contact_id', 'channel_id']).where('status', '=', sql.lit('open')).doNothing(),
+export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor = SYSTEM): Promise<ThreadRow | undefined> {
+  const agentId = input.agentId ?? null;
+  const [statusEntry, stageEntry, agentEntry] = [uuidv7(), uuidv7(), uuidv7()];
+  const result = await sql<ThreadRow>`
+    with opened as (
+      insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, created_at, updated_at)
+      select ${workspaceId}::uuid, ${uuidv7()}::uuid, c.id, ${input.channelId}::uuid, coalesce(${agentId}::uuid, ch.default_agent_id),
+             (select s.id from stages s where s.workspace_id = ${workspaceId}::uuid order by s.position limit 1),
+             ${now}::timestamptz, 'open', ${input.lastMessageAt ?? null}::timestamptz, ${now}::timestamptz, ${now}::timestamptz
+        from contacts c
+        left join channels ch on ch.workspace_id = ${workspaceId}::uuid and ch.id = ${input.channelId}::uuid
+       where c.workspace_id = ${workspaceId}::uuid and c.id = ${input.contactId}::uuid and c.erased_at is null
+      -- A literal, not a parameter: a prepared statement's generic plan cannot match a parameter to
+      -- the partial index's where status = 'open'.
+      on conflict (workspace_id, contact_id, channel_id) where status = 'open' do nothing
+      returning *
+    ), recorded as (
+      insert into thread_history (workspace_id, id, thread_id, field, to_status, to_id, actor_type, actor_id, reason, created_at)
+      select o.workspace_id, e.id, o.id, e.field, e.to_status, e.to_id, e.actor_type, e.actor_id, e.reason, o.created_at
+        from opened o
+       cross join lateral (values
+         (${statusEntry}::uuid, 'status', 'open', null::uuid, ${actor.type}::text, ${actor.id}::uuid, null::text),
+         (${stageEntry}::uuid, 'stageId', null, o.stage_id, ${actor.type}::text, ${actor.id}::uuid, null),
+         (${agentEntry}::uuid, 'agentId', null, o.agent_id,
+          case when ${agentId}::uuid is null then 'system' else ${actor.type}::text end,
+          case when ${agentId}::uuid is null then null else ${actor.id}::uuid end,
+          case when ${agentId}::uuid is null then 'channel_default_agent' end)
+       ) e(id, field, to_status, to_id, actor_type, actor_id, reason)
+       where e.field <> 'agentId' or e.to_id is not null
     )
-    .returningAll()
+    select * from opened`.execute(db);
+  return result.rows[0];
+}
+
+/** True when the workspace has this contact and it was not erased. */
+export async function contactIsLive(db: Db, workspaceId: string, contactId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('contacts')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', contactId)
+    .where('erased_at', 'is', null)
     .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** A thread as read for a change: its row and its row version (xmin), which the write checks. */
+export interface VersionedThread {
+  row: ThreadRow;
+  version: string;
+}
+
+export async function readThreadForChange(db: Db, workspaceId: string, id: string): Promise<VersionedThread | undefined> {
+  const row = await db
+    .selectFrom('threads')
+    .selectAll()
+    .select(sql<string>`xmin::text`.as('version'))
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const { version, ...thread } = row;
+  return { row: thread, version };
+}
+
+/**
+ * Writes the planned columns of a thread and their history rows in one statement, only if the
+ * thread is still the version that was read (its xmin): under a concurrent change, PostgreSQL
+ * rechecks the condition on the committed new version, nothing is written and the answer is
+ * undefined, so the caller reads again and replans. Reopening while the pair has another open
+ * thread fails the partial unique index (23505, threads_one_open_per_pair_key); a stage or agent
+ * missing from the workspace fails its composite foreign key (23503).
+ */
+export async function writeThreadChange(
+  db: Db,
+  workspaceId: string,
+  read: VersionedThread,
+  set: Partial<Pick<ThreadRow, 'status' | 'closed_at' | 'stage_id' | 'stage_entered_at' | 'agent_id'>>,
+  changes: readonly FieldChange[],
+  who: { actor: Actor; reason: string | null },
+  now: Date,
+): Promise<ThreadRow | undefined> {
+  const rows = historyRows(workspaceId, read.row.id, changes, who, now).map(
+    (h) =>
+      sql`(${h.id}::uuid, ${h.field}, ${h.from_status}, ${h.to_status}, ${h.from_id}::uuid, ${h.to_id}::uuid, ${h.stay_ms}::bigint,
+           ${h.actor_type}, ${h.actor_id}::uuid, ${h.reason}::text)`,
+  );
+  const result = await db
+    .with('changed', (qb) =>
+      qb
+        .updateTable('threads')
+        .set({ ...set, updated_at: now })
+        .where('workspace_id', '=', workspaceId)
+        .where('id', '=', read.row.id)
+        .where(sql<boolean>`xmin = ${read.version}::xid`)
+        .returningAll(),
+    )
+    .with('recorded', (qb) =>
+      qb
+        .insertInto('thread_history')
+        .columns(['workspace_id', 'id', 'thread_id', 'field', 'from_status', 'to_status', 'from_id', 'to_id', 'stay_ms', 'actor_type', 'actor_id', 'reason', 'created_at'])
+        .expression(
+          sql`select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.stay_ms, v.actor_type, v.actor_id, v.reason, ${now}::timestamptz
+                from changed c
+               cross join (values ${sql.join(rows)}) v(id, field, from_status, to_status, from_id, to_id, stay_ms, actor_type, actor_id, reason)`,
+        ),
+    )
+    .selectFrom('changed')
+    .selectAll()
+    .executeTakeFirst();
+  return result as ThreadRow | undefined;
 }
 
 export async function findOpenThreadId(db: Db, workspaceId: string, contactId: string, channelId: string): Promise<string | undefined> {
@@ -127,11 +232,33 @@ export async function findOpenThreadId(db: Db, workspaceId: string, contactId: s
   return row?.id;
 }
 
+/** The pair's open thread, opened now when it has none (concurrent callers end in the same one). */
+export async function openThreadId(db: Db, workspaceId: string, contactId: string, channelId: string, now: Date): Promise<string> {
+  const open = await findOpenThreadId(db, workspaceId, contactId, channelId);
+  if (open) return open;
+  const opened = await insertOpenThread(db, workspaceId, { contactId, channelId }, now);
+  if (opened) return opened.id;
+  const winner = await findOpenThreadId(db, workspaceId, contactId, channelId);
+  if (!winner) throw new Error(`no open thread for contact ${contactId} and channel ${channelId}`);
+  return winner;
+}
+
+/** A message from the contact joined the thread: lastMessageAt moves to `at`, lastInboundAt to `inboundAt`. */
+export async function recordInbound(db: Db, workspaceId: string, threadId: string, at: Date, inboundAt: Date): Promise<void> {
+  await sql`
+    update threads
+       set last_message_at = greatest(last_message_at, ${at}::timestamptz),
+           last_inbound_at = greatest(last_inbound_at, ${inboundAt}::timestamptz),
+           updated_at = ${at}::timestamptz
+     where workspace_id = ${workspaceId} and id = ${threadId}`.execute(db);
+}
+
 /**
- * Records the thread's NPS answer and counts it in its UTC day of nps_daily in the same statement
- * (a data-modifying CTE), so the rollup stays exact under concurrent answers: only an unanswered
- * thread matches, and an answer never changes afterwards. Undefined when the thread is unknown or
- * already answered.
+ * Records the thread's NPS answer, with the thread's agent and stage at this moment, and counts it
+ * in its UTC day of nps_daily and of nps_daily_groups (by channel, agent and stage) in the same
+ * statement (data-modifying CTEs), so the rollups stay exact under concurrent answers: only an
+ * unanswered thread matches, and an answer and its groups never change afterwards. Undefined when
+ * the thread is unknown or already answered.
  *
  * This is the only write of nps_score/nps_created_at, and the API deletes no thread: threads go
  * only by the cascades of deleting their contact, channel or workspace, which the API does not
@@ -143,7 +270,13 @@ export async function setNpsAnswer(db: Db, workspaceId: string, id: string, scor
     .with('answered', (qb) =>
       qb
         .updateTable('threads')
-        .set({ nps_score: score, nps_created_at: answeredAt, updated_at: new Date() })
+        .set((eb) => ({
+          nps_score: score,
+          nps_created_at: answeredAt,
+          nps_agent_id: eb.ref('agent_id'),
+          nps_stage_id: eb.ref('stage_id'),
+          updated_at: new Date(),
+        }))
         .where('workspace_id', '=', workspaceId)
         .where('id', '=', id)
         .where('nps_score', 'is', null)
@@ -169,6 +302,25 @@ export async function setNpsAnswer(db: Db, workspaceId: string, id: string, scor
             promotores: eb('nps_daily.promotores', '+', eb.ref('excluded.promotores')),
             neutros: eb('nps_daily.neutros', '+', eb.ref('excluded.neutros')),
             detratores: eb('nps_daily.detratores', '+', eb.ref('excluded.detratores')),
+          })),
+        ),
+    )
+    .with('grouped', (qb) =>
+      qb
+        .insertInto('nps_daily_groups')
+        .columns(['workspace_id', 'dimension', 'day', 'key', 'promotores', 'neutros', 'detratores'])
+        .expression(
+          sql`select a.workspace_id, g.dimension, (a.nps_created_at at time zone 'UTC')::date, g.key,
+                     (a.nps_score >= 9)::int, (a.nps_score between 7 and 8)::int, (a.nps_score <= 6)::int
+                from answered a
+               cross join lateral (values ('channel', a.channel_id), ('agent', coalesce(a.nps_agent_id, ${NO_AGENT}::uuid)),
+                                          ('stage', a.nps_stage_id)) g(dimension, key)`,
+        )
+        .onConflict((oc) =>
+          oc.columns(['workspace_id', 'dimension', 'day', 'key']).doUpdateSet((eb) => ({
+            promotores: eb('nps_daily_groups.promotores', '+', eb.ref('excluded.promotores')),
+            neutros: eb('nps_daily_groups.neutros', '+', eb.ref('excluded.neutros')),
+            detratores: eb('nps_daily_groups.detratores', '+', eb.ref('excluded.detratores')),
           })),
         ),
     )

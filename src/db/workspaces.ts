@@ -1,15 +1,20 @@
-// Workspaces and the channels every new workspace starts with.
+// Workspaces, and the channels and funnel stages every new workspace starts with.
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from './database.js';
 import type { ChannelRow } from './schema.js';
+import { insertInitialStages } from './stages.js';
 
 export async function workspaceExists(db: Db, workspaceId: string): Promise<boolean> {
   const row = await db.selectFrom('workspaces').select('id').where('id', '=', workspaceId).executeTakeFirst();
   return row !== undefined;
 }
 
-/** Creates a workspace with one WhatsApp and one Instagram channel. */
-export async function createWorkspace(db: Db, name: string): Promise<{ workspaceId: string; channels: ChannelRow[] }> {
+/** Creates a workspace with one WhatsApp and one Instagram channel and a funnel of these stages, in order. */
+export async function createWorkspace(
+  db: Db,
+  name: string,
+  stageNames: readonly string[] = [],
+): Promise<{ workspaceId: string; channels: ChannelRow[] }> {
   return db.transaction().execute(async (trx) => {
     const workspaceId = uuidv7();
     await trx.insertInto('workspaces').values({ id: workspaceId, name }).execute();
@@ -21,6 +26,7 @@ export async function createWorkspace(db: Db, name: string): Promise<{ workspace
       ])
       .returningAll()
       .execute();
+    await insertInitialStages(trx, workspaceId, stageNames, new Date());
     return { workspaceId, channels };
   });
 }

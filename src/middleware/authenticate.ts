@@ -1,4 +1,4 @@
-// Authentication (DECISIONS §3.2): `Authorization: Bearer sfk_...`, the scheme case-insensitive.
+// Authentication (step 2 of openapi.yaml's "Order of checks"): `Authorization: Bearer sfk_...`, the scheme case-insensitive.
 // Verified keys are trusted for a few seconds in process, so revocation takes effect within that TTL.
 import type { RequestHandler } from 'express';
 import { findActiveKey, type ActiveKey } from '../db/api-keys.js';
@@ -38,34 +38,38 @@ class KeyCache {
   }
 }
 
+/**
+ * Sets req.auth from a valid key. Only failures are throttled: a client (IP) past its failed-attempt
+ * limit gets 429 instead of 401 for its further failures, but a valid key is always served, whatever
+ * other keys from the same address did (keys of ~256 bits are not guessed).
+ */
 export function authenticate(deps: { db: Db; keyCacheTtlMs: number; failedAuth: FailedAuthLimiter }): RequestHandler {
   const cache = new KeyCache(deps.keyCacheTtlMs);
 
-  const fail = async (ip: string): Promise<ApiError> => (await deps.failedAuth.recordFailure(ip)) ?? unauthorized();
+  const verify = async (key: string | undefined): Promise<AuthContext | undefined> => {
+    if (!key || !API_KEY_PATTERN.test(key)) return undefined;
+    const hash = hashApiKey(key);
+    const cached = cache.get(hash);
+    if (cached) return cached;
+    const found = await findActiveKey(deps.db, hash);
+    if (!found) return undefined;
+    const auth = { ...found, scopeSet: new Set(found.scopes) };
+    cache.set(hash, auth);
+    return auth;
+  };
 
   return async (req, _res, next) => {
-    const ip = req.ip ?? 'unknown';
-    const blocked = deps.failedAuth.check(ip);
-    if (blocked) return next(blocked);
-
-    const match = BEARER.exec(req.get('authorization') ?? '');
-    const key = match?.[1];
-    if (!key || !API_KEY_PATTERN.test(key)) return next(await fail(ip));
-
-    const hash = hashApiKey(key);
-    let auth = cache.get(hash);
-    if (!auth) {
-      const found = await findActiveKey(deps.db, hash);
-      if (!found) return next(await fail(ip));
-      auth = { ...found, scopeSet: new Set(found.scopes) };
-      cache.set(hash, auth);
+    const auth = await verify(BEARER.exec(req.get('authorization') ?? '')?.[1]);
+    if (auth) {
+      req.auth = auth;
+      return next();
     }
-    req.auth = auth;
-    next();
+    const ip = req.ip ?? 'unknown';
+    next(deps.failedAuth.check(ip) ?? (await deps.failedAuth.recordFailure(ip, req.log)) ?? unauthorized());
   };
 }
 
-/** The scope check (DECISIONS §3.4): 403 naming the scope the key lacks. */
+/** The scope check (step 4 of the order of checks): 403 naming the scope the key lacks. */
 export const requireScope: RequestHandler = (req, _res, next) => {
   const missing = req.operation!.scopes.filter((scope) => !req.auth!.scopeSet.has(scope));
   if (missing.length === 0) return next();

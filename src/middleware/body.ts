@@ -1,10 +1,75 @@
-// The body (DECISIONS §3.5): only operations with a body read one; it must be application/json in
-// UTF-8 (415), well-formed (400 invalid_json) and at most 1 MiB (413).
+// The body (step 5 of openapi.yaml's "Order of checks"): only operations with a body read one; it must be
+// application/json (415), in UTF-8, well-formed (400 invalid_json) and at most 1 MiB (413). Text is
+// stored exactly as sent or refused: invalid UTF-8 and lone surrogates are a 400, never U+FFFD.
+import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 
-// Not strict: a JSON scalar is valid JSON that breaks the contract (400 validation_error), not broken JSON.
-const parseJson = express.json({ limit: '1mb', strict: false, type: 'application/json' });
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+interface BodyRequest extends IncomingMessage {
+  /** Set while reading: the raw text holds a `\uD800`-style escape, so its strings need a look. */
+  surrogateEscapes?: boolean;
+}
+
+function invalidText(path: string, message: string): ApiError {
+  return new ApiError(400, 'validation_error', 'The request body is not valid Unicode text.', [{ path, message }]);
+}
+
+/** Where the first invalid UTF-8 sequence starts (only asked once the whole body failed). */
+function firstInvalidByte(buf: Buffer): number {
+  let i = 0;
+  while (i < buf.length) {
+    const lead = buf[i]!;
+    const size = lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    // isUtf8 on the one sequence judges overlong forms, surrogates and code points past U+10FFFF.
+    if (size === 0 || i + size > buf.length || !isUtf8(buf.subarray(i, i + size))) return i;
+    i += size;
+  }
+  return i;
+}
+
+const parseJson = express.json({
+  limit: '1mb',
+  // Not strict: a JSON scalar is valid JSON that breaks the contract (400 validation_error), not broken JSON.
+  strict: false,
+  type: 'application/json',
+  verify(req: BodyRequest, _res, buf, encoding) {
+    if (encoding === 'utf-8' && !isUtf8(buf)) {
+      throw invalidText('/body', `is not valid UTF-8 (byte ${firstInvalidByte(buf)})`);
+    }
+    req.surrogateEscapes = SURROGATE_ESCAPE.test(buf.toString('latin1'));
+  },
+});
+
+/** The JSON pointer of the first string (or key) holding a lone surrogate, or undefined. */
+function loneSurrogateAt(value: unknown, path: string): string | undefined {
+  if (typeof value === 'string') return value.isWellFormed() ? undefined : path;
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const at = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    if (!key.isWellFormed()) return at;
+    const found = loneSurrogateAt(item, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/**
+ * Errors of reading the body that body-parser leaves untyped: a Content-Encoding it knows whose
+ * bytes do not decode (zlib's Z_DATA_ERROR, brotli's ERR__ERROR_FORMAT_*). Our verify's ApiError
+ * comes back as itself (body-parser only adds a status and a type to an Error it is given).
+ */
+function readError(err: unknown, req: IncomingMessage): unknown {
+  if (typeof err !== 'object' || err === null || err instanceof ApiError) return err;
+  const cause = err as { type?: string; code?: string };
+  if (cause.type === undefined && (cause.code?.startsWith('Z_') || cause.code?.startsWith('ERR__') || cause.code === 'ERR_BROTLI_INVALID_PARAM')) {
+    const encoding = req.headers['content-encoding'];
+    return new ApiError(400, 'invalid_json', `The request body could not be decoded as Content-Encoding: ${encoding}.`);
+  }
+  return err;
+}
 
 export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();
@@ -14,5 +79,12 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
-  parseJson(req, res, next);
+  parseJson(req, res, (err?: unknown) => {
+    if (err) return next(readError(err, req));
+    if ((req as BodyRequest).surrogateEscapes) {
+      const at = loneSurrogateAt(req.body, '/body');
+      if (at !== undefined) return next(invalidText(at, 'holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)'));
+    }
+    next();
+  });
 };

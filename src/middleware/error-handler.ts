@@ -1,6 +1,7 @@
 // The one place a failure becomes a response: ApiError, validator, body-parser and database errors
-// all leave as {"error":{"code","message","details?"}}; anything else is a logged 500.
+// all leave as {"error":{"code","message","requestId","details?"}}; anything else is a logged 500.
 import type { ErrorRequestHandler } from 'express';
+import { withExample } from '../contract.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
 
 interface ValidatorError {
@@ -23,7 +24,8 @@ interface DatabaseError {
 
 const MAX_DETAILS = 20;
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '53300']);
-const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|Connection terminated|PGlite is closed|Client was closed/i;
+// Messages of pg, pg-pool and PGlite for a connection that broke, or never came.
+const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|not queryable|PGlite is closed|Client was closed/i;
 
 function isValidatorError(err: unknown): err is ValidatorError {
   return typeof err === 'object' && err !== null && typeof (err as ValidatorError).status === 'number' && 'errors' in err;
@@ -33,7 +35,7 @@ function fromValidator(err: ValidatorError): ApiError {
   // Every problem is reported (allErrors), but a body built to fail a thousand ways gets 20 back.
   const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => ({
     path: e.path ?? '',
-    message: e.message ?? 'is invalid',
+    message: withExample(e.message ?? 'is invalid'),
   }));
   switch (err.status) {
     case 400:
@@ -69,10 +71,14 @@ function fromBodyParser(err: BodyParserError): ApiError | undefined {
   }
 }
 
-/** The body field a composite foreign key protects, e.g. threads_workspace_id_agent_id_fkey -> agentId. */
+/**
+ * The body field a composite foreign key protects, e.g. threads_workspace_id_agent_id_fkey -> agentId
+ * (an agent), channels_workspace_id_default_agent_id_fkey -> defaultAgentId (an agent).
+ */
 function referencedField(constraint: string | undefined): { field: string; what: string } {
   const name = /workspace_id_(\w+?)_id_fkey$/.exec(constraint ?? '')?.[1] ?? 'record';
-  return { field: `${name}Id`, what: name };
+  const words = name.split('_');
+  return { field: `${words.map((w, i) => (i === 0 ? w : w[0]!.toUpperCase() + w.slice(1))).join('')}Id`, what: words.at(-1)! };
 }
 
 function fromDatabase(err: DatabaseError): ApiError | undefined {
@@ -86,6 +92,10 @@ function fromDatabase(err: DatabaseError): ApiError | undefined {
   }
   if (code === '22021' || code === '22P05') {
     return new ApiError(400, 'validation_error', 'The request contains characters that cannot be stored (such as NUL).');
+  }
+  if (code === '57014') {
+    // statement_timeout (or a cancel): the database is too busy to answer in time.
+    return new ApiError(503, 'service_unavailable', 'The database took too long to answer; retry later.', undefined, { 'Retry-After': '5' });
   }
   if (code.startsWith('08') || code.startsWith('57P') || CONNECTION_CODES.has(code) || CONNECTION_MESSAGES.test(err.message ?? '')) {
     return new ApiError(503, 'service_unavailable', 'The service is temporarily unavailable; retry later.', undefined, {
@@ -118,11 +128,15 @@ export function toApiError(err: unknown): ApiError {
 export const errorHandler: ErrorRequestHandler = (err, req, res, next) => {
   if (res.headersSent) return next(err);
   const apiError = toApiError(err);
-  if (apiError.status >= 500) {
+  if (apiError.status === 503) {
+    // An outage of a dependency, not a bug: one line, without the stack.
+    req.log.warn({ status: 503, cause: (err as Error)?.message }, 'request failed: service unavailable');
+  } else if (apiError.status >= 500) {
     req.log.error({ err, status: apiError.status }, 'request failed');
   }
   if (apiError.headers) res.set(apiError.headers);
   if ((err as ValidatorError).headers) res.set((err as ValidatorError).headers);
+  res.locals.errorCode = apiError.code;
   // res.send, not res.json: the response validator wraps res.json, and an error must always leave.
-  res.status(apiError.status).type('application/json').send(JSON.stringify(apiError.toBody()));
+  res.status(apiError.status).type('application/json').send(JSON.stringify(apiError.toBody(req.id)));
 };

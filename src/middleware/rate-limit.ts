@@ -1,8 +1,9 @@
-// Rate limits (DECISIONS §3.3): per API key and plan in a fixed window, counted in Redis when it is
-// configured (one count across every instance) and in process otherwise; and a limit on failed
-// authentications per client IP. Both fail open when Redis is down. Created once, at start-up.
+// Rate limits (openapi.yaml's "Rate limits", step 3 of its order of checks): per API key and plan in
+// a fixed window, counted in Redis when it is configured (one count across every instance) and in
+// process otherwise; and a limit on failed authentications per client IP. Both fail open when Redis
+// is down. Created once, at start-up.
 import { createHash } from 'node:crypto';
-import { ipKeyGenerator, MemoryStore, rateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
+import { ipKeyGenerator, MemoryStore, rateLimit, type AugmentedRequest, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import { RedisStore } from 'rate-limit-redis';
 import type { Config } from '../config.js';
@@ -53,7 +54,10 @@ function createStore(redis: Redis | undefined, prefix: string): Store {
 
 const seconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1000));
 
-/** Counts failed authentications per client IP; past the limit the IP gets 429 until the window ends. */
+/**
+ * Counts failed authentications per client IP; past the limit the IP's failures get 429 until the
+ * window ends (its requests with a valid key never reach here).
+ */
 export class FailedAuthLimiter {
   private readonly blockedUntil = new Map<string, number>();
 
@@ -73,8 +77,11 @@ export class FailedAuthLimiter {
     return undefined;
   }
 
-  /** Counts one failure; a 429 when it crosses the limit, undefined otherwise (and on store errors). */
-  async recordFailure(ip: string): Promise<ApiError | undefined> {
+  /**
+   * Counts one failure; a 429 when it crosses the limit, undefined otherwise (and on store errors).
+   * The failure that crosses it is logged, once per window across every instance sharing the count.
+   */
+  async recordFailure(ip: string, log: Logger): Promise<ApiError | undefined> {
     const client = ipKeyGenerator(ip, IPV6_SUBNET);
     let hits;
     try {
@@ -84,6 +91,12 @@ export class FailedAuthLimiter {
     }
     if (hits.totalHits <= this.limit) return undefined;
     const until = hits.resetTime?.getTime() ?? Date.now() + this.windowMs;
+    if (hits.totalHits === this.limit + 1) {
+      log.warn(
+        { ip, client, failures: hits.totalHits, retryAfterSeconds: seconds(until - Date.now()) },
+        'client throttled: too many failed authentications; its failures get 429 until the window ends',
+      );
+    }
     if (this.blockedUntil.size >= MAX_BLOCKED_IPS) this.blockedUntil.clear();
     this.blockedUntil.set(client, until);
     return this.tooMany(until);
@@ -123,6 +136,11 @@ export function createRateLimits({ config, redis, logger }: { config: Config; re
     handler: (req, res, next, options: Options) => {
       const limit = PLAN_LIMITS[req.auth!.plan as keyof typeof PLAN_LIMITS];
       const retry = res.getHeader('Retry-After') ?? seconds(windowMs);
+      // The first refused request of the window (one per key across instances sharing the count).
+      if ((req as AugmentedRequest).rateLimit?.used === limit + 1) {
+        const { keyId, workspaceId, plan } = req.auth!;
+        req.log.warn({ keyId, workspaceId, plan, limit, retryAfterSeconds: Number(retry) }, 'API key reached its plan limit for this window');
+      }
       next(
         new ApiError(
           options.statusCode,

@@ -1,6 +1,8 @@
 // Gives every request an id (echoing a sane client-sent X-Request-Id), a child logger that carries
-// it on every line, and one access-log line when the response is done. The child logger is made
-// only when something logs, and the access line only at info level: most requests pay for neither.
+// it on every line, and one access-log line when the response is done: who (client IP, key and
+// workspace, null before authentication), what, the status and, for an error, its code. The child
+// logger is made only when something logs, and the access line only at info level: most requests
+// pay for neither.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
@@ -24,6 +26,10 @@ export function requestContext(app: Express, logger: Logger): RequestHandler {
     const id = sent !== undefined && CLIENT_ID.test(sent) ? sent : randomUUID();
     req.id = id;
     res.setHeader('X-Request-Id', id);
+    // API answers are data for one client: never sniffed as another type, never stored by a cache.
+    // (/docs sets its own caching.)
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Cache-Control', 'no-store');
     if (accessLog) {
       const started = process.hrtime.bigint();
       res.on('finish', () => {
@@ -32,8 +38,11 @@ export function requestContext(app: Express, logger: Logger): RequestHandler {
             method: req.method,
             path: req.originalUrl.split('?', 1)[0],
             status: res.statusCode,
+            ...(res.locals.errorCode !== undefined && { errorCode: res.locals.errorCode }),
             ms: Number(process.hrtime.bigint() - started) / 1e6,
-            keyId: req.auth?.keyId,
+            ip: req.ip,
+            keyId: req.auth?.keyId ?? null,
+            workspaceId: req.auth?.workspaceId ?? null,
           },
           'request',
         );

@@ -1,6 +1,6 @@
-// Matches a /v1 request to its contract operation before anything else runs (DECISIONS §3.1):
-// an unknown path is a 404, a known path with another method a 405. A table lookup by segments
-// (literal segments beat parameters, so /threads/stats/nps is never /threads/{id}).
+// Matches a /v1 request to its contract operation before anything else runs (step 1 of openapi.yaml's
+// "Order of checks"): an unknown path is a 404, a known path with another method a 405. A table
+// lookup by segments (literal segments beat parameters, so /threads/stats/nps is never /threads/{id}).
 import type { RequestHandler } from 'express';
 import { contractOperations, type Operation } from '../contract.js';
 import { ApiError } from '../errors.js';

@@ -1,5 +1,6 @@
 // Handlers of the Agents operations.
 import * as agents from '../db/agents.js';
+import { apiKeyActor } from '../db/history.js';
 import { notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
 
@@ -26,7 +27,7 @@ export const agentHandlers: Pick<Handlers, 'listAgents' | 'getAgent' | 'createAg
   },
 
   async deleteAgent({ db, auth, params }) {
-    if (!(await agents.deleteAgent(db, auth.workspaceId, params.id))) throw notFound('Agent');
+    if (!(await agents.deleteAgent(db, auth.workspaceId, params.id, apiKeyActor(auth.keyId)))) throw notFound('Agent');
     return { status: 204 };
   },
 };

@@ -1,13 +1,16 @@
 // The typed shape of an operation handler, derived from the generated contract types:
 // a handler receives its validated inputs and returns its status and body.
 import type { RequestHandler } from 'express';
+import type { AugmentedRequest } from 'express-rate-limit';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.js';
-import type { OperationId } from '../contract.js';
+import { limitBounds, pageBounds, type Bounds, type OperationId } from '../contract.js';
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
+import type { SecretBox } from '../channels/secrets.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
+import { runIdempotent } from '../idempotency.js';
 
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
@@ -24,9 +27,26 @@ export type Reply<K extends OperationId> = {
     : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> };
 }[SuccessStatus<K>];
 
+/** Where the key stands in its rate-limit window, this request counted. */
+export interface RateLimitState {
+  limit: number;
+  remaining: number;
+  /** When the window ends; the store may not know. */
+  resetTime: Date | undefined;
+}
+
+/** What handlers use besides the database, made once at start-up. */
+export interface Services {
+  /** Seals and opens channel secrets; absent when the operator configured no SECRETS_KEY. */
+  secrets?: SecretBox | undefined;
+}
+
 export interface Call<K extends OperationId> {
   auth: AuthContext;
+  /** Undefined when the request is not limited: an enterprise key, or the counters unreachable. */
+  rateLimit: RateLimitState | undefined;
   db: Db;
+  services: Services;
   params: PathParams<K>;
   query: Query<K>;
   body: Body<K>;
@@ -44,20 +64,36 @@ type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: 
  * Runs the matched operation's handler and sends what it returns. JSON text goes out as it is,
  * unless responses are validated: the validator checks what passes through res.json.
  */
-export function dispatch(handlers: Handlers, db: Db, options: { validateResponses: boolean }): RequestHandler {
+export function dispatch(handlers: Handlers, db: Db, options: { validateResponses: boolean; services?: Services }): RequestHandler {
+  const services = options.services ?? {};
   return async (req, res) => {
     const handler = handlers[req.operation!.operationId] as unknown as AnyHandler;
-    const reply = await handler({
-      auth: req.auth!,
-      db,
-      // The validator's match: Express resets req.params between the layers of app.use('/v1', ...).
-      params: req.openapi?.pathParams as never,
-      query: req.query as never,
-      body: req.body,
-      get log() {
-        return req.log;
-      },
-    });
+    const limited = (req as AugmentedRequest).rateLimit;
+    const handle = (db: Db) =>
+      handler({
+        auth: req.auth!,
+        rateLimit: limited && { limit: limited.limit, remaining: limited.remaining, resetTime: limited.resetTime },
+        db,
+        services,
+        // The validator's match: Express resets req.params between the layers of app.use('/v1', ...).
+        params: req.openapi?.pathParams as never,
+        query: req.query as never,
+        body: req.body,
+        get log() {
+          return req.log;
+        },
+      });
+    const key = req.method === 'POST' ? req.get('idempotency-key') : undefined;
+    let reply: { status: number; body?: unknown };
+    if (key === undefined) {
+      reply = await handle(db);
+    } else {
+      const scope = { workspaceId: req.auth!.workspaceId, apiKeyId: req.auth!.keyId, key };
+      const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body };
+      const result = await runIdempotent(db, scope, request, handle);
+      reply = result.reply;
+      if (result.replayed) res.set('Idempotent-Replayed', 'true');
+    }
     res.status(reply.status);
     if (reply.body === undefined) res.end();
     else if (!(reply.body instanceof JsonText)) res.json(reply.body);
@@ -66,15 +102,12 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
   };
 }
 
-const MAX_PAGE = 1_000_000;
-const MAX_LIMIT = 100;
-
-function wholeNumber(value: unknown, fallback: number, max: number, name: string): number {
-  if (value === undefined) return fallback;
+function wholeNumber(value: unknown, bounds: Bounds, name: string): number {
+  if (value === undefined) return bounds.default;
   const n = Number(value);
-  if (Number.isInteger(n) && n >= 1 && n <= max) return n;
+  if (Number.isInteger(n) && n >= bounds.minimum && n <= bounds.maximum) return n;
   throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-    { path: `/query/${name}`, message: `must be an integer from 1 to ${max}` },
+    { path: `/query/${name}`, message: `must be an integer from ${bounds.minimum} to ${bounds.maximum}` },
   ]);
 }
 
@@ -83,5 +116,5 @@ function wholeNumber(value: unknown, fallback: number, max: number, name: string
  * coercion lets `Infinity` and `1e400` through as numbers, so the bounds are enforced here too.
  */
 export function paging(query: { page?: number; limit?: number }): { page: number; limit: number } {
-  return { page: wholeNumber(query.page, 1, MAX_PAGE, 'page'), limit: wholeNumber(query.limit, 20, MAX_LIMIT, 'limit') };
+  return { page: wholeNumber(query.page, pageBounds, 'page'), limit: wholeNumber(query.limit, limitBounds, 'limit') };
 }

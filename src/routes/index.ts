@@ -3,13 +3,17 @@ import type { Handlers } from './handler.js';
 import { agentHandlers } from './agents.js';
 import { channelHandlers } from './channels.js';
 import { contactHandlers } from './contacts.js';
+import { meHandlers } from './me.js';
 import { messageHandlers } from './messages.js';
+import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 
 export const handlers: Handlers = {
+  ...meHandlers,
   ...agentHandlers,
   ...contactHandlers,
   ...channelHandlers,
   ...messageHandlers,
   ...threadHandlers,
+  ...stageHandlers,
 };

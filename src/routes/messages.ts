@@ -1,4 +1,5 @@
 // Handlers of the Messages operations.
+import { apiKeyActor } from '../db/history.js';
 import { listThreadMessages } from '../db/messages.js';
 import { threadExists } from '../db/threads.js';
 import { notFound } from '../errors.js';
@@ -7,7 +8,7 @@ import { paging, type Handlers } from './handler.js';
 
 export const messageHandlers: Pick<Handlers, 'sendMessage' | 'listThreadMessages'> = {
   async sendMessage({ db, auth, body }) {
-    return { status: 201, body: await sendMessage(db, auth.workspaceId, body) };
+    return { status: 201, body: await sendMessage(db, auth.workspaceId, body, apiKeyActor(auth.keyId)) };
   },
 
   async listThreadMessages({ db, auth, params, query }) {

@@ -1,7 +1,12 @@
-// Handlers of the Threads operations, NPS included.
+// Handlers of the Threads operations: changes and their history, NPS and funnel statistics included.
+import { funnelCounts } from '../db/funnel.js';
+import { apiKeyActor, listThreadHistory } from '../db/history.js';
+import { countNpsGroups } from '../db/nps-groups.js';
 import * as threads from '../db/threads.js';
-import { ApiError, notFound } from '../errors.js';
-import { EARLIEST_INSTANT, instantToDate, npsStats, parseInstant } from '../services/nps.js';
+import { ApiError, invalidReference, isConstraintError, notFound } from '../errors.js';
+import { changeThread } from '../services/threads.js';
+import { npsGroupStats, npsStats } from '../services/nps.js';
+import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant } from '../time.js';
 import { paging, type Handlers } from './handler.js';
 
 const invalid = (path: string, message: string): ApiError =>
@@ -24,10 +29,26 @@ function answerInstant(text: string, path: string): bigint {
 /** No answer is stored before year 0001, so an earlier window bound counts from there. */
 const storable = (instant: bigint): bigint => (instant < EARLIEST_INSTANT ? EARLIEST_INSTANT : instant);
 
-export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'createThread' | 'registerNps' | 'getNpsStats'> = {
+/** A statistics window [dateFrom, dateTo] in microseconds, or the 400 it deserves. */
+function windowOf(query: { dateFrom: string; dateTo: string }): { from: bigint; to: bigint } {
+  const from = instantOf(query.dateFrom, '/query/dateFrom');
+  const to = instantOf(query.dateTo, '/query/dateTo');
+  if (from > to) throw invalid('/query/dateFrom', 'must not be after dateTo');
+  return { from: storable(from), to: storable(to) };
+}
+
+const openPairConflict = (existingId: string | undefined, path: string): ApiError =>
+  new ApiError(409, 'conflict', 'This contact already has an open thread on this channel.', [
+    { path, message: `open thread ${existingId}`, ...(existingId && { existingId }) },
+  ]);
+
+export const threadHandlers: Pick<
+  Handlers,
+  'listThreads' | 'getThread' | 'createThread' | 'updateThread' | 'listThreadHistory' | 'registerNps' | 'getNpsStats' | 'getFunnelStats'
+> = {
   async listThreads({ db, auth, query }) {
     const { page, limit } = paging(query);
-    const filter = { status: query.status, contactId: query.contactId, channelId: query.channelId, agentId: query.agentId };
+    const filter = { status: query.status, contactId: query.contactId, channelId: query.channelId, agentId: query.agentId, stageId: query.stageId };
     return { status: 200, body: await threads.listThreads(db, auth.workspaceId, filter, page, limit) };
   },
 
@@ -38,12 +59,31 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
   },
 
   async createThread({ db, auth, body }) {
-    const row = await threads.insertOpenThread(db, auth.workspaceId, body, new Date());
+    const row = await threads.insertOpenThread(db, auth.workspaceId, body, new Date(), apiKeyActor(auth.keyId));
     if (row) return { status: 201, body: threads.threadRowToThread(row) };
-    const existingId = await threads.findOpenThreadId(db, auth.workspaceId, body.contactId, body.channelId);
-    throw new ApiError(409, 'conflict', 'This contact already has an open thread on this channel.', [
-      { path: '/body/channelId', message: `open thread ${existingId}`, ...(existingId && { existingId }) },
-    ]);
+    if (!(await threads.contactIsLive(db, auth.workspaceId, body.contactId))) throw invalidReference('contactId', 'contact');
+    throw openPairConflict(await threads.findOpenThreadId(db, auth.workspaceId, body.contactId, body.channelId), '/body/channelId');
+  },
+
+  async updateThread({ db, auth, params, body }) {
+    const { reason, ...change } = body;
+    try {
+      const row = await changeThread(db, auth.workspaceId, params.id, change, { actor: apiKeyActor(auth.keyId), reason: reason ?? null });
+      if (!row) throw notFound('Thread');
+      return { status: 200, body: threads.threadRowToThread(row) };
+    } catch (err) {
+      if (!isConstraintError(err, '23505', 'threads_one_open_per_pair_key')) throw err;
+      const thread = await threads.getThread(db, auth.workspaceId, params.id);
+      const existingId = thread && (await threads.findOpenThreadId(db, auth.workspaceId, thread.contactId, thread.channelId));
+      throw openPairConflict(existingId, '/body/status');
+    }
+  },
+
+  async listThreadHistory({ db, auth, params, query }) {
+    const { page, limit } = paging(query);
+    const result = await listThreadHistory(db, auth.workspaceId, params.id, page, limit);
+    if (result.total === 0 && !(await threads.threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
+    return { status: 200, body: result };
   },
 
   async registerNps({ db, auth, params, body }) {
@@ -59,10 +99,21 @@ export const threadHandlers: Pick<Handlers, 'listThreads' | 'getThread' | 'creat
     if (query.workspaceId.toLowerCase() !== auth.workspaceId) {
       throw new ApiError(403, 'forbidden', 'This API key cannot read another workspace.');
     }
-    const from = instantOf(query.dateFrom, '/query/dateFrom');
-    const to = instantOf(query.dateTo, '/query/dateTo');
-    if (from > to) throw invalid('/query/dateFrom', 'must not be after dateTo');
-    const counts = await threads.countNpsAnswers(db, auth.workspaceId, storable(from), storable(to));
-    return { status: 200, body: npsStats(counts) };
+    const { from, to } = windowOf(query);
+    const counts = await threads.countNpsAnswers(db, auth.workspaceId, from, to);
+    if (!query.groupBy) return { status: 200, body: npsStats(counts) };
+    const groups = await countNpsGroups(db, auth.workspaceId, from, to, query.groupBy);
+    return { status: 200, body: { ...npsStats(counts), groups: groups.map(npsGroupStats) } };
+  },
+
+  async getFunnelStats({ db, auth, query }) {
+    const { from, to } = windowOf(query);
+    const stages = await funnelCounts(db, auth.workspaceId, instantToIso(from), instantToIso(to));
+    return {
+      status: 200,
+      body: {
+        stages: stages.map(({ medianMs, ...counts }) => ({ ...counts, medianSecondsInStage: medianMs === null ? null : medianMs / 1000 })),
+      },
+    };
   },
 };

@@ -32,6 +32,24 @@ const codePoint: fc.Arbitrary<number> = fc.oneof(
 
 const cpLength = (s: string): number => [...s].length;
 
+/** A body string with a lone surrogate somewhere (JSON.stringify sends it as a \uD800 escape). */
+function withLoneSurrogate(strings: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  return fc
+    .tuple(strings, fc.integer({ min: 0xd800, max: 0xdfff }), fc.nat())
+    .map(([v, unit, at]) => {
+      const i = at % (v.length + 1);
+      return `${v.slice(0, i)}${String.fromCharCode(unit)}${v.slice(i)}`;
+    })
+    .filter((v) => !v.isWellFormed());
+}
+
+/** False when any string (or key) in the value holds a lone surrogate. */
+function wellFormed(value: unknown): boolean {
+  if (typeof value === 'string') return value.isWellFormed();
+  if (typeof value !== 'object' || value === null) return true;
+  return Object.entries(value).every(([key, item]) => key.isWellFormed() && wellFormed(item));
+}
+
 /** A length in [min, max]: mostly short, sometimes exactly a bound. */
 function lengthIn(min: number, max: number): fc.Arbitrary<number> {
   return fc.oneof(
@@ -426,7 +444,8 @@ export function translator(spec: Schema): Translator {
     }
     if (s.pattern) {
       const atoms = parsePattern(s.pattern);
-      if (atoms) return matchingPattern(atoms, min, max);
+      // Several atoms may together pass the schema's length bounds: those are left out.
+      if (atoms) return matchingPattern(atoms, min, max).filter((v) => cpLength(v) >= min && cpLength(v) <= max);
       const regex = new RegExp(s.pattern, 'u');
       return fc.stringMatching(regex).filter((v) => cpLength(v) >= min && cpLength(v) <= max);
     }
@@ -435,6 +454,8 @@ export function translator(spec: Schema): Translator {
 
   function valid(schema: Schema): fc.Arbitrary<unknown> {
     const s = resolve(schema);
+    // A oneOf of whole schemas: each branch's values, kept when exactly one branch accepts them.
+    if (s.oneOf && !s.properties) return fc.oneof(...(s.oneOf as Schema[]).map((branch) => valid(branch))).filter((v) => isValid(s, v));
     if (s.const !== undefined) return fc.constant(s.const);
     if (s.enum) return fc.constantFrom(...(s.enum as unknown[]));
     return fc.oneof(
@@ -457,7 +478,9 @@ export function translator(spec: Schema): Translator {
             const model = Object.fromEntries(Object.entries(properties).map(([k, p]) => [k, valid(p)]));
             const record = fc.record(model, { requiredKeys: (s.required ?? []) as never[] }) as fc.Arbitrary<Record<string, unknown>>;
             const minProperties = (s.minProperties ?? 0) as number;
-            return minProperties > 0 ? record.filter((o) => Object.keys(o).length >= minProperties) : record;
+            const sized = minProperties > 0 ? record.filter((o) => Object.keys(o).length >= minProperties) : record;
+            // Rules across properties (a oneOf of `required` lists, say): the values that keep them.
+            return s.oneOf || s.not ? sized.filter((o) => isValid(s, o)) : sized;
           }
         }
       }),
@@ -510,8 +533,9 @@ export function translator(spec: Schema): Translator {
     return out;
   }
 
+  /** What the service accepts: the schema's rules, and text that is well-formed Unicode. */
   function isValid(schema: Schema, value: unknown): boolean {
-    return compile(ajv, schema, 'json:')(value) as boolean;
+    return wellFormed(value) && (compile(ajv, schema, 'json:')(value) as boolean);
   }
 
   function isValidQuery(schema: Schema, value: string): boolean {
@@ -521,10 +545,27 @@ export function translator(spec: Schema): Translator {
 
   function mutations(schema: Schema, pointer: string[] = []): fc.Arbitrary<Mutation> {
     const s = resolve(schema);
+    if (s.oneOf && !s.properties) {
+      // A rule of one branch broken (the case is kept only if no branch accepts the result), or the
+      // parts of two branches at once.
+      const branches = (s.oneOf as Schema[]).map((branch) => resolve(branch));
+      const options = branches.map((branch) => mutations(branch, pointer));
+      const keys = [...new Set(branches.flatMap((b) => Object.keys(b.properties ?? {})))];
+      if (keys.length > 0) {
+        options.push(
+          fc.constantFrom(...keys).chain((key) => {
+            const owner = branches.find((b) => key in (b.properties ?? {}))!;
+            return valid(owner.properties[key]).map((value): Mutation => ({ op: 'set', pointer: [...pointer, key], value, what: `${key}: set beside another branch's fields` }));
+          }),
+        );
+      }
+      return fc.oneof(...options);
+    }
     const at = (what: string) => (value: unknown): Mutation => ({ op: 'set', pointer, value, what: `${pointer.join('.') || 'value'}: ${what}` });
     const options: fc.Arbitrary<Mutation>[] = [wrongType(s).map(at('wrong type'))];
     const type = types(s);
     if (type.includes('string') || s.enum) options.push(...invalidStrings(s).map((arb) => arb.map(({ value, what }) => at(what)(value))));
+    if (type.includes('string') && !s.enum) options.push(withLoneSurrogate(validString(s)).map(at('lone surrogate')));
     if (type.includes('integer') || type.includes('number')) options.push(...invalidNumbers(s).map((arb) => arb.map(({ value, what }) => at(what)(value))));
     if (type.includes('object') && s.properties) {
       const properties = s.properties as Record<string, Schema>;

@@ -9,7 +9,10 @@ import type { components } from '../../generated/api.js';
 import { contractOperations, literalPlusQuery, loadSpec, type Operation, type OperationId } from '../../src/contract.js';
 import { createAgent } from '../../src/db/agents.js';
 import { insertContact } from '../../src/db/contacts.js';
+import { stageRowToStage } from '../../src/db/stages.js';
 import { getThread, insertOpenThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
+import { channelRowToChannel } from '../../src/db/channels.js';
+import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -20,6 +23,7 @@ type Contact = S['Contact'];
 type Channel = S['Channel'];
 type Thread = S['Thread'];
 type Message = S['Message'];
+type Stage = S['Stage'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -32,7 +36,15 @@ interface Parts {
   body?: unknown;
 }
 
-type RawBody = { contentType?: string; raw?: string; status: 400 | 415; code: string; what: string; or?: { status: 400 | 415; code: string } };
+type RawBody = {
+  contentType?: string;
+  contentEncoding?: string;
+  raw?: string | Buffer;
+  status: 400 | 415;
+  code: string;
+  what: string;
+  or?: { status: 400 | 415; code: string };
+};
 type Mode =
   | { kind: 'valid' }
   | { kind: 'invalid'; where: 'body'; mutation: Mutation }
@@ -91,6 +103,13 @@ const RAW_BODIES: RawBody[] = [
   { contentType: 'application/json', raw: "{'name': 'x'}", status: 400, code: 'invalid_json', what: 'single quotes' },
   { contentType: 'application/json', raw: '{"name": "x"} x', status: 400, code: 'invalid_json', what: 'trailing garbage' },
   { contentType: 'application/json', raw: '{"name": NaN}', status: 400, code: 'invalid_json', what: 'NaN literal' },
+  { contentType: 'application/json', raw: Buffer.from([0x7b, 0x22, 0x80, 0x22, 0x3a, 0x31, 0x7d]), status: 400, code: 'validation_error', what: 'invalid UTF-8' },
+  { contentType: 'application/json', raw: Buffer.from([0x5b, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x5d]), status: 400, code: 'validation_error', what: 'UTF-8-encoded surrogate' },
+  { contentType: 'application/json', raw: Buffer.from('{"name":"Conceição"}', 'latin1'), status: 400, code: 'validation_error', what: 'latin1 bytes labelled UTF-8' },
+  { contentType: 'application/json', raw: '{"\\udc00":"\\ud800"}', status: 400, code: 'validation_error', what: 'lone surrogate escapes' },
+  { contentType: 'application/json', contentEncoding: 'gzip', raw: '{"name":"x"}', status: 400, code: 'invalid_json', what: 'gzip label on plain json' },
+  { contentType: 'application/json', contentEncoding: 'br', raw: '{"name":"x"}', status: 400, code: 'invalid_json', what: 'br label on plain json' },
+  { contentType: 'application/json', contentEncoding: 'compress', raw: '{"name":"x"}', status: 415, code: 'unsupported_media_type', what: 'unknown content encoding' },
   { contentType: 'application/json', raw: '[]', status: 400, code: 'validation_error', what: 'array body' },
   { contentType: 'application/json', raw: '[{"name":"x"}]', status: 400, code: 'validation_error', what: 'array of objects body' },
   { contentType: 'application/json', status: 400, code: 'validation_error', what: 'no body, declared json' },
@@ -103,10 +122,24 @@ const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 're
   updateAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
   deleteAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
   getContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  createContact: [{ target: 'duplicate', field: 'phone' }],
+  updateContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'phone' }],
+  deleteContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  updateStage: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  deleteStage: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  updateThread: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'status' },
+    ...['stageId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
+  ],
+  listThreadHistory: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
   getThread: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
   registerNps: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
   listThreadMessages: [{ target: 'foreign', field: 'threadId' }, { target: 'missing', field: 'threadId' }],
+  getChannel: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  updateChannel: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  simulateSandboxInbound: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  createContact: [{ target: 'duplicate', field: 'phone' }, { target: 'duplicate', field: 'instagramId' }],
   sendMessage: ['contactId', 'channelId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
   createThread: ['contactId', 'channelId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
   getNpsStats: [{ target: 'foreign', field: 'workspaceId' }, { target: 'missing', field: 'workspaceId' }],
@@ -182,16 +215,35 @@ function applyInvalid(parts: Parts, mode: Extract<Mode, { kind: 'invalid' }>): P
 // ---------------------------------------------------------------------------------------------
 // The model of the fuzzed workspace, and the exchange with the app.
 
+/** A history entry as the model knows it; createdAt null when only the server knew the time (an agent's deletion). */
+interface HistoryEntry {
+  field: 'status' | 'stageId' | 'agentId';
+  from: string | null;
+  to: string | null;
+  actor: { type: 'api_key' | 'agent' | 'system'; id: string | null };
+  reason: string | null;
+  createdAt: string | null;
+}
+
 interface Model {
   workspaceId: string;
   apiKey: string;
+  keyId: string;
   agents: Agent[];
   deletedAgents: string[];
   contacts: Contact[];
   channels: Channel[];
+  /** In funnel order. */
+  stages: Stage[];
   threads: Thread[];
   messages: Map<string, Message[]>;
-  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread', string> };
+  /** Each thread's history, in the order it was written. */
+  history: Map<string, HistoryEntry[]>;
+  /** The agent and stage each answered thread had when it was answered (its NPS groups). */
+  answers: Map<string, { agentId: string | null; stageId: string }>;
+  /** Contacts erased by DELETE /contacts/{id}. */
+  erased: string[];
+  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage', string> };
   fixtures: number;
 }
 
@@ -212,8 +264,9 @@ interface Exchange {
 
 class PropertyFailure extends Error {}
 
-function describeRequest(method: string, url: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> }): string {
-  const body = options.rawBody !== undefined ? ` raw=${JSON.stringify(options.rawBody)}` : options.body !== undefined ? ` body=${JSON.stringify(options.body)}` : '';
+function describeRequest(method: string, url: string, options: { body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> }): string {
+  const raw = Buffer.isBuffer(options.rawBody) ? `0x${options.rawBody.toString('hex')}` : options.rawBody;
+  const body = raw !== undefined ? ` raw=${JSON.stringify(raw)}` : options.body !== undefined ? ` body=${JSON.stringify(options.body)}` : '';
   const type = options.headers?.['content-type'] ? ` content-type=${options.headers['content-type']}` : '';
   return `${method.toUpperCase()} ${url}${type}${body}`.slice(0, 1500);
 }
@@ -240,7 +293,7 @@ function urlOf(inputs: OpInputs, parts: Parts, repeat?: { param: string; value: 
   return `/v1${path}${qs ? `?${qs}` : ''}`;
 }
 
-async function send(ctx: Ctx, method: string, url: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}): Promise<Exchange> {
+async function send(ctx: Ctx, method: string, url: string, options: { body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Exchange> {
   for (const issue of ctx.sidesteps ?? []) {
     const other = issue.sidestep!(url);
     if (other !== url && ctx.counts) ctx.counts.known[issue.id] = (ctx.counts.known[issue.id] ?? 0) + 1;
@@ -277,6 +330,7 @@ function expectError(ex: Exchange, status: number, code: string, why: string, de
   if (detailPath !== undefined && !error.details?.some((d) => d.path === detailPath)) fail(ex, `expected a detail at ${detailPath} (${why})`);
 }
 
+const firstStage = (model: Model): Stage => model.stages[0]!;
 const pick = <T>(items: readonly T[], n: number): T | undefined => (items.length === 0 ? undefined : items[n % items.length]);
 const byCreated = (a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number =>
   a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
@@ -300,8 +354,31 @@ async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
   const row = await insertOpenThread(ctx.server.db, ctx.model.workspaceId, { contactId: contact.id, channelId: channel.id }, new Date());
   const thread = threadRowToThread(row!);
   ctx.model.threads.push(thread);
+  recordOpened(ctx.model, thread, SYSTEM_ACTOR);
   return thread;
 }
+
+const SYSTEM_ACTOR: HistoryEntry['actor'] = { type: 'system', id: null };
+const keyActor = (model: Model): HistoryEntry['actor'] => ({ type: 'api_key', id: model.keyId });
+
+/** The entries of a thread's opening: its status, its first stage and its agent, if any. */
+function recordOpened(model: Model, thread: Thread, actor: HistoryEntry['actor']): void {
+  const entry = (field: HistoryEntry['field'], to: string): HistoryEntry => ({ field, from: null, to, actor, reason: null, createdAt: thread.createdAt });
+  model.history.set(thread.id, [entry('status', 'open'), entry('stageId', thread.stageId), ...(thread.agentId ? [entry('agentId', thread.agentId)] : [])]);
+}
+
+/** The entries of a change from `before` to `after`, one per changed field. */
+function recordChange(model: Model, before: Thread, after: Thread, reason: string | null): void {
+  const entries = model.history.get(after.id) ?? [];
+  for (const field of ['status', 'stageId', 'agentId'] as const) {
+    if (before[field] !== after[field]) entries.push({ field, from: before[field], to: after[field], actor: keyActor(model), reason, createdAt: after.updatedAt });
+  }
+  model.history.set(after.id, entries);
+}
+
+const replaceThread = (model: Model, thread: Thread): void => {
+  model.threads[model.threads.findIndex((t) => t.id === thread.id)] = thread;
+};
 
 async function readBack(ctx: Ctx, url: string, expected: unknown, what: string): Promise<void> {
   const ex = await send(ctx, 'get', url);
@@ -354,15 +431,21 @@ interface Plan {
   check(ctx: Ctx, ex: Exchange, parts: Parts, knobs: Knobs): Promise<void>;
 }
 
-const NOT_FOUND: Record<string, string> = { agent: 'Agent not found.', contact: 'Contact not found.', thread: 'Thread not found.' };
+const NOT_FOUND: Record<string, string> = {
+  agent: 'Agent not found.',
+  contact: 'Contact not found.',
+  thread: 'Thread not found.',
+  channel: 'Channel not found.',
+  stage: 'Stage not found.',
+};
 
 /** A refusal of a path id: a record of another workspace or no record at all answers 404. */
-function refuseId(kind: 'agent' | 'contact' | 'thread', param: string): Plan['refuse'] {
+function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage', param: string): Plan['refuse'] {
   return async (ctx, parts, knobs, refusal) => {
     const random = fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
     if (refusal.target === 'foreign') parts.path[param] = ctx.model.foreign.id[kind];
     else if (refusal.target === 'missing') parts.path[param] = random;
-    else parts.path[param] = (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) || random;
+    else parts.path[param] = (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) || (kind === 'contact' && pick(ctx.model.erased, knobs.picks[0])) || random;
     return (ex) => {
       expectError(ex, 404, 'not_found', `${refusal.target} ${kind} id`);
       same(ex, (ex.res.body as { error: { message: string } }).error.message, NOT_FOUND[kind], 'not-found message');
@@ -457,7 +540,11 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const { model } = ctx;
       model.agents = model.agents.filter((a) => a.id !== id);
       model.deletedAgents.push(id);
-      for (const thread of model.threads) if (thread.agentId === id) thread.agentId = null;
+      for (const thread of model.threads) {
+        if (thread.agentId !== id) continue;
+        thread.agentId = null;
+        model.history.get(thread.id)!.push({ field: 'agentId', from: id, to: null, actor: keyActor(model), reason: 'agent_deleted', createdAt: null });
+      }
       const gone = await send(ctx, 'get', `/v1/agents/${id}`);
       expectError(gone, 404, 'not_found', 'a deleted agent is gone');
     },
@@ -468,6 +555,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const contact = pick(model.contacts.filter((c) => c.phone && c.email), knobs.picks[0]);
       if (!knobs.anchor || !contact) return;
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
+      if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
       if (parts.query.q !== undefined) {
         const source = [contact.name, contact.phone!, contact.email!][knobs.picks[1] % 3]!;
@@ -481,6 +569,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 200, 'a valid list request');
       const matches = model.contacts
         .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
+        .filter((c) => !query.instagramId || c.instagramId === query.instagramId)
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
@@ -500,25 +589,40 @@ const plans: Partial<Record<OperationId, Plan>> = {
   },
 
   createContact: {
-    async refuse({ model }, parts, knobs) {
-      // The seeded contacts have phones, so there always is one to clash with.
-      const holder = pick(model.contacts.filter((c) => c.phone), knobs.picks[0])!;
-      (parts.body as Record<string, string>).phone = holder.phone!;
+    async refuse({ model }, parts, knobs, refusal) {
+      const body = parts.body as Record<string, string>;
+      // The seeded contacts have phones and an Instagram id, so there always is one to clash with.
+      const holder = pick(model.contacts.filter((c) => (refusal.field === 'phone' ? c.phone : c.instagramId)), knobs.picks[0])!;
+      if (refusal.field === 'phone') body.phone = holder.phone!;
+      else {
+        delete body.phone;
+        body.instagramId = holder.instagramId!;
+      }
       return (ex) => {
-        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
-        same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+        expectError(ex, 409, 'conflict', `a ${refusal.field} another contact has`, `/body/${refusal.field}`);
+        same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, holder.id, `the 409 names the contact holding the ${refusal.field}`);
       };
     },
     async check(ctx, ex, { body }) {
       const input = body as S['ContactCreate'];
-      const holder = input.phone && ctx.model.contacts.find((c) => c.phone === input.phone);
-      if (holder) {
-        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
-        return same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      const phoneHolder = input.phone && ctx.model.contacts.find((c) => c.phone === input.phone);
+      const instagramHolder = input.instagramId && ctx.model.contacts.find((c) => c.instagramId === input.instagramId);
+      const clash = phoneHolder ? { holder: phoneHolder, field: 'phone' } : instagramHolder ? { holder: instagramHolder, field: 'instagramId' } : undefined;
+      if (clash) {
+        expectError(ex, 409, 'conflict', `a ${clash.field} another contact has`, `/body/${clash.field}`);
+        return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, clash.holder.id, `the 409 names the contact holding the ${clash.field}`);
       }
       expectStatus(ex, 201, 'a valid contact');
       const contact = ex.res.body as Contact;
-      const expected = { id: contact.id, name: input.name, phone: input.phone ?? null, email: input.email ?? null, createdAt: contact.createdAt, updatedAt: contact.createdAt };
+      const expected = {
+        id: contact.id,
+        name: input.name,
+        phone: input.phone ?? null,
+        email: input.email ?? null,
+        instagramId: input.instagramId ?? null,
+        createdAt: contact.createdAt,
+        updatedAt: contact.createdAt,
+      };
       ctx.model.contacts.push(contact);
       same(ex, contact, expected, 'the created contact');
       await readBack(ctx, `/v1/contacts/${contact.id}`, contact, 'the created contact');
@@ -548,18 +652,31 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseReference,
     async check(ctx, ex, { body }) {
       const input = body as S['MessageCreate'];
+      const { model } = ctx;
+      const channel = model.channels.find((c) => c.id === input.channelId.toLowerCase())!;
+      const contact = model.contacts.find((c) => c.id === input.contactId.toLowerCase())!;
+      const template = input.template;
+      if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
+      if (channel.provider === 'meta') {
+        if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId)) return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/body/contactId');
+        // Nobody writes on a Meta channel here, so every contact is outside the 24-hour window.
+        if (!template) return expectError(ex, 422, 'outside_messaging_window', 'free text outside the 24-hour window', '/body/content');
+      }
       expectStatus(ex, 201, 'a message to a contact of the workspace on its channel');
       const message = ex.res.body as Message;
-      const { model } = ctx;
       const open = openThreadOf(model, input.contactId, input.channelId);
+      const parameters = template?.parameters ?? [];
       const expected = {
         id: message.id,
         threadId: open?.id ?? message.threadId,
         contactId: input.contactId.toLowerCase(),
         channelId: input.channelId.toLowerCase(),
         direction: 'outbound',
-        content: input.content,
+        content: template ? `[template ${template.name}]${parameters.length > 0 ? ` ${parameters.join(', ')}` : ''}` : input.content,
         status: 'queued',
+        externalId: null,
+        error: null,
+        template: template ?? null,
         createdAt: message.createdAt,
       };
       if (open) {
@@ -567,7 +684,25 @@ const plans: Partial<Record<OperationId, Plan>> = {
         open.updatedAt = message.createdAt;
       } else {
         const c = message.createdAt;
-        model.threads.push({ id: message.threadId, contactId: message.contactId, channelId: message.channelId, agentId: null, status: 'open', npsScore: null, npsCreatedAt: null, lastMessageAt: c, createdAt: c, updatedAt: c });
+        model.history.set(message.threadId, [
+          { field: 'status', from: null, to: 'open', actor: keyActor(model), reason: null, createdAt: c },
+          { field: 'stageId', from: null, to: firstStage(model).id, actor: keyActor(model), reason: null, createdAt: c },
+        ]);
+        model.threads.push({
+          id: message.threadId,
+          contactId: message.contactId,
+          channelId: message.channelId,
+          agentId: null,
+          stageId: firstStage(model).id,
+          status: 'open',
+          closedAt: null,
+          npsScore: null,
+          npsCreatedAt: null,
+          lastMessageAt: c,
+          lastInboundAt: null,
+          createdAt: c,
+          updatedAt: c,
+        });
       }
       const messages = [...(model.messages.get(message.threadId) ?? []), message];
       model.messages.set(message.threadId, messages);
@@ -578,12 +713,159 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
   },
 
+  createChannel: {
+    async check(ctx, ex, { body }) {
+      const input = body as S['ChannelCreate'];
+      expectStatus(ex, 201, 'a valid channel');
+      const channel = ex.res.body as Channel;
+      const meta = input.provider === 'meta' ? input.meta : undefined;
+      const expected: Channel = {
+        id: channel.id,
+        type: input.type,
+        name: input.name,
+        provider: input.provider,
+        externalId: meta?.externalId ?? null,
+        webhookPath: meta ? `/webhooks/meta/${channel.id}` : null,
+        defaultAgentId: null,
+        createdAt: channel.createdAt,
+        updatedAt: channel.createdAt,
+      };
+      same(ex, channel, expected, 'the created channel, without its secrets');
+      ctx.model.channels.push(channel);
+      await readBack(ctx, `/v1/channels/${channel.id}`, channel, 'the created channel');
+    },
+  },
+
+  getChannel: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.channels, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('channel', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'a channel of the workspace');
+      same(ex, ex.res.body, model.channels.find((c) => c.id === path.id!.toLowerCase()), 'the channel the model holds');
+    },
+  },
+
+  updateChannel: {
+    async bind({ model }, parts, knobs) {
+      const channel = pick(model.channels, knobs.picks[0])!;
+      parts.path.id = casing(channel.id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      if (knobs.anchor && body.type !== undefined) body.type = channel.type;
+      // Only "no default agent": threads opened under one are checked in thread-changes.test.ts,
+      // not modelled here.
+      if (body.defaultAgentId !== undefined) body.defaultAgentId = null;
+    },
+    refuse: refuseId('channel', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const input = body as S['ChannelUpdate'];
+      const index = ctx.model.channels.findIndex((c) => c.id === path.id!.toLowerCase());
+      const before = ctx.model.channels[index]!;
+      if (input.type !== undefined && input.type !== before.type) return expectError(ex, 409, 'conflict', "a change of the channel's type", '/body/type');
+      const provider = input.provider ?? before.provider;
+      if (provider === 'meta' && before.provider !== 'meta') {
+        const missing = (['externalId', 'accessToken', 'appSecret', 'verifyToken'] as const).filter((f) => !input.meta?.[f]);
+        if (missing.length > 0) return expectError(ex, 400, 'validation_error', 'connecting to Meta without every setting', `/body/meta/${missing[0]}`);
+      }
+      if (provider === 'sandbox' && input.meta !== undefined) return expectError(ex, 400, 'validation_error', 'Meta settings on a sandbox channel', '/body/meta');
+      expectStatus(ex, 200, 'a valid change of a channel of the workspace');
+      const after = ex.res.body as Channel;
+      const expected: Channel = {
+        ...before,
+        name: input.name ?? before.name,
+        provider,
+        externalId: provider === 'meta' ? (input.meta?.externalId ?? before.externalId) : null,
+        webhookPath: provider === 'meta' ? `/webhooks/meta/${before.id}` : null,
+        updatedAt: after.updatedAt,
+      };
+      same(ex, after, expected, 'the channel with the changes applied, without its secrets');
+      if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
+      ctx.model.channels[index] = after;
+      await readBack(ctx, `/v1/channels/${after.id}`, after, 'the changed channel');
+    },
+  },
+
+  simulateSandboxInbound: {
+    async bind({ model }, parts, knobs) {
+      // Anchored cases write on a sandbox channel; the others meet meta ones (404) too.
+      const sandboxes = model.channels.filter((c) => c.provider === 'sandbox');
+      const channel = pick(knobs.anchor && sandboxes.length > 0 ? sandboxes : model.channels, knobs.picks[0])!;
+      parts.path.id = casing(channel.id, knobs.upper);
+      if (!knobs.anchor) return;
+      const body = parts.body as Record<string, string>;
+      const known = pick(model.contacts.filter((c) => (channel.type === 'whatsapp' ? c.phone : c.instagramId)), knobs.picks[1]);
+      const fresh = channel.type === 'whatsapp' ? `+55119${String(knobs.picks[2] % 100_000_000).padStart(8, '0')}` : `1784${knobs.picks[2]}`;
+      body.from = knobs.fresh || !known ? fresh : channel.type === 'whatsapp' ? known.phone! : known.instagramId!;
+    },
+    refuse: refuseId('channel', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const input = body as S['SandboxInbound'];
+      const { model } = ctx;
+      const channel = model.channels.find((c) => c.id === path.id!.toLowerCase())!;
+      if (channel.provider !== 'sandbox') {
+        expectError(ex, 404, 'not_found', 'a meta channel has no sandbox');
+        return same(ex, (ex.res.body as S['ErrorResponse']).error.message, 'Channel not found.', 'not-found message');
+      }
+      const fits = channel.type === 'whatsapp' ? /^\+[1-9]\d{7,14}$/.test(input.from) : /^[0-9A-Za-z_.-]+$/.test(input.from);
+      if (!fits) return expectError(ex, 400, 'validation_error', `a sender that is not a ${channel.type} id`, '/body/from');
+      expectStatus(ex, 201, 'a customer writing on a sandbox channel');
+      const message = ex.res.body as Message;
+      let contact = model.contacts.find((c) => (channel.type === 'whatsapp' ? c.phone === input.from : c.instagramId === input.from));
+      if (!contact) {
+        const created = await send(ctx, 'get', `/v1/contacts/${message.contactId}`);
+        expectStatus(created, 200, 'the contact the customer became');
+        contact = created.res.body as Contact;
+        const name = input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`);
+        const expectedContact = { id: contact.id, name, phone: channel.type === 'whatsapp' ? input.from : null, email: null, instagramId: channel.type === 'instagram' ? input.from : null, createdAt: contact.createdAt, updatedAt: contact.createdAt };
+        same(created, contact, expectedContact, 'a new contact named after the customer');
+        model.contacts.push(contact);
+      }
+      const open = openThreadOf(model, contact.id, channel.id);
+      if (!message.externalId?.startsWith('sandbox.')) fail(ex, 'a sandbox inbound message has a sandbox externalId');
+      same(
+        ex,
+        message,
+        { id: message.id, threadId: open?.id ?? message.threadId, contactId: contact.id, channelId: channel.id, direction: 'inbound', content: input.content, status: 'delivered', externalId: message.externalId, error: null, template: null, createdAt: message.createdAt },
+        'the inbound message',
+      );
+      const c = message.createdAt;
+      if (open) {
+        if (!open.lastMessageAt || open.lastMessageAt < c) open.lastMessageAt = c;
+        if (!open.lastInboundAt || open.lastInboundAt < c) open.lastInboundAt = c;
+        open.updatedAt = c;
+      } else {
+        model.history.set(message.threadId, [
+          { field: 'status', from: null, to: 'open', actor: { type: 'system', id: null }, reason: null, createdAt: c },
+          { field: 'stageId', from: null, to: firstStage(model).id, actor: { type: 'system', id: null }, reason: null, createdAt: c },
+        ]);
+        model.threads.push({
+          id: message.threadId,
+          contactId: contact.id,
+          channelId: channel.id,
+          agentId: null,
+          stageId: firstStage(model).id,
+          status: 'open',
+          closedAt: null,
+          npsScore: null,
+          npsCreatedAt: null,
+          lastMessageAt: c,
+          lastInboundAt: c,
+          createdAt: c,
+          updatedAt: c,
+        });
+      }
+      model.messages.set(message.threadId, [...(model.messages.get(message.threadId) ?? []), message]);
+      await readBack(ctx, `/v1/threads/${message.threadId}`, model.threads.find((t) => t.id === message.threadId), 'the thread of the inbound message');
+    },
+  },
+
   listThreads: {
     async bind({ model }, parts, knobs) {
       if (!knobs.anchor) return;
       const thread = pick(model.threads, knobs.picks[0]);
       if (!thread) return;
-      for (const key of ['contactId', 'channelId', 'agentId'] as const) {
+      for (const key of ['contactId', 'channelId', 'agentId', 'stageId'] as const) {
         if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key]!, knobs.upper);
       }
       if (parts.query.status !== undefined) parts.query.status = thread.status;
@@ -594,6 +876,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const all = model.threads
         .filter((t) => (!query.status || t.status === query.status) && (!query.contactId || t.contactId === lower(query.contactId)))
         .filter((t) => (!query.channelId || t.channelId === lower(query.channelId)) && (!query.agentId || t.agentId === lower(query.agentId)))
+        .filter((t) => !query.stageId || t.stageId === lower(query.stageId))
         .sort((a, b) => byCreated(b, a));
       same(ex, ex.res.body, pageOf(all, query), 'the page of threads the model holds, newest first');
     },
@@ -614,7 +897,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const open = openThreadOf(ctx.model, input.contactId, input.channelId);
       if (open) {
         expectError(ex, 409, 'conflict', 'the pair already has an open thread', '/body/channelId');
-        return same(ex, (ex.res.body as S['Error']).error.details?.[0]?.existingId, open.id, 'the 409 names the open thread');
+        return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, open.id, 'the 409 names the open thread');
       }
       expectStatus(ex, 201, 'a pair without an open thread');
       const thread = ex.res.body as Thread;
@@ -623,14 +906,18 @@ const plans: Partial<Record<OperationId, Plan>> = {
         contactId: input.contactId.toLowerCase(),
         channelId: input.channelId.toLowerCase(),
         agentId: input.agentId?.toLowerCase() ?? null,
+        stageId: firstStage(ctx.model).id,
         status: 'open',
+        closedAt: null,
         npsScore: null,
         npsCreatedAt: null,
         lastMessageAt: null,
+        lastInboundAt: null,
         createdAt: thread.createdAt,
         updatedAt: thread.createdAt,
       };
       ctx.model.threads.push(thread);
+      recordOpened(ctx.model, thread, keyActor(ctx.model));
       same(ex, thread, expected, 'the opened thread');
       await readBack(ctx, `/v1/threads/${thread.id}`, thread, 'the opened thread');
     },
@@ -655,8 +942,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const to = instantNs(query.dateTo!);
       if (from > to) return expectError(ex, 400, 'validation_error', 'dateFrom after dateTo', '/query/dateFrom');
       expectStatus(ex, 200, 'a valid window');
-      const statsIn = (lo: bigint, hi: bigint) => {
-        const scores = model.threads.filter((t) => t.npsCreatedAt && msOf(t.npsCreatedAt) >= lo && msOf(t.npsCreatedAt) <= hi).map((t) => t.npsScore!);
+      const tally = (scores: number[]) => {
         const promotores = scores.filter((s) => s >= 9).length;
         const neutros = scores.filter((s) => s === 7 || s === 8).length;
         const detratores = scores.filter((s) => s <= 6).length;
@@ -664,6 +950,17 @@ const plans: Partial<Record<OperationId, Plan>> = {
         const ratio = total === 0 ? 0 : (100 * (promotores - detratores)) / total;
         const npsScore = total === 0 ? null : Math.sign(ratio) * Math.round(Math.abs(ratio)) || 0;
         return { promotores, neutros, detratores, total, npsScore };
+      };
+      const groupKey = (t: Thread): string | null => {
+        const at = model.answers.get(t.id)!;
+        return { day: t.npsCreatedAt!.slice(0, 10), channel: t.channelId, agent: at.agentId, stage: at.stageId }[query.groupBy as 'day'];
+      };
+      const statsIn = (lo: bigint, hi: bigint) => {
+        const answered = model.threads.filter((t) => t.npsCreatedAt && msOf(t.npsCreatedAt) >= lo && msOf(t.npsCreatedAt) <= hi);
+        const totals = tally(answered.map((t) => t.npsScore!));
+        if (!query.groupBy) return totals;
+        const keys = [...new Set(answered.map(groupKey))].sort((a, b) => (a === null ? 1 : b === null ? -1 : a < b ? -1 : a > b ? 1 : 0));
+        return { ...totals, groups: keys.map((key) => ({ key, ...tally(answered.filter((t) => groupKey(t) === key).map((t) => t.npsScore!)) })) };
       };
       const cut = statsIn(floorMicros(from), floorMicros(to));
       const rounded = statsIn(roundMicros(from), roundMicros(to));
@@ -698,6 +995,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (!answered) {
         const thread = await freshThread(ctx, ctx.model.channels[0]!);
         answered = (await setNpsAnswer(ctx.server.db, ctx.model.workspaceId, thread.id, 9, new Date()))!;
+        ctx.model.answers.set(thread.id, { agentId: thread.agentId, stageId: thread.stageId });
         Object.assign(thread, answered);
       }
       parts.path.id = answered.id;
@@ -719,6 +1017,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 201, 'the first NPS answer of a thread, not in the future');
       const after = ex.res.body as Thread;
       ctx.model.threads[index] = after;
+      ctx.model.answers.set(after.id, { agentId: before.agentId, stageId: before.stageId });
       same(ex, after, { ...before, npsScore: input.score, npsCreatedAt: after.npsCreatedAt, updatedAt: after.updatedAt }, 'the thread with its answer');
       const stored = msOf(after.npsCreatedAt!);
       const slack = input.answeredAt === undefined ? 5_000_000_000n : 1_000_000n;
@@ -739,6 +1038,277 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 200, 'a thread of the workspace');
       const messages = [...(model.messages.get(path.threadId!.toLowerCase()) ?? [])].sort(byCreated);
       same(ex, ex.res.body, pageOf(messages, query), 'the page of messages the model holds, oldest first');
+    },
+  },
+  // ---- The funnel's stages
+
+  listStages: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf(model.stages, query), 'the page of stages, in funnel order');
+    },
+  },
+
+  createStage: {
+    async bind({ model }, parts, knobs) {
+      const body = parts.body as Record<string, unknown>;
+      // Mostly a place in range; otherwise the contract's range, which may lie past the funnel's end.
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[0] % (model.stages.length + 1)) + 1;
+    },
+    async check(ctx, ex, { body }) {
+      const { model } = ctx;
+      const input = body as S['StageCreate'];
+      const position = input.position ?? model.stages.length + 1;
+      if (position > model.stages.length + 1) return expectError(ex, 400, 'validation_error', 'a position past the last place', '/body/position');
+      expectStatus(ex, 201, 'a stage at a place in range');
+      const stage = ex.res.body as Stage;
+      same(ex, stage, { id: stage.id, name: input.name, position, createdAt: stage.createdAt, updatedAt: stage.createdAt }, 'the added stage');
+      for (const other of model.stages.slice(position - 1)) Object.assign(other, { position: other.position + 1, updatedAt: stage.createdAt });
+      model.stages.splice(position - 1, 0, stage);
+      await readBack(ctx, '/v1/stages?limit=100', pageOf(model.stages, { limit: '100' }), 'the funnel with the stage');
+    },
+  },
+
+  updateStage: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.stages, knobs.picks[0])!.id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[1] % model.stages.length) + 1;
+    },
+    refuse: refuseId('stage', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['StageUpdate'];
+      if (input.position !== undefined && input.position > model.stages.length) {
+        return expectError(ex, 400, 'validation_error', 'a position past the last stage', '/body/position');
+      }
+      expectStatus(ex, 200, 'a valid change of a stage of the workspace');
+      const after = ex.res.body as Stage;
+      const index = model.stages.findIndex((s) => s.id === path.id!.toLowerCase());
+      const before = model.stages[index]!;
+      const to = input.position ?? before.position;
+      same(ex, after, { ...before, ...(input.name !== undefined && { name: input.name }), position: to, updatedAt: after.updatedAt }, 'the changed stage');
+      model.stages.splice(index, 1);
+      model.stages.splice(to - 1, 0, after);
+      model.stages.forEach((stage, i) => {
+        if (stage.position !== i + 1) Object.assign(stage, { position: i + 1, updatedAt: after.updatedAt });
+      });
+      await readBack(ctx, '/v1/stages?limit=100', pageOf(model.stages, { limit: '100' }), 'the funnel after the change');
+    },
+  },
+
+  deleteStage: {
+    async bind(ctx, parts, knobs, arrange) {
+      if (!arrange) return void (parts.path.id = casing(pick(ctx.model.stages, knobs.picks[0])!.id, knobs.upper));
+      // An empty stage at the end: deleting it moves no other stage.
+      const made = await send(ctx, 'post', '/v1/stages', { body: { name: `Fixture ${++ctx.model.fixtures}` } });
+      expectStatus(made, 201, 'arranging an empty stage');
+      ctx.model.stages.push(made.res.body as Stage);
+      parts.path.id = casing((made.res.body as Stage).id, knobs.upper);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      if (refusal.target !== 'duplicate') return refuseId('stage', 'id')!(ctx, parts, knobs, refusal);
+      parts.path.id = pick(ctx.model.threads, knobs.picks[0])!.stageId;
+      return (ex) => expectError(ex, 409, 'conflict', 'a stage that holds a thread');
+    },
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an empty stage');
+      if (ex.res.body !== undefined) fail(ex, 'a 204 has no body');
+      const { model } = ctx;
+      if (model.stages.at(-1)!.id !== path.id!.toLowerCase()) fail(ex, 'the arranged stage should have been the last');
+      model.stages.pop();
+      await readBack(ctx, '/v1/stages?limit=100', pageOf(model.stages, { limit: '100' }), 'the funnel without the stage');
+    },
+  },
+
+  // ---- Changes of threads and their history
+
+  updateThread: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.threads, knobs.picks[0])!.id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      if (body.stageId !== undefined) body.stageId = casing(pick(model.stages, knobs.picks[1])!.id, knobs.upper);
+      if (typeof body.agentId === 'string') body.agentId = pick(model.agents, knobs.picks[2])?.id ?? null;
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      const { model } = ctx;
+      const body = parts.body as Record<string, unknown>;
+      if (refusal.field === 'id') return refuseId('thread', 'id')!(ctx, parts, knobs, refusal);
+      if (refusal.field === 'status') {
+        // A closed thread whose pair has another open thread.
+        const closing = await freshThread(ctx, pick(model.channels, knobs.picks[1])!);
+        const closed = await send(ctx, 'patch', `/v1/threads/${closing.id}`, { body: { status: 'closed' } });
+        expectStatus(closed, 200, 'arranging a closed thread');
+        recordChange(model, closing, closed.res.body as Thread, null);
+        replaceThread(model, closed.res.body as Thread);
+        const row = await insertOpenThread(ctx.server.db, model.workspaceId, { contactId: closing.contactId, channelId: closing.channelId }, new Date());
+        const open = threadRowToThread(row!);
+        model.threads.push(open);
+        recordOpened(model, open, SYSTEM_ACTOR);
+        parts.path.id = closing.id;
+        parts.body = { status: 'open', ...(body.reason !== undefined && { reason: body.reason }) };
+        return (ex) => {
+          expectError(ex, 409, 'conflict', 'reopening while the pair has another open thread', '/body/status');
+          same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, open.id, 'the 409 names the open thread');
+        };
+      }
+      delete body.status;
+      const kind = refusal.field === 'stageId' ? 'stage' : 'agent';
+      body[refusal.field] = refusal.target === 'foreign' ? model.foreign.id[kind] : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[1] })[0]!;
+      return (ex) => expectError(ex, 422, 'invalid_reference', `${refusal.target} ${kind} referenced`, `/body/${refusal.field}`);
+    },
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['ThreadUpdate'];
+      const before = model.threads.find((t) => t.id === path.id!.toLowerCase())!;
+      const other = input.status === 'open' && before.status === 'closed' && openThreadOf(model, before.contactId, before.channelId);
+      if (other) {
+        expectError(ex, 409, 'conflict', 'reopening while the pair has another open thread', '/body/status');
+        return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, other.id, 'the 409 names the open thread');
+      }
+      expectStatus(ex, 200, 'a valid change of a thread of the workspace');
+      const after = ex.res.body as Thread;
+      const expected: Thread = {
+        ...before,
+        ...(input.status !== undefined && { status: input.status }),
+        ...(input.stageId !== undefined && { stageId: input.stageId.toLowerCase() }),
+        ...(input.agentId !== undefined && { agentId: input.agentId?.toLowerCase() ?? null }),
+      };
+      if ((['status', 'stageId', 'agentId'] as const).some((field) => expected[field] !== before[field])) {
+        expected.updatedAt = after.updatedAt;
+        if (expected.status !== before.status) expected.closedAt = expected.status === 'closed' ? after.updatedAt : null;
+        if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
+      }
+      same(ex, after, expected, 'the thread with the changes applied (none when every value is the current one)');
+      recordChange(model, before, after, input.reason ?? null);
+      replaceThread(model, after);
+      await readBack(ctx, `/v1/threads/${after.id}`, after, 'the changed thread');
+    },
+  },
+
+  listThreadHistory: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.threads, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('thread', 'id'),
+    async check(ctx, ex, { path, query }) {
+      expectStatus(ex, 200, 'a thread of the workspace');
+      const id = path.id!.toLowerCase();
+      const expected = ctx.model.history.get(id) ?? [];
+      const body = ex.res.body as S['ThreadHistoryList'];
+      const [page, limit] = [Number(query.page ?? 1), Number(query.limit ?? 20)];
+      same(ex, body.pagination, { total: expected.length, page, limit }, 'the pagination of the thread’s history');
+      const all: S['ThreadHistoryEntry'][] = [];
+      for (let n = 1; all.length < expected.length; n++) {
+        const next = await send(ctx, 'get', `/v1/threads/${id}/history?limit=100&page=${n}`);
+        expectStatus(next, 200, 'the whole history, page by page');
+        const entries = (next.res.body as S['ThreadHistoryList']).data;
+        if (entries.length === 0) break;
+        all.push(...entries);
+      }
+      same(ex, body.data, all.slice((page - 1) * limit, page * limit), 'the page is its slice of the whole history');
+      same(ex, all, [...all].sort(byCreated), 'the history oldest first, by createdAt then id');
+      // Every entry the model expects, once each; an agent's deletion matches whatever its time.
+      const left = [...all];
+      const key = (e: Omit<HistoryEntry, 'createdAt'>) => JSON.stringify([e.field, e.from, e.to, e.actor, e.reason]);
+      for (const entry of [...expected].sort((a, b) => Number(a.createdAt === null) - Number(b.createdAt === null))) {
+        const at = left.findIndex((e) => key(e) === key(entry) && (entry.createdAt === null || e.createdAt === entry.createdAt));
+        if (at === -1) fail(ex, `no history entry ${key(entry)} at ${entry.createdAt ?? 'any time'}`);
+        left.splice(at, 1);
+      }
+      if (left.length > 0) fail(ex, `history entries the model does not know: ${JSON.stringify(left)}`);
+    },
+  },
+
+  getFunnelStats: {
+    async bind({ model }, parts, knobs) {
+      const instants = [...model.history.values()].flat().filter((e) => e.field === 'stageId').map((e) => Date.parse(e.createdAt!));
+      if (!knobs.anchor || instants.length === 0) return;
+      const [a, b] = [pick(instants, knobs.picks[0])!, pick(instants, knobs.picks[1])!];
+      const [from, to] = [Math.min(a, b) + knobs.deltas[0], Math.max(a, b) + knobs.deltas[1]];
+      parts.query.dateFrom = render(from, knobs.offsets[0], knobs.fresh);
+      parts.query.dateTo = render(to, knobs.offsets[1], !knobs.fresh);
+    },
+    async check({ model }, ex, { query }) {
+      const from = instantNs(query.dateFrom!);
+      const to = instantNs(query.dateTo!);
+      if (from > to) return expectError(ex, 400, 'validation_error', 'dateFrom after dateTo', '/query/dateFrom');
+      expectStatus(ex, 200, 'a valid window');
+      // Each thread's stage entries in the order written: entries into stages, and stays ended by a move.
+      const moves = [...model.history.values()].map((entries) => entries.filter((e) => e.field === 'stageId'));
+      const funnelIn = (lo: bigint, hi: bigint) => ({
+        stages: model.stages.map((stage) => {
+          const inside = (e: HistoryEntry) => msOf(e.createdAt!) >= lo && msOf(e.createdAt!) <= hi;
+          const entered = moves.flat().filter((e) => e.to === stage.id && inside(e)).length;
+          const stays = moves
+            .flatMap((entries) => entries.slice(1).map((e, i) => ({ e, ms: Date.parse(e.createdAt!) - Date.parse(entries[i]!.createdAt!) })))
+            .filter(({ e }) => e.from === stage.id && inside(e))
+            .map(({ ms }) => ms)
+            .sort((a, b) => a - b);
+          const mid = Math.floor(stays.length / 2);
+          const median = stays.length === 0 ? null : stays.length % 2 ? stays[mid]! : Math.floor((stays[mid - 1]! + stays[mid]!) / 2 + 0.5);
+          const current = model.threads.filter((t) => t.status === 'open' && t.stageId === stage.id).length;
+          return { stageId: stage.id, name: stage.name, entered, exited: stays.length, current, medianSecondsInStage: median === null ? null : median / 1000 };
+        }),
+      });
+      if (JSON.stringify(ex.res.body) === JSON.stringify(funnelIn(roundMicros(from), roundMicros(to)))) return;
+      same(ex, ex.res.body, funnelIn(floorMicros(from), floorMicros(to)), 'the funnel of the window');
+    },
+  },
+
+  // ---- Correcting and erasing contacts
+
+  updateContact: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.contacts, knobs.picks[0])!.id, knobs.upper);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      if (refusal.target !== 'duplicate') return refuseId('contact', 'id')!(ctx, parts, knobs, refusal);
+      const holder = pick(ctx.model.contacts.filter((c) => c.phone), knobs.picks[0])!;
+      parts.path.id = ctx.model.contacts.find((c) => c.id !== holder.id)!.id;
+      (parts.body as Record<string, unknown>).phone = holder.phone;
+      return (ex) => {
+        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
+        same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      };
+    },
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['ContactUpdate'];
+      const id = path.id!.toLowerCase();
+      const index = model.contacts.findIndex((c) => c.id === id);
+      const holder = typeof input.phone === 'string' && model.contacts.find((c) => c.phone === input.phone && c.id !== id);
+      if (holder) {
+        expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
+        return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      }
+      expectStatus(ex, 200, 'a valid change of a contact of the workspace');
+      const before = model.contacts[index]!;
+      const after = ex.res.body as Contact;
+      const changes = { ...(input.name !== undefined && { name: input.name }), ...(input.phone !== undefined && { phone: input.phone }), ...(input.email !== undefined && { email: input.email }) };
+      same(ex, after, { ...before, ...changes, updatedAt: after.updatedAt }, 'the contact with the changes applied');
+      model.contacts[index] = after;
+      await readBack(ctx, `/v1/contacts/${id}`, after, 'the changed contact');
+    },
+  },
+
+  deleteContact: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      const contact = arrange && (knobs.fresh || model.contacts.length <= 4) ? await freshContact(ctx) : pick(model.contacts, knobs.picks[0])!;
+      parts.path.id = casing(contact.id, knobs.upper);
+    },
+    refuse: refuseId('contact', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'erasing a contact of the workspace');
+      if (ex.res.body !== undefined) fail(ex, 'a 204 has no body');
+      const { model } = ctx;
+      const id = path.id!.toLowerCase();
+      model.contacts = model.contacts.filter((c) => c.id !== id);
+      model.erased.push(id);
+      for (const messages of model.messages.values()) for (const message of messages) if (message.contactId === id) message.content = null;
+      const gone = await send(ctx, 'get', `/v1/contacts/${id}`);
+      expectError(gone, 404, 'not_found', 'an erased contact is gone');
     },
   },
 };
@@ -837,8 +1407,10 @@ export interface FuzzOptions {
 
 /** Writes go first so that reads and the NPS statistics meet a populated workspace. */
 const ORDER: OperationId[] = [
-  'createAgent', 'updateAgent', 'deleteAgent', 'createContact', 'createThread', 'sendMessage', 'registerNps',
-  'listAgents', 'getAgent', 'listContacts', 'getContact', 'listChannels', 'listThreads', 'getThread', 'listThreadMessages', 'getNpsStats',
+  'createAgent', 'updateAgent', 'deleteAgent', 'createStage', 'updateStage', 'deleteStage', 'createContact', 'updateContact',
+  'createChannel', 'updateChannel', 'simulateSandboxInbound', 'createThread', 'sendMessage', 'updateThread', 'registerNps', 'deleteContact',
+  'listAgents', 'getAgent', 'listContacts', 'getContact', 'listChannels', 'getChannel', 'listStages', 'listThreads', 'getThread',
+  'listThreadMessages', 'listThreadHistory', 'getNpsStats', 'getFunnelStats',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -856,28 +1428,39 @@ async function setUp(server: TestServer): Promise<Model> {
   const foreignAgent = await agent(other.workspaceId, 0);
   const foreignContact = (await insertContact(db, other.workspaceId, { name: 'Foreign', phone: '+5511900000000' }))!;
   const foreignThread = (await insertOpenThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[0]!.id }, new Date()))!;
+  const foreignStage = (await db.selectFrom('stages').select('id').where('workspace_id', '=', other.workspaceId).orderBy('position').executeTakeFirstOrThrow()).id;
   const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
   const contacts = [
     (await insertContact(db, own.workspaceId, { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' }))!,
     (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665' }))!,
     (await insertContact(db, own.workspaceId, { name: 'Ana' }))!,
+    (await insertContact(db, own.workspaceId, { name: 'Bia Instagram', instagramId: '17841400000000001' }))!,
   ];
-  // Channels carry no createdAt on the wire: their list order comes from the table.
-  const channelOrder = await db.selectFrom('channels').select('id').where('workspace_id', '=', own.workspaceId).orderBy('created_at').orderBy('id').execute();
-  const channels = channelOrder.map((row) => own.channels.find((c) => c.id === row.id)!);
+  const channels = (await listWorkspaceChannels(db, own.workspaceId)).map(channelRowToChannel);
   const thread = (await insertOpenThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date()))!;
-  return {
+  const stageRows = await db.selectFrom('stages').selectAll().where('workspace_id', '=', own.workspaceId).orderBy('position').execute();
+  const model: Model = {
     workspaceId: own.workspaceId,
     apiKey: own.apiKey,
+    keyId: own.keyId,
     agents,
     deletedAgents: [],
     contacts,
     channels,
+    stages: stageRows.map(stageRowToStage),
     threads: [threadRowToThread(thread)],
     messages: new Map(),
-    foreign: { workspaceId: other.workspaceId, id: { agent: foreignAgent.id, contact: foreignContact.id, channel: other.channels[0]!.id, thread: foreignThread.id } },
+    history: new Map(),
+    answers: new Map(),
+    erased: [],
+    foreign: {
+      workspaceId: other.workspaceId,
+      id: { agent: foreignAgent.id, contact: foreignContact.id, channel: other.channels[0]!.id, thread: foreignThread.id, stage: foreignStage },
+    },
     fixtures: 0,
   };
+  recordOpened(model, model.threads[0]!, SYSTEM_ACTOR);
+  return model;
 }
 
 async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, counts: OperationCounts): Promise<Exchange> {
@@ -903,7 +1486,10 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   const broken = applyInvalid(parts, mode);
   const url = urlOf(inputs, broken, mode.where === 'query' && mode.how === 'repeat' ? mode : undefined, mode.where === 'path' && mode.raw ? mode.value : undefined);
   if (mode.where === 'raw') {
-    const headers: Record<string, string> = mode.body.contentType ? { 'content-type': mode.body.contentType } : {};
+    const headers: Record<string, string> = {
+      ...(mode.body.contentType && { 'content-type': mode.body.contentType }),
+      ...(mode.body.contentEncoding && { 'content-encoding': mode.body.contentEncoding }),
+    };
     const ex = await send(ctx, method, url, { headers, ...(mode.body.raw !== undefined && { rawBody: mode.body.raw }) });
     const alternative = mode.body.or;
     if (alternative && ex.res.status === alternative.status) expectError(ex, alternative.status, alternative.code, mode.body.what);
@@ -992,9 +1578,9 @@ export function formatCounts(result: FuzzResult): string {
   const rows = Object.entries(result.operations).map(([id, c]) => {
     const statuses = Object.entries(c.statuses).map(([s, n]) => `${s}:${n}`).join(' ');
     const known = Object.entries(c.known).map(([issue, n]) => ` | known ${issue}: ${n}`).join('');
-    return `${id.padEnd(20)}${cell(c.cases, 6)}${cell(c.valid, 7)}${cell(c.invalid, 8)}${cell(c.refused, 8)}  ${statuses}${known}`;
+    return `${id.padEnd(24)}${cell(c.cases, 6)}${cell(c.valid, 7)}${cell(c.invalid, 8)}${cell(c.refused, 8)}  ${statuses}${known}`;
   });
-  const header = `${'operation'.padEnd(20)}${cell('cases', 6)}${cell('valid', 7)}${cell('invalid', 8)}${cell('refused', 8)}  statuses`;
+  const header = `${'operation'.padEnd(24)}${cell('cases', 6)}${cell('valid', 7)}${cell('invalid', 8)}${cell('refused', 8)}  statuses`;
   return [header, ...rows, `${Object.keys(result.operations).length} operations, ${result.total} cases, seed ${result.seed}`].join('\n');
 }
 

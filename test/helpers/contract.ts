@@ -1,6 +1,7 @@
 // Checks a response against openapi.yaml: the status is documented for the operation (or is one of
-// the pipeline's own answers), the body matches its schema, X-Request-Id is present. Every
-// response in the suite goes through here, through the client middleware or `request`.
+// the pipeline's own answers), the body matches its schema, X-Request-Id is present and an error
+// body's requestId repeats it. Every response in the suite goes through here, through the client
+// middleware or `request`.
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { contractOperations, loadSpec, type Operation } from '../../src/contract.js';
@@ -54,18 +55,24 @@ function validate(ref: string, body: unknown, where: string): void {
 export function checkResponse(method: string, url: string, status: number, headers: Headers, body: unknown): void {
   const pathname = new URL(url).pathname;
   const where = `${method} ${pathname} -> ${status}`;
-  if (!headers.get('x-request-id')) throw new ContractViolation(`${where}: no X-Request-Id`);
+  const requestId = headers.get('x-request-id');
+  if (!requestId) throw new ContractViolation(`${where}: no X-Request-Id`);
+  const errorRequestId = (body as { error?: { requestId?: unknown } } | undefined)?.error?.requestId;
+  if (status >= 400 && typeof body === 'object' && body !== null && 'error' in body && errorRequestId !== requestId) {
+    throw new ContractViolation(`${where}: error.requestId ${JSON.stringify(errorRequestId)} is not the X-Request-Id ${requestId}`);
+  }
+  if (/^\/webhooks\/meta\/[^/]+$/.test(pathname)) return checkWebhookResponse(method, status, headers, body, where);
   if (!pathname.startsWith('/v1/') && pathname !== '/v1') return;
   const op = findOperation(method, pathname);
   if (!op) {
     // Outside the operations: 404 for an unknown path, 405 for a known path and another method.
     const expected = pathKnown(pathname) ? 405 : 404;
     if (status !== expected) throw new ContractViolation(`${where}: expected ${expected} for a request no operation matches`);
-    validate('openapi#/components/schemas/Error', body, where);
+    validate('openapi#/components/schemas/ErrorResponse', body, where);
     return;
   }
   if (status === 404 && body && (body as { error?: { message?: string } }).error?.message === 'No such endpoint.') {
-    validate('openapi#/components/schemas/Error', body, where);
+    validate('openapi#/components/schemas/ErrorResponse', body, where);
     return;
   }
   const ref = responseRef(op, status);
@@ -77,4 +84,25 @@ export function checkResponse(method: string, url: string, status: number, heade
   const type = headers.get('content-type') ?? '';
   if (!type.startsWith('application/json')) throw new ContractViolation(`${where}: content-type ${type}`);
   validate(ref, body, where);
+}
+
+/** Meta's webhook paths sit outside /v1 (a path item with servers of its own); checked the same way. */
+function checkWebhookResponse(method: string, status: number, headers: Headers, body: unknown, where: string): void {
+  const path = '/webhooks/meta/{channelId}';
+  const operation = spec.paths[path][method.toLowerCase()];
+  if (!operation) {
+    if (status !== 404) throw new ContractViolation(`${where}: expected 404 for a method the webhook does not take`);
+    return;
+  }
+  const entry = operation.responses[String(status)];
+  if (!entry) throw new ContractViolation(`${where}: status ${status} is not documented for ${operation.operationId}`);
+  const resolved = entry.$ref ? spec.components.responses[entry.$ref.split('/').pop()] : entry;
+  const type = headers.get('content-type') ?? '';
+  const [mediaType] = Object.keys(resolved.content ?? {});
+  if (!type.startsWith(mediaType ?? '')) throw new ContractViolation(`${where}: content-type ${type}, documented ${mediaType}`);
+  if (mediaType !== 'application/json') return;
+  const base = entry.$ref
+    ? entry.$ref.replace('#/', '')
+    : `paths/${path.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses/${status}`;
+  validate(`openapi#/${base}/content/application~1json/schema`, body, where);
 }

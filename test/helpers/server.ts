@@ -1,51 +1,110 @@
-// Starts the real app on a loopback port for a test file: real PostgreSQL (the run's fresh
-// database) or an in-memory PGlite, real Redis when the test asks for it.
-import { randomUUID } from 'node:crypto';
-import type { Server } from 'node:http';
+// The one way a test (or `npm run fuzz`) runs the real app in process: createApp on a loopback port,
+// on real PostgreSQL (the run's fresh database; DATABASE_URL outside vitest) or an in-memory PGlite,
+// counting rate limits in real Redis when there is one.
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import pg from 'pg';
 import type { DestinationStream } from 'pino';
-import { inject } from 'vitest';
 import { createApp } from '../../src/app.js';
+import { createHttpServer } from '../../src/http-server.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis.js';
+import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
+import { startJobs, type Jobs } from '../../src/jobs/start.js';
 
-export const databaseUrl = inject('databaseUrl');
-export const redisUrl = inject('redisUrl');
+/** The run's services: vitest's global setup provides them; a script reads the environment. */
+const services = process.env.VITEST
+  ? await import('vitest').then(({ inject }) => ({ databaseUrl: inject('databaseUrl'), redisUrl: inject('redisUrl') }))
+  : { databaseUrl: process.env.DATABASE_URL || undefined, redisUrl: process.env.REDIS_URL || undefined };
+
+export const databaseUrl: string | undefined = services.databaseUrl;
+export const redisUrl: string | undefined = services.redisUrl;
 
 export interface TestServer {
   baseUrl: string;
   db: Db;
   config: Config;
   redis: Redis | undefined;
+  secrets?: SecretBox | undefined;
+  /** The job workers, when the test asked for them (`jobs: true`). */
+  jobs?: Jobs | undefined;
   close(): Promise<void>;
 }
 
+/** The key of every test server of this run (a test that needs another makes its own). */
+export const testSecretsKey = randomBytes(32);
+
 export interface StartOptions {
+  /** Over the test defaults: NODE_ENV test, a Redis prefix of its own, the key cache off. */
   config?: Partial<Config>;
   /** Count rate limits in this Redis (default: the run's Redis when there is one, else in process). */
   redisUrl?: string | undefined | false;
+  /** Serve before Redis is ready (default: wait for it). */
+  waitForRedis?: boolean;
   /** Share a database opened by another server of the same test (e.g. two instances). */
   db?: Db;
-  /** Where the app logs (a LogCapture's destination); nowhere unless given. */
+  /** Where the app logs (a LogCapture's destination, or stderr); nowhere unless given. */
   logs?: DestinationStream;
+  /** The level of those logs (default: info when `logs` is given, else TEST_LOG_LEVEL or silent). */
+  logLevel?: string;
+  /** A PostgreSQL database of the test's own (ownDatabase) instead of the run's. */
+  databaseUrl?: string;
+  /** Run the job workers (message delivery) in this server, as src/server.ts does. */
+  jobs?: boolean;
+  secrets?: SecretBox;
 }
 
 const databases: Db[] = [];
 
-/** The test file's database: the run's PostgreSQL database, or a PGlite of its own. */
-export async function openDatabase(): Promise<Db> {
-  const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 5 });
-  if (!databaseUrl) await migrateToLatest(db);
+/** The test file's database, migrated: the run's PostgreSQL database (or `url`), or a PGlite of its own. */
+export async function openDatabase(url: string | undefined = databaseUrl): Promise<Db> {
+  const db = createDatabase({ databaseUrl: url, pgliteDir: 'memory://', poolSize: 5 });
+  await migrateToLatest(db);
   databases.push(db);
   return db;
 }
 
+export interface OwnDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/**
+ * A migrated PostgreSQL database of the caller's own on the run's server. Job workers claim every
+ * job of their database: a test that runs them (in process or as a service) works in one of these,
+ * so it neither takes other files' jobs (a worker with another Graph double, another secrets key)
+ * nor moves their messages on.
+ */
+export async function ownDatabase(): Promise<OwnDatabase> {
+  if (!databaseUrl) throw new Error('ownDatabase needs DATABASE_URL');
+  const name = `sf_own_${randomUUID().replace(/-/g, '')}`;
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(databaseUrl);
+  url.pathname = `/${name}`;
+  const db = createDatabase({ databaseUrl: url.toString(), pgliteDir: 'memory://', poolSize: 1 });
+  await migrateToLatest(db);
+  await db.destroy();
+  return {
+    url: url.toString(),
+    async drop() {
+      const again = new pg.Client({ connectionString: databaseUrl });
+      await again.connect();
+      await again.query(`drop database if exists ${name} with (force)`);
+      await again.end();
+    },
+  };
+}
+
 export async function startServer(options: StartOptions = {}): Promise<TestServer> {
-  const db = options.db ?? (await openDatabase());
+  const dbUrl = options.databaseUrl ?? databaseUrl;
+  const db = options.db ?? (await openDatabase(dbUrl));
   const config: Config = Object.freeze({
     ...loadConfig({ NODE_ENV: 'test', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     redisPrefix: `sf-test:${randomUUID()}:`,
@@ -53,12 +112,15 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     ...options.config,
   });
   const url = options.redisUrl === false ? undefined : (options.redisUrl ?? redisUrl);
-  const logger = createLogger(options.logs ? 'info' : config.logLevel, options.logs);
+  const logger = createLogger(options.logLevel ?? (options.logs ? 'info' : config.logLevel), options.logs);
   const redis = url ? createRedis(url, logger) : undefined;
-  if (redis) await waitForReady(redis);
-  const app = createApp({ config, db, logger, redis });
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  if (redis && options.waitForRedis !== false) await waitForReady(redis);
+  const secrets = options.secrets ?? createSecretBox(testSecretsKey);
+  const app = createApp({ config, db, logger, redis, secrets });
+  const { server } = createHttpServer(app, config, logger);
+  const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject).listen(0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {
@@ -66,7 +128,10 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     db,
     config,
     redis,
+    secrets,
+    jobs,
     async close() {
+      await jobs?.stop(AbortSignal.timeout(5_000));
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       redis?.disconnect();

@@ -1,0 +1,160 @@
+// The mock's front: the service's own request checks, then Prism's example for the operation, made
+// to look like a real answer. Prism alone answers every invalid request with one canned 400, any
+// Authorization with 200, and every created record with the example's id; in front of it, this
+// checks requests exactly as the service does (routing 404/405, the key's form 401, the body
+// 415/400/413, the contract 400 naming each wrong field, every error with its requestId), and
+// rewrites Prism's answer: a created record (201) gets a fresh id and timestamps and echoes the
+// fields it was sent, a record read by id carries that id. No database, no rate limits, no scopes.
+import { randomUUID } from 'node:crypto';
+import express, { type Express, type Request, type RequestHandler } from 'express';
+import { v7 as uuidv7 } from 'uuid';
+import { literalPlusQuery, spec } from '../src/contract.js';
+import { ApiError } from '../src/errors.js';
+import { API_KEY_PATTERN } from '../src/keys.js';
+import type { Logger } from '../src/logger.js';
+import { jsonBody } from '../src/middleware/body.js';
+import { errorHandler } from '../src/middleware/error-handler.js';
+import { requestContext } from '../src/middleware/request-context.js';
+import { matchOperation, pathNotFound } from '../src/middleware/routing.js';
+import { contractValidator } from '../src/middleware/validator.js';
+import { SCOPES } from '../src/provisioning.js';
+import { createQueryParser } from '../src/query.js';
+
+const BEARER = /^bearer +(\S+)$/i;
+/** What the mock's keys can do: everything, in one workspace. */
+const MOCK_KEY = { keyId: randomUUID(), workspaceId: '01935f4b-1111-7222-8333-944455566677', plan: 'enterprise' as const, scopes: [...SCOPES] };
+const PASSED_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after', 'allow'];
+const EXPOSED_HEADERS = 'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After';
+
+/** Browsers of front-end apps on other origins may call the mock, as they may call Prism. */
+const cors: RequestHandler = (req, res, next) => {
+  res.set('Access-Control-Allow-Origin', '*').set('Access-Control-Expose-Headers', EXPOSED_HEADERS);
+  if (req.method !== 'OPTIONS' || !req.get('access-control-request-method')) return next();
+  res
+    .set('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE')
+    .set('Access-Control-Allow-Headers', req.get('access-control-request-headers') ?? 'Authorization, Content-Type')
+    .set('Access-Control-Max-Age', '600')
+    .status(204)
+    .end();
+};
+
+/** Any well-formed `Bearer sfk_...` key is the mock's key; anything else is a 401, as on the service. */
+const authenticate: RequestHandler = (req, _res, next) => {
+  const key = BEARER.exec(req.get('authorization') ?? '')?.[1];
+  if (!key || !API_KEY_PATTERN.test(key)) return next(new ApiError(401, 'unauthorized', 'Missing or invalid API key.'));
+  req.auth = { ...MOCK_KEY, scopeSet: new Set(MOCK_KEY.scopes) };
+  next();
+};
+
+/** The query as the validator read it, percent-encoded again so Prism reads the same values. */
+function queryString(req: Request): string {
+  const pairs = Object.entries(req.query as Record<string, unknown>).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+  return pairs.length > 0 ? `?${pairs.join('&')}` : '';
+}
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Prism's example, as the service would answer this request. */
+function asAnswer(req: Request, status: number, body: unknown): unknown {
+  if (!isObject(body)) return body;
+  if (isObject(body.error)) return { ...body, error: { ...body.error, requestId: req.id } };
+  if (status !== 200 && status !== 201) return body;
+  const answer: Json = { ...body };
+  const id = (req.openapi?.pathParams as Record<string, string> | undefined)?.id;
+  if (id !== undefined && 'id' in answer) {
+    answer.id = id.toLowerCase();
+  } else if (status === 201 && 'id' in answer) {
+    answer.id = uuidv7();
+    const now = new Date().toISOString();
+    for (const field of ['createdAt', 'updatedAt']) if (field in answer) answer[field] = now;
+  }
+  if (isObject(req.body)) {
+    for (const [field, value] of Object.entries(req.body)) if (field in answer) answer[field] = value;
+    // A field the client left out is not the example's: null, where the record allows it.
+    if (status === 201) for (const field of nullableLeftOut(req, req.body)) if (field in answer) answer[field] = null;
+  }
+  return answer;
+}
+
+const schemaAt = (ref: string): Json => ref.split('/').slice(1).reduce((node: any, key) => node[key], spec) as Json;
+
+/** The property names a request schema allows, through `oneOf`/`anyOf`/`allOf` branches (ChannelCreate's). */
+function inputFields(schema: Json): string[] {
+  const resolved = typeof schema.$ref === 'string' ? schemaAt(schema.$ref) : schema;
+  const branches = [...((resolved.oneOf ?? []) as Json[]), ...((resolved.anyOf ?? []) as Json[]), ...((resolved.allOf ?? []) as Json[])];
+  return [...new Set([...Object.keys((resolved.properties ?? {}) as Json), ...branches.flatMap(inputFields)])];
+}
+
+/** Fields of the operation's request body that the client did not send and its 201 record may hold as null. */
+function nullableLeftOut(req: Request, sent: Json): string[] {
+  const operation = spec.paths[req.operation!.path][req.operation!.method];
+  const input = operation.requestBody?.content?.['application/json']?.schema;
+  const output = operation.responses?.['201']?.content?.['application/json']?.schema;
+  if (!input?.$ref || !output?.$ref) return [];
+  const record = schemaAt(output.$ref).properties as Record<string, { type?: unknown }>;
+  return inputFields(schemaAt(input.$ref)).filter(
+    (field) => !(field in sent) && Array.isArray(record[field]?.type) && (record[field]!.type as unknown[]).includes('null'),
+  );
+}
+
+/** Asks Prism (serving the contract with /v1 paths) for the operation's example and answers with it. */
+function fromPrism(prismUrl: string): RequestHandler {
+  return async (req, res) => {
+    const headers: Record<string, string> = { accept: 'application/json', authorization: req.get('authorization')! };
+    const prefer = req.get('prefer');
+    if (prefer) headers.prefer = prefer;
+    let body: string | undefined;
+    if (req.operation!.hasBody) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(req.body);
+    }
+    const path = req.originalUrl.split('?', 1)[0]!;
+    const response = await fetch(`${prismUrl}${path}${queryString(req)}`, { method: req.method, headers, ...(body !== undefined && { body }) });
+    for (const name of PASSED_HEADERS) {
+      const value = response.headers.get(name);
+      if (value !== null) res.set(name, value);
+    }
+    const text = await response.text();
+    res.status(response.status);
+    if (text === '') return res.end();
+    res.json(asAnswer(req, response.status, JSON.parse(text)));
+  };
+}
+
+/**
+ * Meta's webhooks (outside /v1, no key, a raw body): handed to Prism as they come, so the mock
+ * answers Meta's verification and deliveries with the contract's examples, as the service would.
+ */
+function metaWebhooksToPrism(prismUrl: string): RequestHandler[] {
+  return [
+    express.raw({ type: () => true, limit: '1mb' }),
+    async (req, res) => {
+      const headers: Record<string, string> = {};
+      for (const name of ['content-type', 'x-hub-signature-256']) {
+        const value = req.get(name);
+        if (value !== undefined) headers[name] = value;
+      }
+      const hasBody = Buffer.isBuffer(req.body) && req.body.length > 0;
+      const response = await fetch(`${prismUrl}${req.originalUrl}`, { method: req.method, headers, ...(hasBody && { body: req.body as Buffer }) });
+      res.status(response.status);
+      const type = response.headers.get('content-type');
+      if (type) res.type(type);
+      res.send(Buffer.from(await response.arrayBuffer()));
+    },
+  ];
+}
+
+export function createMockFront({ prismUrl, logger }: { prismUrl: string; logger: Logger }): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', createQueryParser(literalPlusQuery));
+  app.use(requestContext(app, logger));
+  app.use(cors);
+  app.use('/v1', matchOperation(), authenticate, jsonBody, ...contractValidator({ validateResponses: false }), fromPrism(prismUrl));
+  app.use('/webhooks/meta', ...metaWebhooksToPrism(prismUrl));
+  app.use((_req, _res, next) => next(pathNotFound()));
+  app.use(errorHandler);
+  return app;
+}

@@ -1,0 +1,129 @@
+// What customers write, and what Meta says about our messages, stored: a webhook delivery (checked,
+// read, applied in one transaction, idempotent per provider message id) or a sandbox inbound.
+import { v7 as uuidv7 } from 'uuid';
+import type { components } from '../../generated/api.js';
+import { findChannelById } from '../db/channels.js';
+import { findOrCreateContact } from '../db/contacts.js';
+import { transact, type Db } from '../db/database.js';
+import { applyProviderStatus, externalIdExists, insertInboundMessage, type Message } from '../db/messages.js';
+import { messageRowToMessage } from '../db/messages.js';
+import type { ChannelRow, MessageRow } from '../db/schema.js';
+import { openThreadId, recordInbound } from '../db/threads.js';
+import { ApiError, notFound } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { statusesBefore } from './rules.js';
+import type { SecretBox } from './secrets.js';
+import { openMetaSecrets } from './settings.js';
+import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
+
+type SandboxInbound = components['schemas']['SandboxInbound'];
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const PHONE = /^\+[1-9]\d{7,14}$/;
+const INSTAGRAM_ID = /^[0-9A-Za-z_.-]+$/;
+
+export interface StoredEvents {
+  messages: MessageRow[];
+  duplicates: number;
+  statuses: number;
+  /** Statuses for unknown ids, or that would move a message back. */
+  staleStatuses: number;
+}
+
+/** Applies the events of one delivery in one transaction: all of them are stored, or none. */
+export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<StoredEvents> {
+  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: 0, staleStatuses: 0 };
+  if (events.length === 0) return stored;
+  await transact(db, async (trx) => {
+    for (const event of events) {
+      const now = new Date();
+      if (event.kind === 'status') {
+        const applied = await applyProviderStatus(trx, channel.workspace_id, channel.id, event.externalId, statusesBefore(event.status), event.status as never, event.error);
+        if (applied) stored.statuses++;
+        else stored.staleStatuses++;
+        continue;
+      }
+      if (await externalIdExists(trx, channel.workspace_id, channel.id, event.externalId)) {
+        stored.duplicates++;
+        continue;
+      }
+      const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
+      const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now);
+      const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now);
+      const row = await insertInboundMessage(trx, channel.workspace_id, { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId }, now);
+      if (!row) {
+        stored.duplicates++;
+        continue;
+      }
+      const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
+      await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
+      stored.messages.push(row);
+    }
+  });
+  return stored;
+}
+
+/** The meta channel a webhook names; 404 for a malformed id, an unknown channel or a sandbox one. */
+export async function webhookChannel(db: Db, channelId: string): Promise<ChannelRow> {
+  const channel = UUID.test(channelId) ? await findChannelById(db, channelId) : undefined;
+  if (!channel || channel.provider !== 'meta') throw notFound('Channel');
+  return channel;
+}
+
+/** Meta's verification: the challenge when the token is the channel's verifyToken, else 403. */
+export function verifyChallenge(box: SecretBox | undefined, channel: ChannelRow, query: Record<string, unknown>): string {
+  const { verifyToken } = openMetaSecrets(box, channel);
+  const challenge = query['hub.challenge'];
+  if (query['hub.mode'] !== 'subscribe' || query['hub.verify_token'] !== verifyToken || typeof challenge !== 'string') {
+    throw new ApiError(403, 'forbidden', 'The verify token does not match this channel.');
+  }
+  return challenge;
+}
+
+/**
+ * A delivery for a channel: 401 unless its signature is the channel's; then its events are stored.
+ * A signed body this service does not understand is logged and stored nothing.
+ */
+export async function receiveMetaDelivery(db: Db, box: SecretBox | undefined, channel: ChannelRow, raw: Buffer, signature: string | undefined, log: Logger): Promise<StoredEvents | undefined> {
+  const { appSecret } = openMetaSecrets(box, channel);
+  if (!signatureMatches(appSecret, raw, signature)) {
+    throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
+  }
+  let body: unknown;
+  let json = true;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    json = false;
+  }
+  const parsed = json ? parseMetaWebhook(body, { type: channel.type, externalId: channel.external_id }) : undefined;
+  if (!parsed) {
+    // Its shape, not its content: a delivery holds customers' messages.
+    const object = typeof body === 'object' && body !== null ? (body as { object?: unknown }).object : undefined;
+    const shape = !json ? 'not JSON' : typeof object === 'string' ? object.slice(0, 64) : typeof body;
+    log.warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
+    return undefined;
+  }
+  if (parsed.ignored.length > 0) log.info({ channelId: channel.id, ignored: parsed.ignored.slice(0, 20) }, 'webhook delivery: parts ignored');
+  return storeInboundEvents(db, channel, parsed.events);
+}
+
+/** A customer's message on a sandbox channel, stored as a real inbound one is. */
+export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound): Promise<Message> {
+  if (!channel || channel.provider !== 'sandbox') throw notFound('Channel');
+  const valid = channel.type === 'whatsapp' ? PHONE.test(input.from) : INSTAGRAM_ID.test(input.from);
+  if (!valid) {
+    throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: '/body/from', message: channel.type === 'whatsapp' ? 'must be an E.164 phone on a WhatsApp channel' : 'must be an Instagram-scoped id on an Instagram channel' },
+    ]);
+  }
+  const event: InboundEvent = {
+    kind: 'message',
+    externalId: `sandbox.${uuidv7()}`,
+    from: channel.type === 'whatsapp' ? { phone: input.from } : { instagramId: input.from },
+    name: input.name,
+    content: input.content,
+  };
+  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event]);
+  return messageRowToMessage(stored.messages[0]!);
+}

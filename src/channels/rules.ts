@@ -1,0 +1,32 @@
+// Meta's messaging rules as pure functions: the 24-hour window, statuses that only move forward,
+// and how a template or a non-text message reads as text.
+import type { MessageStatus } from '../db/schema.js';
+
+export const MESSAGING_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Whether free text may go to a contact on a Meta channel: they wrote on it within the last 24
+ * hours. Never-wrote (null) is outside.
+ */
+export function withinMessagingWindow(lastInboundAt: Date | null, now: Date): boolean {
+  return lastInboundAt !== null && now.getTime() - lastInboundAt.getTime() <= MESSAGING_WINDOW_MS;
+}
+
+const RANK: Record<Exclude<MessageStatus, 'failed'>, number> = { queued: 0, sent: 1, delivered: 2, read: 3 };
+
+/**
+ * The statuses a message may be in for a provider status `to` to apply: forward only along
+ * queued < sent < delivered < read; `failed` only before delivery. Empty for anything else.
+ */
+export function statusesBefore(to: string): MessageStatus[] {
+  if (to === 'failed') return ['queued', 'sent'];
+  if (!(to in RANK) || to === 'queued') return [];
+  const rank = RANK[to as keyof typeof RANK];
+  return (Object.keys(RANK) as Array<keyof typeof RANK>).filter((status) => RANK[status] < rank);
+}
+
+/** How a template message reads in a thread: `[template name] first, second`. */
+export function templateContent(template: { name: string; parameters?: string[] | undefined }): string {
+  const parameters = template.parameters ?? [];
+  return parameters.length > 0 ? `[template ${template.name}] ${parameters.join(', ')}` : `[template ${template.name}]`;
+}

@@ -1,0 +1,179 @@
+// Meta's webhook deliveries read into events, as the WhatsApp Cloud API (`entry[].changes[].value`
+// with messages, statuses and contacts) and the Instagram Messaging API (`entry[].messaging[]`)
+// document them; and the X-Hub-Signature-256 check over the raw body. Pure: no I/O.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { MessageError } from '../db/messages.js';
+
+export type InboundEvent =
+  | {
+      kind: 'message';
+      /** WhatsApp `wamid`, Instagram `mid`. */
+      externalId: string;
+      from: { phone: string } | { instagramId: string };
+      /** WhatsApp `contacts[].profile.name` of the sender, when given. */
+      name?: string | undefined;
+      content: string;
+      /** When the customer sent it, per Meta. */
+      sentAt?: Date | undefined;
+    }
+  | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined };
+
+export interface ParsedDelivery {
+  events: InboundEvent[];
+  /** What was left out and why (logged, never stored). */
+  ignored: string[];
+}
+
+/** Whether `header` is `sha256=` and the hex HMAC-SHA256 of `body` under `appSecret`, compared in constant time. */
+export function signatureMatches(appSecret: string, body: Buffer, header: string | undefined): boolean {
+  if (!header) return false;
+  const expected = Buffer.from(`sha256=${createHmac('sha256', appSecret).update(body).digest('hex')}`);
+  const given = Buffer.from(header.trim().toLowerCase());
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const objects = (value: unknown): Json[] => (Array.isArray(value) ? value.filter(isObject) : []);
+const text = (value: unknown): string | undefined => (typeof value === 'string' && value.trim() !== '' ? value : undefined);
+
+/** A Unix timestamp in seconds (WhatsApp, as a string) or milliseconds (Instagram). */
+function instant(value: unknown): Date | undefined {
+  const n = typeof value === 'string' ? Number(value) : typeof value === 'number' ? value : NaN;
+  if (!Number.isFinite(n) || n <= 0) return undefined;
+  const date = new Date(n < 1e12 ? n * 1000 : n);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+const labelled = (kind: string, detail?: string): string => (detail ? `[${kind}] ${detail}` : `[${kind}]`);
+
+/** How a WhatsApp message of any type reads as text: the text itself, or `[kind] caption`. */
+export function whatsappContent(message: Json): string {
+  const type = text(message.type) ?? 'unknown';
+  const part = isObject(message[type]) ? (message[type] as Json) : {};
+  switch (type) {
+    case 'text':
+      return text(part.body) ?? labelled('text');
+    case 'image':
+    case 'video':
+    case 'audio':
+    case 'sticker':
+      return labelled(type, text(part.caption));
+    case 'document':
+      return labelled(type, text(part.caption) ?? text(part.filename));
+    case 'location': {
+      const where = [text(part.name), text(part.address)].filter(Boolean).join(', ');
+      const coordinates = typeof part.latitude === 'number' && typeof part.longitude === 'number' ? `(${part.latitude}, ${part.longitude})` : '';
+      return labelled(type, [where, coordinates].filter(Boolean).join(' '));
+    }
+    case 'contacts': {
+      const names = objects(message.contacts).map((c) => (isObject(c.name) ? text(c.name.formatted_name) : undefined)).filter(Boolean);
+      return labelled(type, names.join(', '));
+    }
+    case 'button':
+      return text(part.text) ?? labelled(type);
+    case 'interactive': {
+      const reply = isObject(part.button_reply) ? part.button_reply : isObject(part.list_reply) ? part.list_reply : {};
+      return text((reply as Json).title) ?? labelled(type);
+    }
+    case 'reaction':
+      return labelled(type, text(part.emoji));
+    default:
+      return labelled(type);
+  }
+}
+
+function whatsappChange(value: Json, channelExternalId: string | null, out: ParsedDelivery): void {
+  const phoneNumberId = isObject(value.metadata) ? text(value.metadata.phone_number_id) : undefined;
+  if (phoneNumberId && channelExternalId && phoneNumberId !== channelExternalId) {
+    out.ignored.push(`a change for phone_number_id ${phoneNumberId}, not this channel's`);
+    return;
+  }
+  const names = new Map<string, string>();
+  for (const contact of objects(value.contacts)) {
+    const name = isObject(contact.profile) ? text(contact.profile.name) : undefined;
+    const waId = text(contact.wa_id);
+    if (waId && name) names.set(waId, name);
+  }
+  for (const message of objects(value.messages)) {
+    const id = text(message.id);
+    const from = text(message.from);
+    if (!id || !from || !/^\+?[1-9]\d{7,14}$/.test(from)) {
+      out.ignored.push('a message without an id or an E.164 sender');
+      continue;
+    }
+    const digits = from.replace(/^\+/, '');
+    out.events.push({ kind: 'message', externalId: id, from: { phone: `+${digits}` }, name: names.get(digits), content: whatsappContent(message), sentAt: instant(message.timestamp) });
+  }
+  for (const status of objects(value.statuses)) {
+    const id = text(status.id);
+    const name = text(status.status);
+    if (!id || !name) {
+      out.ignored.push('a status without an id');
+      continue;
+    }
+    const first = objects(status.errors)[0];
+    const error = first && {
+      code: String(first.code ?? 'unknown'),
+      message: [text(first.message) ?? text(first.title) ?? 'failed', isObject(first.error_data) ? text(first.error_data.details) : undefined].filter(Boolean).join(': '),
+    };
+    out.events.push({ kind: 'status', externalId: id, status: name, error });
+  }
+  for (const error of objects(value.errors)) out.ignored.push(`a WhatsApp error notification (code ${String(error.code)})`);
+}
+
+function instagramMessaging(event: Json, out: ParsedDelivery): void {
+  const message = isObject(event.message) ? event.message : undefined;
+  if (!message) {
+    out.ignored.push(`an Instagram event without a message (${Object.keys(event).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k)).join(', ') || 'empty'})`);
+    return;
+  }
+  if (message.is_echo === true) {
+    out.ignored.push('an Instagram echo of a message the account sent');
+    return;
+  }
+  const id = text(message.mid);
+  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
+  if (!id || !sender) {
+    out.ignored.push('an Instagram message without mid or sender');
+    return;
+  }
+  const attachment = objects(message.attachments)[0];
+  const content = text(message.text) ?? (attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
+  out.events.push({ kind: 'message', externalId: id, from: { instagramId: sender }, content, sentAt: instant(event.timestamp) });
+}
+
+/**
+ * The events of a delivery for a channel of `type` (and Meta id `externalId`), or undefined when
+ * the body is not a delivery this service understands at all (logged and answered 200).
+ */
+export function parseMetaWebhook(body: unknown, channel: { type: 'whatsapp' | 'instagram'; externalId: string | null }): ParsedDelivery | undefined {
+  if (!isObject(body) || !Array.isArray(body.entry)) return undefined;
+  const out: ParsedDelivery = { events: [], ignored: [] };
+  if (body.object === 'whatsapp_business_account') {
+    if (channel.type !== 'whatsapp') return undefined;
+    for (const entry of objects(body.entry)) {
+      for (const change of objects(entry.changes)) {
+        if (!isObject(change.value) || (change.field !== undefined && change.field !== 'messages')) {
+          out.ignored.push(`a change of field ${String(change.field)}`);
+          continue;
+        }
+        whatsappChange(change.value, channel.externalId, out);
+      }
+    }
+    return out;
+  }
+  if (body.object === 'instagram') {
+    if (channel.type !== 'instagram') return undefined;
+    for (const entry of objects(body.entry)) {
+      for (const event of objects(entry.messaging)) instagramMessaging(event, out);
+      // Instagram API with Instagram Login may deliver the same event as a `messages` change.
+      for (const change of objects(entry.changes)) {
+        if (change.field === 'messages' && isObject(change.value)) instagramMessaging(change.value, out);
+        else out.ignored.push(`a change of field ${String(change.field)}`);
+      }
+    }
+    return out;
+  }
+  return undefined;
+}

@@ -1,0 +1,90 @@
+// Idempotency-Key on POSTs: the request runs inside one transaction that takes the key, runs the
+// handler and stores its result, so the change and its stored result commit together or not at
+// all; a retry within 24 hours replays the result instead of changing anything again.
+import { createHash } from 'node:crypto';
+import { transact, type Db } from './db/database.js';
+import { findStoredResult, lockIdempotencyKey, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
+import { JsonText } from './db/pagination.js';
+import { ApiError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { BackgroundWork } from './shutdown.js';
+
+export interface IdempotentRequest {
+  method: string;
+  path: string;
+  body: unknown;
+}
+
+interface Reply {
+  status: number;
+  body?: unknown;
+}
+
+/** JSON with object keys sorted, so the same body in another key order is the same body. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/**
+ * Runs `handle` once per key: the first request's reply is stored with its change; the same
+ * request again answers that reply (`replayed`); another path or body under the key is a 422, and
+ * a request while the first still runs a 409. A handler that throws stores nothing.
+ */
+export async function runIdempotent<R extends Reply>(
+  db: Db,
+  scope: IdempotencyScope,
+  request: IdempotentRequest,
+  handle: (db: Db) => Promise<R>,
+): Promise<{ reply: R | { status: number; body?: JsonText<unknown> }; replayed: boolean }> {
+  const bodySha256 = sha256(canonicalJson(request.body));
+  return transact(db, async (trx) => {
+    if (!(await lockIdempotencyKey(trx, scope))) {
+      throw new ApiError(409, 'idempotency_key_in_progress', 'A request with this Idempotency-Key is still running; retry shortly.');
+    }
+    const stored = await findStoredResult(trx, scope);
+    if (stored) {
+      if (stored.method !== request.method || stored.path !== request.path || stored.bodySha256 !== bodySha256) {
+        const otherBody = stored.bodySha256 !== bodySha256 ? ' with another body' : '';
+        throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with another path or body within 24 hours.', [
+          { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
+        ]);
+      }
+      const body = stored.response === '' ? undefined : new JsonText(stored.response);
+      return { reply: { status: stored.status, ...(body && { body }) }, replayed: true };
+    }
+    const reply = await handle(trx);
+    const response = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
+    await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response });
+    return { reply, replayed: false };
+  });
+}
+
+/**
+ * Deletes stored results past their 24 hours, at start and then every `everyMs`; registered with
+ * the process's background work, so a stopping process waits for a purge under way.
+ */
+export function startExpiredResultPurge(db: Db, logger: Logger, background: BackgroundWork, everyMs = 3_600_000): void {
+  const purge = () =>
+    purgeExpiredResults(db).then(
+      (deleted) => {
+        if (deleted > 0) logger.info({ deleted }, 'expired idempotency keys purged');
+      },
+      (err: unknown) => logger.warn({ err }, 'purging expired idempotency keys failed; next try in an hour'),
+    );
+  let running = purge();
+  const timer = setInterval(() => (running = purge()), everyMs);
+  timer.unref();
+  background.register('idempotency-purge', async () => {
+    clearInterval(timer);
+    await running;
+  });
+}

@@ -1,0 +1,142 @@
+// Message delivery, run by the queue: one job per outbound message, ordered per (channel, contact).
+// A meta channel's message goes to the Graph API; a sandbox one becomes `sent` and, a moment later,
+// `delivered` (its own job), and nothing leaves the machine.
+import type { Db } from '../db/database.js';
+import { advanceStatus, getDeliveryTarget, markFailed, markSent, type DeliveryTarget, type MessageError } from '../db/messages.js';
+import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
+import type { SecretBox } from '../channels/secrets.js';
+import { openMetaSecrets } from '../channels/settings.js';
+import { enqueueJob, finishJob, finishJobWith, type Job } from './queue.js';
+import type { JobResult, QueueHandler } from './worker.js';
+
+export const DELIVERY_QUEUE = 'message-delivery';
+export const SANDBOX_RECEIPT_QUEUE = 'sandbox-receipt';
+/** How long a sandbox message stays `sent` before it is `delivered`. */
+export const SANDBOX_DELIVERY_DELAY_MS = 300;
+
+export interface DeliveryPayload {
+  messageId: string;
+}
+
+/** The delivery job of a new outbound message; call it in the message's transaction. */
+export async function enqueueDelivery(db: Db, message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date }): Promise<void> {
+  await enqueueJob(db, {
+    workspaceId: message.workspace_id,
+    queue: DELIVERY_QUEUE,
+    orderingKey: `${message.channel_id}:${message.contact_id}`,
+    payload: { messageId: message.id } satisfies DeliveryPayload,
+    createdAt: message.created_at,
+  });
+}
+
+export interface DeliveryOptions {
+  db: Db;
+  secrets: SecretBox | undefined;
+  graphUrl: string;
+  graphTimeoutMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+}
+
+const asError = (text: string): MessageError => {
+  try {
+    const parsed = JSON.parse(text) as Partial<MessageError>;
+    if (typeof parsed.code === 'string' && typeof parsed.message === 'string') return { code: parsed.code, message: parsed.message };
+  } catch {
+    // not ours
+  }
+  return { code: 'internal_error', message: text };
+};
+
+/** The Graph request of a message, or why it cannot be sent. */
+function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | { error: MessageError } {
+  const { message, channel, contact } = target;
+  if (message.content === null) return { error: { code: 'contact_erased', message: 'The contact was erased before the message was sent.' } };
+  if (channel.type === 'whatsapp') {
+    if (!contact.phone) return { error: { code: 'contact_unreachable', message: 'The contact has no phone number for WhatsApp.' } };
+    return { body: message.template ? whatsappTemplateBody(contact.phone, message.template) : whatsappTextBody(contact.phone, message.content) };
+  }
+  if (!contact.instagram_id) return { error: { code: 'contact_unreachable', message: 'The contact has no Instagram id.' } };
+  if (message.template) return { error: { code: 'template_not_supported', message: 'Instagram has no message templates.' } };
+  return { body: instagramTextBody(contact.instagram_id, message.content) };
+}
+
+export function deliveryHandler(options: DeliveryOptions): QueueHandler {
+  const { db } = options;
+
+  async function fail(job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> {
+    await finishJobWith(db, job, markFailed(db, target.workspaceId, target.messageId, error));
+    return { kind: 'finished' };
+  }
+
+  return {
+    queue: DELIVERY_QUEUE,
+    maxAttempts: options.maxAttempts,
+    retryBaseMs: options.retryBaseMs,
+
+    async run(job, signal) {
+      const { messageId } = job.payload as unknown as DeliveryPayload;
+      const target = await getDeliveryTarget(db, job.workspace_id, messageId);
+      if (!target || target.message.status !== 'queued') return { kind: 'done' };
+      const ids = { workspaceId: job.workspace_id, messageId };
+
+      if (target.channel.provider === 'sandbox') {
+        await db.transaction().execute(async (trx) => {
+          await markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`).execute();
+          await enqueueJob(trx, {
+            workspaceId: job.workspace_id,
+            queue: SANDBOX_RECEIPT_QUEUE,
+            payload: { messageId } satisfies DeliveryPayload,
+            runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
+          });
+          await finishJob(trx, job);
+        });
+        return { kind: 'finished' };
+      }
+
+      const request = graphBody(target);
+      if ('error' in request) return fail(job, ids, request.error);
+      const secrets = openMetaSecrets(options.secrets, target.channel);
+      const result = await sendGraphMessage({
+        baseUrl: options.graphUrl,
+        externalId: target.channel.external_id!,
+        accessToken: secrets.accessToken,
+        body: request.body,
+        timeoutMs: options.graphTimeoutMs,
+        signal,
+      });
+      if (result.ok) {
+        await finishJobWith(db, job, markSent(db, job.workspace_id, messageId, result.externalId));
+        return { kind: 'finished' };
+      }
+      const error = { code: result.code, message: result.message };
+      if (result.transient) return { kind: 'retry', error: JSON.stringify(error) };
+      return fail(job, ids, error);
+    },
+
+    async giveUp(job, lastError) {
+      const { messageId } = job.payload as unknown as DeliveryPayload;
+      await fail(job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
+    },
+  };
+}
+
+/** The sandbox's delivery receipt: a sent message becomes delivered. */
+export function sandboxReceiptHandler(db: Db): QueueHandler {
+  return {
+    queue: SANDBOX_RECEIPT_QUEUE,
+    maxAttempts: 5,
+    retryBaseMs: 1_000,
+    async run(job) {
+      const { messageId } = job.payload as unknown as DeliveryPayload;
+      await db.transaction().execute(async (trx) => {
+        await advanceStatus(trx, job.workspace_id, messageId, ['sent'], 'delivered');
+        await finishJob(trx, job);
+      });
+      return { kind: 'finished' };
+    },
+    async giveUp(job) {
+      await finishJob(db, job);
+    },
+  };
+}

@@ -1,0 +1,90 @@
+// Wakes workers when jobs are added: LISTEN on a dedicated PostgreSQL connection (reconnected when
+// it breaks; workers poll meanwhile), or the embedded database's own LISTEN. A notification names
+// the queue that has new work.
+import pg from 'pg';
+import { embeddedDatabaseOf, type Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import { JOBS_CHANNEL } from './queue.js';
+
+export interface JobListener {
+  /** Calls `wake` with the queue's name on each notification. */
+  subscribe(wake: (queue: string) => void): void;
+  close(): Promise<void>;
+}
+
+export function createJobListener(options: { db: Db; databaseUrl: string | undefined; logger: Logger }): JobListener {
+  const subscribers: Array<(queue: string) => void> = [];
+  const notify = (queue: string) => {
+    for (const wake of subscribers) wake(queue);
+  };
+  const pglite = embeddedDatabaseOf(options.db);
+  if (pglite) {
+    const unlisten = pglite.listen(JOBS_CHANNEL, notify);
+    return {
+      subscribe: (wake) => void subscribers.push(wake),
+      async close() {
+        await (await unlisten)().catch(() => {});
+      },
+    };
+  }
+  if (!options.databaseUrl) throw new Error('a job listener needs DATABASE_URL or the embedded database');
+  return pgListener(options.databaseUrl, options.logger, notify, subscribers);
+}
+
+function pgListener(url: string, logger: Logger, notify: (queue: string) => void, subscribers: Array<(queue: string) => void>): JobListener {
+  let client: pg.Client | undefined;
+  let closed = false;
+  let retryMs = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let warned = false;
+
+  const connect = async (): Promise<void> => {
+    if (closed) return;
+    const next = new pg.Client({ connectionString: url, keepAlive: true });
+    next.on('error', () => {});
+    next.on('end', () => {
+      if (client === next) client = undefined;
+      schedule();
+    });
+    next.on('notification', (message) => {
+      if (message.payload) notify(message.payload);
+    });
+    try {
+      await next.connect();
+      await next.query(`listen ${JOBS_CHANNEL}`);
+      if (closed) {
+        await next.end();
+        return;
+      }
+      client = next;
+      retryMs = 0;
+      if (warned) logger.info('job notifications are back');
+      warned = false;
+      // Jobs may have been added while the connection was down: look now.
+      notify('*');
+    } catch (err) {
+      await next.end().catch(() => {});
+      if (!warned) logger.warn({ err: (err as Error).message }, 'job notifications unavailable; workers poll until they are back');
+      warned = true;
+      schedule();
+    }
+  };
+  const schedule = (): void => {
+    if (closed || timer) return;
+    retryMs = Math.min(Math.max(retryMs * 2, 250), 5_000);
+    timer = setTimeout(() => {
+      timer = undefined;
+      void connect();
+    }, retryMs);
+    timer.unref();
+  };
+  void connect();
+  return {
+    subscribe: (wake) => void subscribers.push(wake),
+    async close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      await client?.end().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,60 @@
+// Starts this process's job workers (message delivery, sandbox receipts) on one listener, and
+// registers their stop with the process's background work.
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import type { BackgroundWork } from '../shutdown.js';
+import type { SecretBox } from '../channels/secrets.js';
+import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
+import { createJobListener } from './listen.js';
+import { startWorker, type Worker } from './worker.js';
+
+export type JobsConfig = Pick<
+  Config,
+  | 'databaseUrl'
+  | 'metaGraphUrl'
+  | 'metaGraphTimeoutMs'
+  | 'deliveryRetryBaseMs'
+  | 'deliveryMaxAttempts'
+  | 'deliveryConcurrency'
+  | 'jobLeaseMs'
+  | 'jobPollMs'
+>;
+
+export interface Jobs {
+  workers: Worker[];
+  stop(deadline: AbortSignal): Promise<void>;
+}
+
+export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger; secrets: SecretBox | undefined; background?: BackgroundWork }): Jobs {
+  const { db, config, logger } = options;
+  const listener = createJobListener({ db, databaseUrl: config.databaseUrl, logger });
+  const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
+  const workers = [
+    startWorker(
+      deliveryHandler({
+        db,
+        secrets: options.secrets,
+        graphUrl: config.metaGraphUrl,
+        graphTimeoutMs: config.metaGraphTimeoutMs,
+        maxAttempts: config.deliveryMaxAttempts,
+        retryBaseMs: config.deliveryRetryBaseMs,
+      }),
+      { ...common, concurrency: config.deliveryConcurrency },
+    ),
+    startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
+  ];
+  let stopped: Promise<void> | undefined;
+  const jobs: Jobs = {
+    workers,
+    stop(deadline) {
+      stopped ??= (async () => {
+        await Promise.all(workers.map((worker) => worker.stop(deadline)));
+        await listener.close();
+      })();
+      return stopped;
+    },
+  };
+  options.background?.register('jobs', (deadline) => jobs.stop(deadline));
+  return jobs;
+}

@@ -1,0 +1,190 @@
+// Runs one queue's jobs in this process: claims what is due (up to `concurrency` at a time), runs
+// each, then finishes, retries (with backoff) or gives it up. It sleeps until a notification, a
+// retry falling due or the poll interval; stopping stops claiming, lets running jobs finish until
+// the deadline, and then aborts them and releases their claims for another instance.
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import { retryDelayMs } from './backoff.js';
+import type { JobListener } from './listen.js';
+import { claimJobs, finishJob, nextRetryAt, releaseJob, retryJob, type Job } from './queue.js';
+
+/** What a job's run asks of the worker. */
+export type JobResult =
+  /** Done: the worker deletes the job. */
+  | { kind: 'done' }
+  /** Done, and the job already deleted itself (finishJob) in the transaction of its effect. */
+  | { kind: 'finished' }
+  /** A passing failure: try again after the backoff, or give up after the last attempt. */
+  | { kind: 'retry'; error: string };
+
+export interface QueueHandler {
+  queue: string;
+  maxAttempts: number;
+  retryBaseMs: number;
+  run(job: Job, signal: AbortSignal): Promise<JobResult>;
+  /** The last attempt failed too: record the failure, and finishJob in the same transaction. */
+  giveUp(job: Job, lastError: string): Promise<void>;
+}
+
+export interface WorkerOptions {
+  db: Db;
+  logger: Logger;
+  listener?: JobListener | undefined;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+}
+
+export interface Worker {
+  readonly id: string;
+  /** Jobs running now. */
+  running(): number;
+  stop(deadline: AbortSignal): Promise<void>;
+}
+
+/** How long a freed slot may wait for others before the worker claims for it alone. */
+const COALESCE_MS = 5;
+
+const sleep = (ms: number, wake: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      wake.removeEventListener('abort', done);
+      resolve();
+    }
+    wake.addEventListener('abort', done, { once: true });
+  });
+
+export function startWorker(handler: QueueHandler, options: WorkerOptions): Worker {
+  const { db, logger } = options;
+  const id = `${handler.queue}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const log = logger.child({ worker: id });
+  const inFlight = new Map<string, { job: Job; abort: AbortController; done: Promise<void> }>();
+  let stopping = false;
+  let wake = new AbortController();
+  const poke = (): void => wake.abort();
+  options.listener?.subscribe((queue) => {
+    if (queue === handler.queue || queue === '*') poke();
+  });
+
+  async function settle(job: Job, result: JobResult): Promise<void> {
+    if (result.kind === 'finished') return;
+    if (result.kind === 'done') {
+      await finishJob(db, job);
+      return;
+    }
+    if (job.attempts >= handler.maxAttempts) {
+      log.warn({ jobId: job.id, attempts: job.attempts, error: result.error }, 'job failed on its last attempt; giving up');
+      await handler.giveUp(job, result.error);
+      return;
+    }
+    const delay = retryDelayMs(job.attempts, handler.retryBaseMs);
+    log.info({ jobId: job.id, attempts: job.attempts, retryInMs: delay, error: result.error }, 'job failed; will retry');
+    await retryJob(db, job, new Date(Date.now() + delay), result.error);
+  }
+
+  async function runOne(job: Job, abort: AbortController): Promise<void> {
+    try {
+      let result: JobResult;
+      try {
+        result = await handler.run(job, abort.signal);
+      } catch (err) {
+        if (abort.signal.aborted) {
+          await releaseJob(db, job);
+          return;
+        }
+        result = { kind: 'retry', error: JSON.stringify({ code: 'internal_error', message: (err as Error).message ?? String(err) }) };
+        log.error({ err, jobId: job.id }, 'job threw');
+      }
+      if (abort.signal.aborted && result.kind === 'retry') {
+        await releaseJob(db, job);
+        return;
+      }
+      await settle(job, result);
+    } catch (err) {
+      // The database is away: the claim runs out and the job is taken again.
+      log.warn({ err: (err as Error).message, jobId: job.id }, 'could not record a job outcome; its lease will run out');
+    } finally {
+      inFlight.delete(job.id);
+      poke();
+    }
+  }
+
+  // Claims are batched under load: while busy, a freed slot waits up to COALESCE_MS for a quarter
+  // of the slots to free up, rather than one claim per finished job (a claim costs about as much
+  // for eight jobs as for one). Idle or not, no job waits longer than that for a free slot.
+  const batch = Math.max(1, Math.floor(options.concurrency / 4));
+  let freeSince: number | undefined;
+
+  async function loop(): Promise<void> {
+    let failures = 0;
+    while (!stopping) {
+      const free = options.concurrency - inFlight.size;
+      if (free > 0 && free < batch && inFlight.size > 0) {
+        freeSince ??= Date.now();
+        const left = freeSince + COALESCE_MS - Date.now();
+        if (left > 0) {
+          await sleep(left, wake.signal);
+          if (wake.signal.aborted) wake = new AbortController();
+          continue;
+        }
+      }
+      freeSince = undefined;
+      const room = free;
+      let claimed: Job[] = [];
+      if (room > 0) {
+        try {
+          claimed = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs });
+          failures = 0;
+        } catch (err) {
+          failures++;
+          if (failures === 1) log.warn({ err: (err as Error).message }, 'cannot claim jobs; retrying');
+        }
+      }
+      if (stopping) {
+        for (const job of claimed) await releaseJob(db, job).catch(() => {});
+        break;
+      }
+      for (const job of claimed) {
+        const abort = new AbortController();
+        const entry = { job, abort, done: Promise.resolve() };
+        inFlight.set(job.id, entry);
+        entry.done = runOne(job, abort);
+      }
+      if (claimed.length > 0 && claimed.length === room) continue;
+      let waitMs = failures > 0 ? Math.min(options.pollMs * 2 ** failures, 30_000) : options.pollMs;
+      if (failures === 0 && room > 0) {
+        const next = await nextRetryAt(db, handler.queue).catch(() => undefined);
+        if (next) waitMs = Math.min(waitMs, Math.max(0, next.getTime() - Date.now()));
+      }
+      if (claimed.length > 0) waitMs = 0;
+      const signal = wake.signal;
+      if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);
+      if (wake.signal.aborted) wake = new AbortController();
+    }
+  }
+
+  const looping = loop().catch((err: unknown) => log.error({ err }, 'worker loop stopped'));
+
+  return {
+    id,
+    running: () => inFlight.size,
+    async stop(deadline) {
+      stopping = true;
+      poke();
+      await looping;
+      const all = Promise.all([...inFlight.values()].map((entry) => entry.done));
+      const timedOut = new Promise<void>((resolve) => {
+        if (deadline.aborted) resolve();
+        else deadline.addEventListener('abort', () => resolve(), { once: true });
+      });
+      await Promise.race([all, timedOut]);
+      if (inFlight.size > 0) {
+        for (const entry of inFlight.values()) entry.abort.abort();
+        await all;
+      }
+    },
+  };
+}

@@ -1,0 +1,80 @@
+// Compiled (tsc --strict) and run by scripts/check-generated-client.ts against a fetch client that
+// @hey-api/openapi-ts generates from openapi.yaml into ./client beside it (not in the repository):
+// a few operations and errors of the real server, written as an SDK user would write them.
+// API_BASE_URL and API_KEY (an enterprise key with every scope) come from the environment.
+import { client } from './client/client.gen';
+import { createContact, getContact, getMe, getNpsStats, getThread, listChannels, listContacts, registerNps, sendMessage } from './client/sdk.gen';
+import type { Contact, ErrorResponse, Me, Thread } from './client/types.gen';
+
+function check(condition: unknown, what: string): asserts condition {
+  if (!condition) throw new Error(`failed: ${what}`);
+}
+
+/** An error answer: its body is the contract's ErrorResponse, its requestId the response's X-Request-Id. */
+function expectError(result: { error?: ErrorResponse | undefined; response: Response }, status: number, code: ErrorResponse['error']['code']): ErrorResponse {
+  const { error, response } = result;
+  check(response.status === status, `status ${response.status}, expected ${status}`);
+  check(error?.error.code === code, `error code ${error?.error.code}, expected ${code}`);
+  check(error.error.requestId === response.headers.get('x-request-id'), 'error.requestId is the X-Request-Id');
+  return error;
+}
+
+async function main(): Promise<void> {
+  // The contract's default server became the client's default base URL.
+  check(client.getConfig().baseUrl === 'http://127.0.0.1:3000/v1', `default base URL ${client.getConfig().baseUrl}`);
+  const baseUrl = process.env.API_BASE_URL;
+  const apiKey = process.env.API_KEY;
+  check(baseUrl && apiKey, 'API_BASE_URL and API_KEY are set');
+
+  // Without a key first: the generated client sends none unless told.
+  client.setConfig({ baseUrl });
+  expectError(await getMe(), 401, 'unauthorized');
+
+  client.setConfig({ baseUrl, auth: () => apiKey });
+  const me = await getMe();
+  const who: Me | undefined = me.data;
+  check(who?.plan === 'enterprise' && who.rateLimit === null && who.scopes.includes('contacts:write'), `GET /me ${JSON.stringify(who)}`);
+
+  const channels = await listChannels({ query: { limit: 10 } });
+  const whatsapp = channels.data?.data.find((channel) => channel.type === 'whatsapp');
+  check(whatsapp, 'a WhatsApp channel');
+
+  const phone = `+55119${String(Date.now() % 100_000_000).padStart(8, '0')}`;
+  const created = await createContact({ body: { name: 'Helena Rocha', phone } });
+  const contact: Contact | undefined = created.data;
+  check(created.response.status === 201 && contact?.phone === phone && contact.email === null, `POST /contacts ${JSON.stringify(contact)}`);
+
+  const clash = expectError(await createContact({ body: { name: 'Helena R.', phone } }), 409, 'conflict');
+  check(clash.error.details?.[0]?.existingId === contact.id, 'the 409 names the contact holding the phone');
+
+  const invalid = expectError(await createContact({ body: { name: 'Sem Telefone', phone: '11987654321' } }), 400, 'validation_error');
+  check(invalid.error.details?.length === 1 && invalid.error.details[0]?.path === '/body/phone', 'one detail, on /body/phone');
+
+  const found = await listContacts({ query: { phone } });
+  check(found.data?.pagination.total === 1 && found.data.data[0]?.id === contact.id, 'GET /contacts?phone= finds it');
+
+  expectError(await getContact({ path: { id: '01935f50-0000-7000-8000-000000000000' } }), 404, 'not_found');
+
+  const sent = await sendMessage({ body: { contactId: contact.id, channelId: whatsapp.id, content: 'Olá, Helena! Seu pedido chegou.' } });
+  check(sent.response.status === 201 && sent.data?.status === 'queued', `POST /messages ${JSON.stringify(sent.data)}`);
+
+  const thread = await getThread({ path: { id: sent.data.threadId } });
+  const open: Thread | undefined = thread.data;
+  check(open?.status === 'open' && open.contactId === contact.id, `GET /threads/{id} ${JSON.stringify(open)}`);
+
+  const answeredAt = new Date(Date.now() - 60_000).toISOString();
+  const nps = await registerNps({ path: { id: open.id }, body: { score: 10, answeredAt } });
+  check(nps.response.status === 201 && nps.data?.npsScore === 10, `POST /threads/{id}/nps ${JSON.stringify(nps.data)}`);
+
+  const stats = await getNpsStats({
+    query: { workspaceId: who.workspaceId, dateFrom: new Date(Date.now() - 3_600_000).toISOString(), dateTo: new Date().toISOString() },
+  });
+  check(stats.data?.total === 1 && stats.data.npsScore === 100, `GET /threads/stats/nps ${JSON.stringify(stats.data)}`);
+
+  process.stdout.write('generated client: 12 calls answered as the contract says (401, 200, 201, 409, 400, 404, NPS 100)\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,165 @@
+// A stand-in for Meta's Graph API at the network edge: a local HTTP server that takes
+// `POST /{version}/{id}/messages` as the WhatsApp Cloud API and the Instagram Messaging API
+// document it, records every request, and answers as Graph does (a message id, or a Graph error)
+// unless the test scripts another answer. Also: signing and posting webhook deliveries as Meta does.
+import { createHmac, randomBytes } from 'node:crypto';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface GraphRequest {
+  method: string;
+  /** The path under the base URL the service was given, e.g. /v23.0/106540352242922/messages. */
+  path: string;
+  /** The id the request was sent to (phone_number_id or Instagram account id). */
+  externalId: string;
+  authorization: string | undefined;
+  contentType: string | undefined;
+  body: any;
+  at: number;
+  /** What the double answered. */
+  answer?: GraphAnswer;
+}
+
+/** An answer: an HTTP status and body after an optional delay, or a dropped connection. */
+export type GraphAnswer = { status: number; body?: unknown; delayMs?: number } | { drop: true };
+
+export type Script = (request: GraphRequest, index: number) => GraphAnswer | undefined;
+
+/** A Graph error body as Graph sends it. */
+export function graphError(code: number, message = 'An error occurred', status = 400, subcode?: number): GraphAnswer {
+  return {
+    status,
+    body: { error: { message, type: 'OAuthException', code, ...(subcode !== undefined && { error_subcode: subcode }), fbtrace_id: `A${randomBytes(8).toString('hex')}` } },
+  };
+}
+
+/** Graph's answer to a send that worked: WhatsApp `messages[0].id`, Instagram `message_id`. */
+export function sentAnswer(request: GraphRequest): GraphAnswer {
+  if (request.body?.messaging_product === 'whatsapp') {
+    return {
+      status: 200,
+      body: { messaging_product: 'whatsapp', contacts: [{ input: request.body.to, wa_id: request.body.to }], messages: [{ id: `wamid.${randomBytes(18).toString('base64url')}` }] },
+    };
+  }
+  return { status: 200, body: { recipient_id: request.body?.recipient?.id, message_id: `aWdfZAG1${randomBytes(18).toString('base64url')}` } };
+}
+
+export class GraphDouble {
+  readonly requests: GraphRequest[] = [];
+  private script: Script | undefined;
+  private constructor(
+    private readonly server: http.Server,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<GraphDouble> {
+    let double: GraphDouble | undefined;
+    const server = http.createServer((req, res) => void double!.handle(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    double = new GraphDouble(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}/v23.0`);
+    return double;
+  }
+
+  /** Answers with `script` where it returns an answer, as Graph would otherwise. */
+  answer(script: Script | undefined): void {
+    this.script = script;
+  }
+
+  /** The requests sent to one channel's id, in arrival order. */
+  to(externalId: string): GraphRequest[] {
+    return this.requests.filter((r) => r.externalId === externalId);
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const url = new URL(req.url ?? '/', 'http://graph');
+    const match = /\/([^/]+)\/messages$/.exec(url.pathname);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    const request: GraphRequest = {
+      method: req.method ?? '',
+      path: url.pathname,
+      externalId: match ? decodeURIComponent(match[1]!) : '',
+      authorization: req.headers.authorization,
+      contentType: req.headers['content-type'],
+      body,
+      at: Date.now(),
+    };
+    const index = this.requests.push(request) - 1;
+    let answer: GraphAnswer;
+    if (req.method !== 'POST' || !match) answer = graphError(100, 'Unsupported request', 400);
+    else if (!req.headers.authorization?.startsWith('Bearer ')) answer = graphError(190, 'Invalid OAuth access token', 401);
+    else answer = this.script?.(request, index) ?? sentAnswer(request);
+    request.answer = answer;
+    if ('drop' in answer) {
+      req.socket.destroy();
+      return;
+    }
+    if (answer.delayMs) await new Promise((resolve) => setTimeout(resolve, answer.delayMs));
+    if (res.destroyed) return;
+    res.writeHead(answer.status, { 'content-type': 'application/json' });
+    res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+  }
+}
+
+/** `sha256=<hex HMAC-SHA256(appSecret, body)>`, as Meta signs a delivery. */
+export function metaSignature(appSecret: string, body: string | Buffer): string {
+  return `sha256=${createHmac('sha256', appSecret).update(body).digest('hex')}`;
+}
+
+let waSequence = 0;
+/** A WhatsApp Cloud API `messages` delivery for a phone number id, as Meta documents it. */
+export function whatsappDelivery(phoneNumberId: string, value: { messages?: unknown[]; statuses?: unknown[]; contacts?: unknown[] }): Record<string, unknown> {
+  return {
+    object: 'whatsapp_business_account',
+    entry: [
+      {
+        id: '102290129340398',
+        changes: [
+          {
+            value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: phoneNumberId }, ...value },
+            field: 'messages',
+          },
+        ],
+      },
+    ],
+  };
+}
+
+/** A WhatsApp inbound text message from `from` (digits, no +) and the contacts entry naming them. */
+export function whatsappText(from: string, body: string, name?: string): { messages: unknown[]; contacts: unknown[]; id: string } {
+  const id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`;
+  return {
+    id,
+    contacts: name ? [{ profile: { name }, wa_id: from }] : [],
+    messages: [{ from, id, timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', text: { body } }],
+  };
+}
+
+/** A WhatsApp status of an outbound message; `errors` as Meta sends them on `failed`. */
+export function whatsappStatus(id: string, status: string, recipient: string, errors?: unknown[]): Record<string, unknown> {
+  return { id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: recipient, ...(errors && { errors }) };
+}
+
+/** An Instagram Messaging delivery (`object: instagram`, `entry[].messaging[]`). */
+export function instagramDelivery(accountId: string, messaging: unknown[]): Record<string, unknown> {
+  return { object: 'instagram', entry: [{ id: accountId, time: Date.now(), messaging }] };
+}
+
+/** One Instagram messaging event: a customer's text, or with `echo` the account's own message echoed back. */
+export function instagramText(accountId: string, customerId: string, text: string, options: { echo?: boolean } = {}): { event: unknown; mid: string } {
+  const mid = `aWdfZAG1faXRlbToxOklH${randomBytes(12).toString('base64url')}`;
+  const [sender, recipient] = options.echo ? [accountId, customerId] : [customerId, accountId];
+  return { mid, event: { sender: { id: sender }, recipient: { id: recipient }, timestamp: Date.now(), message: { mid, text, ...(options.echo && { is_echo: true }) } } };
+}

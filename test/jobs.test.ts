@@ -1,0 +1,196 @@
+// The job queue on its own (src/jobs): jobs of one key run one at a time in order, a claim is
+// exclusive until its lease runs out, retries wait their backoff and end in giveUp, and stopping
+// finishes or releases what is held. On the run's database (PostgreSQL or PGlite).
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../src/db/database.js';
+import { createJobListener } from '../src/jobs/listen.js';
+import { claimJobs, enqueueJob, finishJob, releaseJob, type Job } from '../src/jobs/queue.js';
+import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
+import { createLogger } from '../src/logger.js';
+import { waitFor } from './helpers/processes.js';
+import { databaseUrl, openDatabase } from './helpers/server.js';
+
+let db: Db;
+let workspaceId: string;
+const logger = createLogger('silent');
+beforeAll(async () => {
+  db = await openDatabase();
+  workspaceId = randomUUID();
+  await sql`insert into workspaces (id, name) values (${workspaceId}, 'Jobs')`.execute(db);
+});
+afterAll(async () => {
+  await db.destroy();
+});
+
+/** A queue name of the test's own, so no other test's worker takes its jobs. */
+const queueName = () => `test-${randomUUID()}`;
+const storedJobs = (queue: string) => db.selectFrom('jobs').selectAll().where('queue', '=', queue).orderBy('created_at').orderBy('id').execute();
+
+describe('claiming', () => {
+  it("when a key has several jobs, then only its oldest is claimable, and the next only once it is finished", async () => {
+    const queue = queueName();
+    const t = Date.now();
+    for (const [key, n] of [['a', 1], ['a', 2], ['b', 1], ['a', 3]] as const) {
+      await enqueueJob(db, { workspaceId, queue, orderingKey: key, payload: { key, n }, createdAt: new Date(t + n) });
+    }
+
+    const first = await claimJobs(db, { queue, workerId: 'w1', limit: 10, leaseMs: 60_000 });
+    const meanwhile = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
+    await finishJob(db, first.find((j) => j.payload.key === 'a')!);
+    const next = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
+
+    expect(first.map((j) => j.payload).sort((x, y) => String(x.key).localeCompare(String(y.key)))).toEqual([{ key: 'a', n: 1 }, { key: 'b', n: 1 }]);
+    expect(first.every((j) => j.locked_by === 'w1' && j.attempts === 1)).toBe(true);
+    expect(meanwhile).toEqual([]);
+    expect(next.map((j) => j.payload)).toEqual([{ key: 'a', n: 2 }]);
+  });
+
+  it('when a claim is released, then the job is claimable again and the attempt does not count', async () => {
+    const queue = queueName();
+    await enqueueJob(db, { workspaceId, queue, payload: {} });
+    const [held] = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
+
+    await releaseJob(db, held!);
+    const [again] = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
+
+    expect(again).toMatchObject({ id: held!.id, attempts: 1, locked_by: 'w2' });
+    // The first holder's claim is gone: finishing with it does nothing.
+    expect(await finishJob(db, held!)).toBe(false);
+    expect(await storedJobs(queue)).toHaveLength(1);
+  });
+
+  it('when a lease runs out (its worker died), then another worker takes the job', async () => {
+    const queue = queueName();
+    await enqueueJob(db, { workspaceId, queue, payload: {} });
+    const [lost] = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    const [taken] = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
+
+    expect(taken).toMatchObject({ id: lost!.id, locked_by: 'alive', attempts: 2 });
+  });
+
+  it.skipIf(!databaseUrl)('when 8 claimers race over 200 jobs of 20 keys, then no job is claimed twice and no key runs two at once', async () => {
+    const queue = queueName();
+    for (let i = 0; i < 200; i++) await enqueueJob(db, { workspaceId, queue, orderingKey: `k${i % 20}`, payload: { i } });
+    const seen = new Map<string, number>();
+    const running = new Set<string>();
+    let overlap = false;
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        for (;;) {
+          const jobs = await claimJobs(db, { queue, workerId: `w${w}`, limit: 3, leaseMs: 60_000 });
+          if (jobs.length === 0 && (await storedJobs(queue)).length === 0) return;
+          for (const job of jobs) {
+            seen.set(job.id, (seen.get(job.id) ?? 0) + 1);
+            if (running.has(job.ordering_key!)) overlap = true;
+            running.add(job.ordering_key!);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 2));
+          for (const job of jobs) {
+            running.delete(job.ordering_key!);
+            await finishJob(db, job);
+          }
+        }
+      }),
+    );
+    expect(seen.size).toBe(200);
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect(overlap).toBe(false);
+  });
+});
+
+describe('the worker', () => {
+  function handler(queue: string, run: (job: Job, signal: AbortSignal) => Promise<JobResult>, gaveUp: string[] = []): QueueHandler {
+    return {
+      queue,
+      maxAttempts: 3,
+      retryBaseMs: 10,
+      run,
+      async giveUp(job, error) {
+        gaveUp.push(error);
+        await finishJob(db, job);
+      },
+    };
+  }
+  const options = { db, logger, concurrency: 4, leaseMs: 60_000, pollMs: 50 };
+
+  it('when a job is added, then the notification wakes the worker before its poll would', async () => {
+    const queue = queueName();
+    const listener = createJobListener({ db, databaseUrl, logger });
+    const ran: number[] = [];
+    const worker = startWorker(handler(queue, async () => (ran.push(Date.now()), { kind: 'done' })), { ...options, db, listener, pollMs: 60_000 });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const added = Date.now();
+      await db.transaction().execute((trx) => enqueueJob(trx, { workspaceId, queue, payload: {} }));
+
+      await waitFor('the job ran', () => ran.length === 1, 5_000);
+
+      expect(ran[0]! - added).toBeLessThan(2_000);
+      await waitFor('finished', async () => (await storedJobs(queue)).length === 0);
+    } finally {
+      await worker.stop(AbortSignal.timeout(1_000));
+      await listener.close();
+    }
+  });
+
+  it('when a job keeps failing passingly, then it is tried maxAttempts times with growing waits and then given up', async () => {
+    const queue = queueName();
+    const tries: number[] = [];
+    const gaveUp: string[] = [];
+    const worker = startWorker(handler(queue, async () => (tries.push(Date.now()), { kind: 'retry', error: `try ${tries.length}` }), gaveUp), { ...options, db });
+    try {
+      await enqueueJob(db, { workspaceId, queue, payload: {} });
+
+      await waitFor('given up', () => gaveUp.length === 1, 5_000);
+
+      expect(tries).toHaveLength(3);
+      expect(gaveUp).toEqual(['try 3']);
+      expect(tries[1]! - tries[0]!).toBeGreaterThanOrEqual(7);
+      expect(tries[2]! - tries[1]!).toBeGreaterThanOrEqual(15);
+      expect(await storedJobs(queue)).toEqual([]);
+    } finally {
+      await worker.stop(AbortSignal.timeout(1_000));
+    }
+  });
+
+  it('when it stops with a job running past the deadline, then the job is aborted and released for another instance', async () => {
+    const queue = queueName();
+    let started = false;
+    const worker = startWorker(
+      handler(queue, (_job, signal) => {
+        started = true;
+        return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted'))));
+      }),
+      { ...options, db },
+    );
+    await enqueueJob(db, { workspaceId, queue, payload: {} });
+    await waitFor('running', () => started);
+
+    await worker.stop(AbortSignal.timeout(100));
+
+    expect(await storedJobs(queue)).toEqual([expect.objectContaining({ locked_by: null, locked_until: null, attempts: 0 })]);
+  });
+
+  it('when it stops with a job that finishes within the deadline, then the job is finished, not released', async () => {
+    const queue = queueName();
+    let started = false;
+    const worker = startWorker(
+      handler(queue, async () => {
+        started = true;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        return { kind: 'done' };
+      }),
+      { ...options, db },
+    );
+    await enqueueJob(db, { workspaceId, queue, payload: {} });
+    await waitFor('running', () => started);
+
+    await worker.stop(AbortSignal.timeout(5_000));
+
+    expect(await storedJobs(queue)).toEqual([]);
+  });
+});
