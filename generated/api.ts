@@ -860,6 +860,11 @@ export interface components {
             error: components["schemas"]["MessageError"] | null;
             /** @description The template an outbound WhatsApp template message was sent with. */
             template: components["schemas"]["MessageTemplate"] | null;
+            /**
+             * Format: uuid
+             * @description The AI agent that wrote this outbound message (the thread's agent answering the customer); null for a message sent through `POST /messages` and for inbound ones. It stays after the agent is deleted.
+             */
+            agentId: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
         /** @description Exactly one of `content` (free text) and `template` (WhatsApp only). */
@@ -2356,6 +2361,7 @@ export interface operations {
                      *       "externalId": "sandbox.01935f61-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
                      *       "error": null,
                      *       "template": null,
+                     *       "agentId": null,
                      *       "createdAt": "2026-11-20T14:31:02.456Z"
                      *     }
                      */
@@ -2677,6 +2683,7 @@ export interface operations {
                      *       "externalId": null,
                      *       "error": null,
                      *       "template": null,
+                     *       "agentId": null,
                      *       "createdAt": "2026-11-20T14:32:05.123Z"
                      *     }
                      */
@@ -3412,6 +3419,7 @@ export interface operations {
                      *           "externalId": null,
                      *           "error": null,
                      *           "template": null,
+                     *           "agentId": null,
                      *           "createdAt": "2026-11-20T14:32:05.123Z"
                      *         }
                      *       ],

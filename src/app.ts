@@ -18,6 +18,7 @@ import { handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
 import type { SecretBox } from './channels/secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
+import { aiRepliesOf } from './ai/replies.js';
 
 export interface AppDeps {
   config: Config;
@@ -49,11 +50,11 @@ export function createApp({ config, db, logger, redis, secrets }: AppDeps): Expr
     requireScope,
     jsonBody,
     ...contractValidator({ validateResponses: config.validateResponses }),
-    dispatch(handlers, db, { validateResponses: config.validateResponses, services: { secrets } }),
+    dispatch(handlers, db, { validateResponses: config.validateResponses, services: { secrets, ai: aiRepliesOf(config) } }),
   );
 
   // Meta's webhooks: outside /v1, no API key; the raw body is read there, before any JSON parsing.
-  app.use('/webhooks/meta', metaWebhooks({ db, secrets }));
+  app.use('/webhooks/meta', metaWebhooks({ db, secrets, ai: aiRepliesOf(config) }));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

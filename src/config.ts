@@ -58,6 +58,16 @@ export interface Config {
   readonly jobLeaseMs: number;
   /** How often an idle worker looks for due jobs when no notification woke it. */
   readonly jobPollMs: number;
+  /** An OpenAI-compatible Chat Completions API, without a trailing slash (AI_BASE_URL); unset, agents never answer. */
+  readonly aiBaseUrl: string | undefined;
+  /** Sent as `Authorization: Bearer` to the AI API (AI_API_KEY); never logged. */
+  readonly aiApiKey: string | undefined;
+  /** How long one AI call may take before it counts as a failed attempt. */
+  readonly aiTimeoutMs: number;
+  /** How long an agent waits after a customer's message before answering, so a burst gets one answer. */
+  readonly aiReplyDelayMs: number;
+  /** AI calls one process makes at once. */
+  readonly aiConcurrency: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -141,6 +151,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (jobLeaseMs <= metaGraphTimeoutMs) {
     throw new ConfigError(`JOB_LEASE_MS (${jobLeaseMs}) must exceed META_GRAPH_TIMEOUT_MS (${metaGraphTimeoutMs}), or a slow send could run twice`);
   }
+  const aiTimeoutMs = integer(env, 'AI_TIMEOUT_MS', 30_000, 100, 600_000);
+  if (jobLeaseMs <= aiTimeoutMs) {
+    throw new ConfigError(`JOB_LEASE_MS (${jobLeaseMs}) must exceed AI_TIMEOUT_MS (${aiTimeoutMs}), or a slow AI call could run twice`);
+  }
   return Object.freeze({
     nodeEnv,
     port: integer(env, 'PORT', 3000, 0, 65535),
@@ -173,5 +187,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     deliveryConcurrency: integer(env, 'DELIVERY_CONCURRENCY', 64, 1, 1_000),
     jobLeaseMs,
     jobPollMs: integer(env, 'JOB_POLL_MS', 1_000, 10, 60_000),
+    aiBaseUrl: url(env, 'AI_BASE_URL', ['https:', 'http:'])?.replace(/\/+$/, ''),
+    aiApiKey: env.AI_API_KEY || undefined,
+    aiTimeoutMs,
+    aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 0, 0, 600_000),
+    aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
   });
 }

@@ -389,6 +389,7 @@ describe('the sandbox', () => {
       externalId: expect.stringMatching(/^sandbox\./),
       error: null,
       template: null,
+      agentId: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: inbound!.contactId } } });

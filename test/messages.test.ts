@@ -55,6 +55,7 @@ describe('POST /messages', () => {
       externalId: null,
       error: null,
       template: null,
+      agentId: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -95,6 +96,7 @@ describe('POST /messages', () => {
         external_id: null,
         error: null,
         template: null,
+        agent_id: null,
         created_at: new Date(data!.createdAt),
       },
     ]);
@@ -120,6 +122,7 @@ describe('POST /messages', () => {
       externalId: null,
       error: null,
       template: null,
+      agentId: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -287,6 +290,7 @@ describe('POST /messages', () => {
         externalId: null,
         error: null,
         template: null,
+        agentId: null,
         createdAt: expect.stringMatching(ISO_MS),
       })),
     );

@@ -28,7 +28,7 @@ const TABLES = [
   'threads',
   'workspaces',
 ];
-const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily', '0003_channels_and_jobs', '0004_funnel_and_crm', '0005_idempotency_keys'];
+const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily', '0003_channels_and_jobs', '0004_funnel_and_crm', '0005_idempotency_keys', '0007_ai_agents'];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

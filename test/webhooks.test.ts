@@ -174,6 +174,7 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
         externalId: inbound.id,
         error: null,
         template: null,
+        agentId: null,
         createdAt: thread.lastMessageAt,
       },
     ]);

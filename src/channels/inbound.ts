@@ -2,6 +2,7 @@
 // read, applied in one transaction, idempotent per provider message id) or a sandbox inbound.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
+import { enqueueReply, type AiReplies } from '../ai/replies.js';
 import { findChannelById } from '../db/channels.js';
 import { findOrCreateContact } from '../db/contacts.js';
 import { transact, type Db } from '../db/database.js';
@@ -30,8 +31,11 @@ export interface StoredEvents {
   staleStatuses: number;
 }
 
-/** Applies the events of one delivery in one transaction: all of them are stored, or none. */
-export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<StoredEvents> {
+/**
+ * Applies the events of one delivery in one transaction: all of them are stored, or none. With `ai`,
+ * each thread that got messages queues its agent's reply to the last of them, in the same transaction.
+ */
+export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: 0, staleStatuses: 0 };
   if (events.length === 0) return stored;
   await transact(db, async (trx) => {
@@ -59,6 +63,10 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
       stored.messages.push(row);
     }
+    if (ai) {
+      const latest = new Map(stored.messages.map((m) => [m.thread_id, m]));
+      for (const message of latest.values()) await enqueueReply(trx, ai, channel.workspace_id, message);
+    }
   });
   return stored;
 }
@@ -84,7 +92,15 @@ export function verifyChallenge(box: SecretBox | undefined, channel: ChannelRow,
  * A delivery for a channel: 401 unless its signature is the channel's; then its events are stored.
  * A signed body this service does not understand is logged and stored nothing.
  */
-export async function receiveMetaDelivery(db: Db, box: SecretBox | undefined, channel: ChannelRow, raw: Buffer, signature: string | undefined, log: Logger): Promise<StoredEvents | undefined> {
+export async function receiveMetaDelivery(
+  db: Db,
+  box: SecretBox | undefined,
+  channel: ChannelRow,
+  raw: Buffer,
+  signature: string | undefined,
+  log: Logger,
+  ai?: AiReplies,
+): Promise<StoredEvents | undefined> {
   const { appSecret } = openMetaSecrets(box, channel);
   if (!signatureMatches(appSecret, raw, signature)) {
     throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
@@ -105,11 +121,11 @@ export async function receiveMetaDelivery(db: Db, box: SecretBox | undefined, ch
     return undefined;
   }
   if (parsed.ignored.length > 0) log.info({ channelId: channel.id, ignored: parsed.ignored.slice(0, 20) }, 'webhook delivery: parts ignored');
-  return storeInboundEvents(db, channel, parsed.events);
+  return storeInboundEvents(db, channel, parsed.events, ai);
 }
 
 /** A customer's message on a sandbox channel, stored as a real inbound one is. */
-export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound): Promise<Message> {
+export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound, ai?: AiReplies): Promise<Message> {
   if (!channel || channel.provider !== 'sandbox') throw notFound('Channel');
   const valid = channel.type === 'whatsapp' ? PHONE.test(input.from) : INSTAGRAM_ID.test(input.from);
   if (!valid) {
@@ -124,6 +140,6 @@ export async function receiveSandboxInbound(db: Db, workspaceId: string, channel
     name: input.name,
     content: input.content,
   };
-  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event]);
+  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event], ai);
   return messageRowToMessage(stored.messages[0]!);
 }

@@ -16,6 +16,8 @@ export interface OutboundMessage {
   /** The text; for a template, its readable form (templateContent). */
   content: string;
   template?: MessageTemplate | undefined;
+  /** The AI agent writing it; absent for a message sent through the API. */
+  agentId?: string | undefined;
 }
 
 export function messageRowToMessage(row: MessageRow): Message {
@@ -30,6 +32,7 @@ export function messageRowToMessage(row: MessageRow): Message {
     externalId: row.external_id,
     error: row.error,
     template: row.template,
+    agentId: row.agent_id,
     createdAt: row.created_at.toISOString(),
   };
 }
@@ -45,6 +48,7 @@ const messageList = listSource<Message>('messages', {
   externalId: 'external_id',
   error: 'error',
   template: 'template',
+  agentId: 'agent_id',
   createdAt: { instant: 'created_at' },
 });
 
@@ -66,9 +70,9 @@ export async function appendToOpenThread(db: Db, workspaceId: string, message: O
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
-           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${now}::timestamptz
+           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -87,6 +91,7 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       content: message.content,
       status: 'queued',
       template: templateJson(message),
+      agent_id: message.agentId ?? null,
       created_at: now,
     })
     .returningAll()

@@ -167,6 +167,8 @@ export interface MessageTable {
   error: ColumnType<{ code: string; message: string } | null, string | null | undefined, string | null>;
   /** jsonb {name, language, parameters?}; written as JSON text. */
   template: ColumnType<{ name: string; language: string; parameters?: string[] } | null, string | null | undefined, never>;
+  /** The AI agent that wrote an outbound message; kept after the agent is deleted. */
+  agent_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: CreatedAt;
 }
 

@@ -45,6 +45,26 @@ export async function enqueueJob(db: Db, job: NewJob): Promise<string> {
 }
 
 /**
+ * Adds a job, as enqueueJob does, only when `when` (a select) finds a row: the check and the insert
+ * are one statement, so the job follows the state it was decided on within the caller's transaction.
+ * Undefined when nothing was added.
+ */
+export async function enqueueJobWhen(db: Db, job: NewJob, when: Compilable): Promise<string | undefined> {
+  const id = uuidv7();
+  const now = new Date();
+  const result = await sql<{ queue: string }>`
+    with added as (
+      insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
+      select ${job.workspaceId}::uuid, ${id}::uuid, ${job.queue}, ${job.orderingKey ?? null}, ${JSON.stringify(job.payload)}::jsonb,
+             ${job.runAt ?? now}::timestamptz, ${job.createdAt ?? now}::timestamptz
+       where exists (${when})
+      returning queue
+    )
+    select pg_notify(${JOBS_CHANNEL}, queue), queue from added`.execute(db);
+  return result.rows.length > 0 ? id : undefined;
+}
+
+/**
  * Claims up to `limit` due jobs of `queue` for `workerId` until `leaseMs` from now, and counts the
  * attempt. A job is due when its run_at has passed, nobody holds it (or its lease ran out), and no
  * earlier job of its ordering key is still there (unfinished jobs stay in the table, finished ones

@@ -1,5 +1,6 @@
-// Starts this process's job workers (message delivery, sandbox receipts) on one listener, and
-// registers their stop with the process's background work.
+// Starts this process's job workers (message delivery, sandbox receipts, and AI agents' replies when
+// an AI_BASE_URL is configured) on one listener, and registers their stop with the process's
+// background work.
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
@@ -7,6 +8,7 @@ import type { BackgroundWork } from '../shutdown.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
 import { createJobListener } from './listen.js';
+import { aiReplyHandler } from '../ai/replies.js';
 import { startWorker, type Worker } from './worker.js';
 
 export type JobsConfig = Pick<
@@ -19,6 +21,10 @@ export type JobsConfig = Pick<
   | 'deliveryConcurrency'
   | 'jobLeaseMs'
   | 'jobPollMs'
+  | 'aiBaseUrl'
+  | 'aiApiKey'
+  | 'aiTimeoutMs'
+  | 'aiConcurrency'
 >;
 
 export interface Jobs {
@@ -44,6 +50,7 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
     ),
     startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
   ];
+  if (config.aiBaseUrl) workers.push(startWorker(aiReplyHandler({ db, config, logger }), { ...common, concurrency: config.aiConcurrency }));
   let stopped: Promise<void> | undefined;
   const jobs: Jobs = {
     workers,

@@ -8,6 +8,7 @@ import { limitBounds, pageBounds, type Bounds, type OperationId } from '../contr
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
 import type { SecretBox } from '../channels/secrets.js';
+import type { AiReplies } from '../ai/replies.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
 import { runIdempotent } from '../idempotency.js';
@@ -39,6 +40,8 @@ export interface RateLimitState {
 export interface Services {
   /** Seals and opens channel secrets; absent when the operator configured no SECRETS_KEY. */
   secrets?: SecretBox | undefined;
+  /** Queues AI agents' replies to inbound messages; absent when no AI_BASE_URL is configured. */
+  ai?: AiReplies | undefined;
 }
 
 export interface Call<K extends OperationId> {

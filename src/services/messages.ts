@@ -46,14 +46,14 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
  * The common case (an open thread exists) appends in one statement. Otherwise a thread is opened
  * with the message; when a concurrent send opened it first, the unique index makes this insert a
  * no-op and the message goes into the winner's thread on the next attempt. The delivery job
- * commits with the message, so a 201 is never lost.
+ * commits with the message, so a 201 is never lost. `author.agentId` marks an AI agent's answer.
  */
-export async function sendMessage(db: Db, workspaceId: string, input: MessageCreate, actor: Actor): Promise<Message> {
+export async function sendMessage(db: Db, workspaceId: string, input: MessageCreate, actor: Actor, author: { agentId?: string } = {}): Promise<Message> {
   await checkSendable(db, workspaceId, input, new Date());
   // The contract lets exactly one of content and template through.
   const message: OutboundMessage = input.template
-    ? { contactId: input.contactId, channelId: input.channelId, content: templateContent(input.template), template: input.template }
-    : { contactId: input.contactId, channelId: input.channelId, content: input.content! };
+    ? { contactId: input.contactId, channelId: input.channelId, content: templateContent(input.template), template: input.template, agentId: author.agentId }
+    : { contactId: input.contactId, channelId: input.channelId, content: input.content!, agentId: author.agentId };
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const now = new Date();
     const row = await transact(db, async (trx) => {

@@ -677,6 +677,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         externalId: null,
         error: null,
         template: template ?? null,
+        agentId: null,
         createdAt: message.createdAt,
       };
       if (open) {
@@ -826,7 +827,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       same(
         ex,
         message,
-        { id: message.id, threadId: open?.id ?? message.threadId, contactId: contact.id, channelId: channel.id, direction: 'inbound', content: input.content, status: 'delivered', externalId: message.externalId, error: null, template: null, createdAt: message.createdAt },
+        { id: message.id, threadId: open?.id ?? message.threadId, contactId: contact.id, channelId: channel.id, direction: 'inbound', content: input.content, status: 'delivered', externalId: message.externalId, error: null, template: null, agentId: null, createdAt: message.createdAt },
         'the inbound message',
       );
       const c = message.createdAt;

@@ -1,0 +1,133 @@
+// The AI agent's call: an OpenAI-compatible Chat Completions request (OpenAI, Azure, Ollama, vLLM)
+// built from the agent and the thread (pure), sent with plain fetch, and its answer read as text to
+// send, a handoff to a person, or a failure (passing or not). Plain fetch rather than the `openai`
+// package: one POST and one JSON shape, and the durable queue already retries with backoff across
+// restarts and instances, which the package's in-process retries would only multiply.
+
+/** The tool an agent calls to pass the conversation to a person. */
+export const HANDOFF_TOOL = 'handoff_to_human';
+/** The reason recorded when the AI cannot be reached (or refuses every request). */
+export const AI_UNAVAILABLE = 'ai_unavailable';
+/** How many of the thread's messages, newest, the AI sees. */
+export const CONTEXT_MESSAGES = 20;
+/** The longest text a message may carry (Message.content, WhatsApp's text body). */
+export const MAX_REPLY_CHARS = 4096;
+/** The longest reason a history entry keeps (as PATCH /threads/{id} accepts). */
+export const MAX_REASON_CHARS = 500;
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+export interface AgentBrief {
+  model: string;
+  instructions: string;
+}
+
+/** A message of the thread as the AI sees it; content null once the contact was erased. */
+export interface ThreadLine {
+  direction: 'inbound' | 'outbound';
+  content: string | null;
+}
+
+/**
+ * The Chat Completions request: the agent's instructions as the system message, then the thread's
+ * lines oldest first (inbound as `user`, outbound as `assistant`, erased ones left out), and the
+ * handoff tool.
+ */
+export function chatRequest(agent: AgentBrief, lines: readonly ThreadLine[]): Record<string, unknown> {
+  const messages: ChatMessage[] = [{ role: 'system', content: agent.instructions }];
+  for (const line of lines) {
+    if (line.content === null) continue;
+    messages.push({ role: line.direction === 'inbound' ? 'user' : 'assistant', content: line.content });
+  }
+  return {
+    model: agent.model,
+    messages,
+    tools: [
+      {
+        type: 'function',
+        function: {
+          name: HANDOFF_TOOL,
+          description: 'Pass the conversation to a human attendant, when you cannot or should not answer it yourself.',
+          parameters: {
+            type: 'object',
+            properties: { reason: { type: 'string', description: 'Why a person should take over, in a few words.' } },
+            required: ['reason'],
+          },
+        },
+      },
+    ],
+  };
+}
+
+export type ChatAnswer =
+  | { kind: 'text'; text: string }
+  | { kind: 'handoff'; reason: string }
+  /** `transient`: worth another attempt (network, timeout, 408, 429, 5xx, an unreadable answer). */
+  | { kind: 'failed'; transient: boolean; error: string };
+
+const clean = (text: string, max: number): string => text.replace(/\u0000/g, '').trim().slice(0, max);
+
+function handoffReason(rawArguments: unknown): string {
+  try {
+    const args = JSON.parse(typeof rawArguments === 'string' ? rawArguments : '{}') as { reason?: unknown };
+    if (typeof args.reason === 'string' && clean(args.reason, MAX_REASON_CHARS)) return clean(args.reason, MAX_REASON_CHARS);
+  } catch {
+    // a model's broken JSON still asked for a person
+  }
+  return 'handoff_requested';
+}
+
+/** Reads a 2xx Chat Completions body: a handoff call wins over text; neither is a failure. */
+export function readChatAnswer(body: unknown): ChatAnswer {
+  const message = (body as { choices?: Array<{ message?: { content?: unknown; tool_calls?: unknown } }> } | null)?.choices?.[0]?.message;
+  if (!message) return { kind: 'failed', transient: true, error: 'the answer has no choices[0].message' };
+  const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as Array<{ function?: { name?: unknown; arguments?: unknown } }>) : [];
+  const handoff = calls.find((call) => call?.function?.name === HANDOFF_TOOL);
+  if (handoff) return { kind: 'handoff', reason: handoffReason(handoff.function?.arguments) };
+  const text = typeof message.content === 'string' ? clean(message.content, MAX_REPLY_CHARS) : '';
+  if (text) return { kind: 'text', text };
+  return { kind: 'failed', transient: true, error: 'the answer has neither text nor a handoff' };
+}
+
+/** Whether an HTTP status is worth another attempt. */
+export const transientStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500;
+
+export interface ChatCall {
+  baseUrl: string;
+  apiKey: string | undefined;
+  body: Record<string, unknown>;
+  timeoutMs: number;
+  /** The worker's: aborted when the process stops (the call then throws, and the job is released). */
+  signal: AbortSignal;
+}
+
+/** POST {baseUrl}/chat/completions; never throws except when `signal` aborts. */
+export async function completeChat(call: ChatCall): Promise<ChatAnswer> {
+  let response: Response;
+  let text: string;
+  try {
+    response = await fetch(`${call.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(call.apiKey && { authorization: `Bearer ${call.apiKey}` }) },
+      body: JSON.stringify(call.body),
+      signal: AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)]),
+    });
+    text = await response.text();
+  } catch (err) {
+    if (call.signal.aborted) throw err;
+    const timedOut = (err as Error).name === 'TimeoutError';
+    return { kind: 'failed', transient: true, error: timedOut ? `no answer within ${call.timeoutMs} ms` : `network: ${(err as Error).message}` };
+  }
+  if (!response.ok) {
+    // The provider's own message, short: it names the problem (bad model, bad key), never the conversation.
+    return { kind: 'failed', transient: transientStatus(response.status), error: `HTTP ${response.status}: ${text.slice(0, 300)}` };
+  }
+  try {
+    return readChatAnswer(JSON.parse(text));
+  } catch {
+    return { kind: 'failed', transient: true, error: 'the answer is not JSON' };
+  }
+}

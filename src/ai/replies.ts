@@ -1,0 +1,146 @@
+// AI agents answering customers, on the durable queue: an inbound message on an open thread whose
+// agent is active queues a reply job (in the message's transaction); the job asks the AI and sends
+// its text through the same path as POST /messages (channel rules, delivery queue), or hands the
+// thread to a person through changeThread (history, actor the agent). One job runs per thread at a
+// time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
+// gets one answer, to its last message.
+import { sql } from 'kysely';
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
+import { ApiError } from '../errors.js';
+import { enqueueJobWhen, finishJob, type Job } from '../jobs/queue.js';
+import type { QueueHandler } from '../jobs/worker.js';
+import type { Logger } from '../logger.js';
+import { sendMessage } from '../services/messages.js';
+import { changeThread } from '../services/threads.js';
+import { AI_UNAVAILABLE, chatRequest, completeChat, CONTEXT_MESSAGES } from './chat.js';
+import { agentMayAnswer, readReplyContext, recentLines, type ReplyContext } from './context.js';
+
+export const AI_REPLY_QUEUE = 'ai-reply';
+
+export interface ReplyPayload {
+  threadId: string;
+  /** The inbound message the job answers. */
+  messageId: string;
+}
+
+/** What queuing replies needs; undefined (no AI_BASE_URL) means agents never answer. */
+export interface AiReplies {
+  delayMs: number;
+}
+
+export function aiRepliesOf(config: Pick<Config, 'aiBaseUrl' | 'aiReplyDelayMs'>): AiReplies | undefined {
+  return config.aiBaseUrl ? { delayMs: config.aiReplyDelayMs } : undefined;
+}
+
+/**
+ * Queues the thread's reply to `messageId`, in the caller's transaction, when the thread is open and
+ * its agent active (checked in the same statement). Keyed per thread: its jobs run one at a time.
+ */
+export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, message: { thread_id: string; id: string; created_at: Date }): Promise<boolean> {
+  const id = await enqueueJobWhen(
+    db,
+    {
+      workspaceId,
+      queue: AI_REPLY_QUEUE,
+      orderingKey: `thread:${message.thread_id}`,
+      payload: { threadId: message.thread_id, messageId: message.id } satisfies ReplyPayload,
+      runAt: new Date(message.created_at.getTime() + ai.delayMs),
+      createdAt: message.created_at,
+    },
+    db
+      .selectFrom('threads as t')
+      .innerJoin('agents as a', (join) => join.onRef('a.workspace_id', '=', 't.workspace_id').onRef('a.id', '=', 't.agent_id'))
+      .select(sql.lit(1).as('one'))
+      .where('t.workspace_id', '=', workspaceId)
+      .where('t.id', '=', message.thread_id)
+      .where('t.status', '=', 'open')
+      .where('a.status', '=', 'active'),
+  );
+  return id !== undefined;
+}
+
+export type ReplyConfig = Pick<Config, 'aiBaseUrl' | 'aiApiKey' | 'aiTimeoutMs' | 'deliveryMaxAttempts' | 'deliveryRetryBaseMs'>;
+
+/** The job is still the thread's to answer: its message is the latest inbound, and the agent may answer. */
+const stillAnswering = (context: ReplyContext | undefined, payload: ReplyPayload): context is ReplyContext & { agentId: string } =>
+  context !== undefined && agentMayAnswer(context) && context.latestInboundId === payload.messageId;
+
+class LostClaim extends Error {}
+
+export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: Logger }): QueueHandler {
+  const { db, config } = options;
+  const log = options.logger.child({ queue: AI_REPLY_QUEUE });
+
+  /** Unassigns the agent with `reason` (history, actor the agent), if the thread is still open and its. */
+  async function handOff(job: Job, agentId: string, reason: string): Promise<void> {
+    const { threadId } = job.payload as unknown as ReplyPayload;
+    await db.transaction().execute(async (trx) => {
+      const context = await readReplyContext(trx, job.workspace_id, threadId, { lock: true });
+      if (context?.status === 'open' && context.agentId === agentId) {
+        await changeThread(trx, job.workspace_id, threadId, { agentId: null }, { actor: { type: 'agent', id: agentId }, reason });
+        log.info({ workspaceId: job.workspace_id, threadId, agentId, reason }, 'agent handed the thread off');
+      }
+      if (!(await finishJob(trx, job))) throw new LostClaim();
+    });
+  }
+
+  /** Sends the answer as the agent's message, if the job is still the thread's to answer when it commits. */
+  async function reply(job: Job, agentId: string, text: string): Promise<void> {
+    const payload = job.payload as unknown as ReplyPayload;
+    try {
+      await db.transaction().execute(async (trx) => {
+        const context = await readReplyContext(trx, job.workspace_id, payload.threadId, { lock: true });
+        if (stillAnswering(context, payload) && context.agentId === agentId) {
+          const input = { contactId: context.contactId, channelId: context.channelId, content: text };
+          await sendMessage(trx, job.workspace_id, input, { type: 'agent', id: agentId }, { agentId });
+        }
+        if (!(await finishJob(trx, job))) throw new LostClaim();
+      });
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      // The channel's rules refuse it (the 24-hour window, an erased contact): nothing to retry.
+      log.warn({ workspaceId: job.workspace_id, threadId: payload.threadId, agentId, code: err.code }, 'agent answer not sendable; dropped');
+      await finishJob(db, job);
+    }
+  }
+
+  return {
+    queue: AI_REPLY_QUEUE,
+    maxAttempts: config.deliveryMaxAttempts,
+    retryBaseMs: config.deliveryRetryBaseMs,
+
+    async run(job, signal) {
+      const payload = job.payload as unknown as ReplyPayload;
+      const context = await readReplyContext(db, job.workspace_id, payload.threadId);
+      if (!stillAnswering(context, payload)) return { kind: 'done' };
+      const lines = await recentLines(db, job.workspace_id, payload.threadId, CONTEXT_MESSAGES);
+      const answer = await completeChat({
+        baseUrl: config.aiBaseUrl!,
+        apiKey: config.aiApiKey,
+        body: chatRequest(context.agent!, lines),
+        timeoutMs: config.aiTimeoutMs,
+        signal,
+      });
+      if (answer.kind === 'failed') {
+        if (answer.transient) return { kind: 'retry', error: answer.error };
+        // The provider refuses the request itself (bad key, unknown model): the same request will
+        // not fare better, so a person takes over now rather than after every retry.
+        log.warn({ workspaceId: job.workspace_id, threadId: payload.threadId, agentId: context.agentId, error: answer.error }, 'AI refused the request');
+        await handOff(job, context.agentId, AI_UNAVAILABLE);
+      } else if (answer.kind === 'handoff') {
+        await handOff(job, context.agentId, answer.reason);
+      } else {
+        await reply(job, context.agentId, answer.text);
+      }
+      return { kind: 'finished' };
+    },
+
+    async giveUp(job) {
+      const payload = job.payload as unknown as ReplyPayload;
+      const context = await readReplyContext(db, job.workspace_id, payload.threadId);
+      if (context && agentMayAnswer(context) && context.agentId) await handOff(job, context.agentId, AI_UNAVAILABLE);
+      else await finishJob(db, job);
+    },
+  };
+}

@@ -1,0 +1,376 @@
+// AI agents answering customers through the durable queue: the Chat Completions request's shape,
+// the answer sent as the agent's message through the channel, the handoff to a person (history,
+// actor the agent), one answer to a burst, the AI down, a deactivated agent, no AI configured, and
+// a context that never holds another thread's messages. The only double is the AI provider, a local
+// HTTP server speaking the Chat Completions wire format.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import type { components } from '../generated/api.js';
+import { chatRequest, readChatAnswer } from '../src/ai/chat.js';
+import { buildAgent, buildPhone, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
+import { AiDouble, errorAnswer, textAnswer, toolCallAnswer } from './helpers/ai.js';
+import { sleep, waitFor } from './helpers/processes.js';
+import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
+
+type Message = components['schemas']['Message'];
+type Entry = components['schemas']['ThreadHistoryEntry'];
+
+const API_KEY = 'sk-test-0123456789abcdef';
+/** How long an agent waits for a burst to end before answering, in these tests. */
+const REPLY_DELAY_MS = 400;
+const MAX_ATTEMPTS = 3;
+
+const HANDOFF_TOOL = {
+  type: 'function',
+  function: {
+    name: 'handoff_to_human',
+    description: expect.any(String),
+    parameters: { type: 'object', properties: { reason: { type: 'string', description: expect.any(String) } }, required: ['reason'] },
+  },
+};
+
+describe('the Chat Completions request and answer (pure)', () => {
+  it('when the thread has erased messages, then they are left out and the rest keep their roles in order', () => {
+    const request = chatRequest({ model: 'gpt-4o-mini', instructions: 'Seja breve.' }, [
+      { direction: 'inbound', content: null },
+      { direction: 'outbound', content: 'Olá!' },
+      { direction: 'inbound', content: 'Meu pedido?' },
+    ]);
+
+    expect(request).toEqual({
+      model: 'gpt-4o-mini',
+      messages: [
+        { role: 'system', content: 'Seja breve.' },
+        { role: 'assistant', content: 'Olá!' },
+        { role: 'user', content: 'Meu pedido?' },
+      ],
+      tools: [HANDOFF_TOOL],
+    });
+  });
+
+  it('when the answer calls handoff_to_human with broken arguments, then it is still a handoff', () => {
+    const answer = readChatAnswer({ choices: [{ message: { content: null, tool_calls: [{ type: 'function', function: { name: 'handoff_to_human', arguments: '{"reas' } }] } }] });
+
+    expect(answer).toEqual({ kind: 'handoff', reason: 'handoff_requested' });
+  });
+
+  it('when the answer has neither text nor a handoff, then it is a passing failure', () => {
+    expect(readChatAnswer({ choices: [{ message: { content: '   ' } }] })).toMatchObject({ kind: 'failed', transient: true });
+    expect(readChatAnswer({ error: 'x' })).toMatchObject({ kind: 'failed', transient: true });
+  });
+});
+
+describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
+  let ai: AiDouble;
+  let server: TestServer;
+  let own: OwnDatabase | undefined;
+  beforeAll(async () => {
+    ai = await AiDouble.start();
+    // Its workers take every job of their database: one of their own.
+    own = await ownDatabase();
+    server = await startServer({
+      databaseUrl: own.url,
+      jobs: true,
+      config: {
+        aiBaseUrl: ai.url,
+        aiApiKey: API_KEY,
+        aiTimeoutMs: 1_000,
+        aiReplyDelayMs: REPLY_DELAY_MS,
+        deliveryMaxAttempts: MAX_ATTEMPTS,
+        deliveryRetryBaseMs: 20,
+        jobLeaseMs: 5_000,
+        jobPollMs: 200,
+      },
+    });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await ai?.close();
+    await own?.drop();
+  });
+
+  interface Setup {
+    ws: TestWorkspace;
+    channelId: string;
+    agentId: string;
+    model: string;
+    instructions: string;
+  }
+
+  /** A workspace whose sandbox WhatsApp channel assigns new threads to an agent with a model of its own. */
+  async function withAgent(ws?: TestWorkspace): Promise<Setup> {
+    ws ??= await createWorkspace(server);
+    const model = `gpt-test-${randomUUID()}`;
+    const instructions = 'Você é a Ana, da Loja Exemplo. Responda em português, em no máximo duas frases.';
+    const { data: agent } = await ws.api.POST('/agents', { body: buildAgent({ model, instructions }) });
+    const channelId = ws.channels.find((c) => c.type === 'whatsapp')!.id;
+    const { response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channelId } }, body: { defaultAgentId: agent!.id } });
+    expect(response.status).toBe(200);
+    return { ws, channelId, agentId: agent!.id, model, instructions };
+  }
+
+  async function inbound(setup: Setup, from: string, content: string): Promise<Message> {
+    const { data, response } = await setup.ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: setup.channelId } }, body: { from, content, name: 'Mariana Silva' } });
+    expect(response.status).toBe(201);
+    return data!;
+  }
+
+  async function messagesOf(ws: TestWorkspace, threadId: string): Promise<Message[]> {
+    const { data } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId }, query: { limit: 100 } } });
+    return data!.data;
+  }
+
+  async function historyOf(ws: TestWorkspace, id: string): Promise<Entry[]> {
+    const { data } = await ws.api.GET('/threads/{id}/history', { params: { path: { id }, query: { limit: 100 } } });
+    return data!.data;
+  }
+
+  const aiJobs = (workspaceId: string) =>
+    server.db.selectFrom('jobs').selectAll().where('workspace_id', '=', workspaceId).where('queue', '=', 'ai-reply').execute();
+
+  it('when a customer writes to a thread of an active agent, then the AI gets the documented request and its answer is sent as the agent', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, textAnswer('Olá, Mariana! Vou verificar o pedido 4521.'));
+
+    const first = await inbound(setup, buildPhone(), 'Oi, meu pedido 4521 não chegou');
+
+    await waitFor('the agent answer delivered', async () => (await messagesOf(setup.ws, first.threadId)).some((m) => m.direction === 'outbound' && m.status === 'delivered'));
+    const [request, ...more] = ai.forModel(setup.model);
+    expect(more).toEqual([]);
+    expect(request).toMatchObject({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      authorization: `Bearer ${API_KEY}`,
+      contentType: 'application/json',
+    });
+    expect(request!.body).toEqual({
+      model: setup.model,
+      messages: [
+        { role: 'system', content: setup.instructions },
+        { role: 'user', content: 'Oi, meu pedido 4521 não chegou' },
+      ],
+      tools: [HANDOFF_TOOL],
+    });
+    const [, answer] = await messagesOf(setup.ws, first.threadId);
+    expect(answer).toEqual({
+      id: expect.stringMatching(UUID),
+      threadId: first.threadId,
+      contactId: first.contactId,
+      channelId: setup.channelId,
+      direction: 'outbound',
+      content: 'Olá, Mariana! Vou verificar o pedido 4521.',
+      status: 'delivered',
+      externalId: `sandbox.${answer!.id}`,
+      error: null,
+      template: null,
+      agentId: setup.agentId,
+      createdAt: expect.any(String),
+    });
+    expect(first.agentId).toBeNull();
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+  });
+
+  it('when the customer writes again, then the context holds the conversation oldest first, inbound as user and outbound as assistant', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, (request, index) => textAnswer(`Resposta ${ai.forModel(setup.model).indexOf(request) + 1}`)(request));
+    const phone = buildPhone();
+    const first = await inbound(setup, phone, 'Oi');
+    await waitFor('the first answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 2);
+    // An operator's message through the API is the assistant's side too.
+    const { response } = await setup.ws.api.POST('/messages', { body: { contactId: first.contactId, channelId: setup.channelId, content: 'Aqui é o Pedro, da equipe.' } });
+    expect(response.status).toBe(201);
+
+    await inbound(setup, phone, 'Quero trocar o tamanho');
+
+    await waitFor('the second answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 5);
+    const requests = ai.forModel(setup.model);
+    expect(requests).toHaveLength(2);
+    expect(requests[1]!.body.messages).toEqual([
+      { role: 'system', content: setup.instructions },
+      { role: 'user', content: 'Oi' },
+      { role: 'assistant', content: 'Resposta 1' },
+      { role: 'assistant', content: 'Aqui é o Pedro, da equipe.' },
+      { role: 'user', content: 'Quero trocar o tamanho' },
+    ]);
+    const messages = await messagesOf(setup.ws, first.threadId);
+    expect(messages.map((m) => [m.direction, m.content, m.agentId])).toEqual([
+      ['inbound', 'Oi', null],
+      ['outbound', 'Resposta 1', setup.agentId],
+      ['outbound', 'Aqui é o Pedro, da equipe.', null],
+      ['inbound', 'Quero trocar o tamanho', null],
+      ['outbound', 'Resposta 2', setup.agentId],
+    ]);
+  });
+
+  it('when the AI calls handoff_to_human, then the thread loses its agent with the reason in its history, by the agent, and nothing is sent', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, toolCallAnswer({ reason: 'Cliente pediu para falar com um atendente' }));
+
+    const first = await inbound(setup, buildPhone(), 'Quero falar com uma pessoa');
+
+    let history: Entry[] = [];
+    await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
+    expect(history.at(-1)).toEqual({
+      id: expect.stringMatching(UUID),
+      field: 'agentId',
+      from: setup.agentId,
+      to: null,
+      actor: { type: 'agent', id: setup.agentId },
+      reason: 'Cliente pediu para falar com um atendente',
+      createdAt: expect.any(String),
+    });
+    const { data: thread } = await setup.ws.api.GET('/threads/{id}', { params: { path: { id: first.threadId } } });
+    expect(thread!.agentId).toBeNull();
+    expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+
+    await inbound(setup, (await contactPhone(setup.ws, first.contactId))!, 'Alô?');
+    await sleep(REPLY_DELAY_MS + 300);
+    expect(ai.forModel(setup.model)).toHaveLength(1);
+  });
+
+  async function contactPhone(ws: TestWorkspace, id: string): Promise<string | null | undefined> {
+    const { data } = await ws.api.GET('/contacts/{id}', { params: { path: { id } } });
+    return data?.phone;
+  }
+
+  it('when three messages arrive in a burst, then the AI is called once, answering the latest', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, textAnswer('Entendi, vou ajudar com a troca.'));
+    const phone = buildPhone();
+
+    const first = await inbound(setup, phone, 'Oi');
+    await inbound(setup, phone, 'Comprei um tênis');
+    await inbound(setup, phone, 'Quero trocar pelo 42');
+
+    await waitFor('the answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 4);
+    await waitFor('no reply job left', async () => (await aiJobs(setup.ws.workspaceId)).length === 0);
+    const requests = ai.forModel(setup.model);
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.body.messages.slice(1)).toEqual([
+      { role: 'user', content: 'Oi' },
+      { role: 'user', content: 'Comprei um tênis' },
+      { role: 'user', content: 'Quero trocar pelo 42' },
+    ]);
+    const messages = await messagesOf(setup.ws, first.threadId);
+    expect(messages.map((m) => [m.direction, m.content])).toEqual([
+      ['inbound', 'Oi'],
+      ['inbound', 'Comprei um tênis'],
+      ['inbound', 'Quero trocar pelo 42'],
+      ['outbound', 'Entendi, vou ajudar com a troca.'],
+    ]);
+  });
+
+  it('when the AI keeps failing, then after DELIVERY_MAX_ATTEMPTS calls the thread is handed off with reason ai_unavailable', async () => {
+    const setup = await withAgent();
+    let calls = 0;
+    ai.answerFor(setup.model, () => (++calls === 2 ? { drop: true } : errorAnswer(calls === 1 ? 503 : 500)));
+
+    const first = await inbound(setup, buildPhone(), 'Oi, alguém aí?');
+
+    let history: Entry[] = [];
+    await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
+    expect(ai.forModel(setup.model)).toHaveLength(MAX_ATTEMPTS);
+    expect(history.at(-1)).toMatchObject({ field: 'agentId', from: setup.agentId, to: null, actor: { type: 'agent', id: setup.agentId }, reason: 'ai_unavailable' });
+    expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+  });
+
+  it('when the AI refuses the request (a 4xx other than 408 and 429), then the thread is handed off at once with reason ai_unavailable', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, () => errorAnswer(404, 'The model does not exist or you do not have access to it.'));
+
+    const first = await inbound(setup, buildPhone(), 'Oi');
+
+    let history: Entry[] = [];
+    await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
+    expect(ai.forModel(setup.model)).toHaveLength(1);
+    expect(history.at(-1)).toMatchObject({ field: 'agentId', to: null, actor: { type: 'agent', id: setup.agentId }, reason: 'ai_unavailable' });
+  });
+
+  it('when the agent is deactivated before its reply runs, then it stays silent', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, textAnswer('Olá!'));
+
+    const first = await inbound(setup, buildPhone(), 'Oi');
+    const { response } = await setup.ws.api.PATCH('/agents/{id}', { params: { path: { id: setup.agentId } }, body: { status: 'inactive' } });
+    expect(response.status).toBe(200);
+
+    await waitFor('no reply job left', async () => (await aiJobs(setup.ws.workspaceId)).length === 0);
+    await inbound(setup, (await contactPhone(setup.ws, first.contactId))!, 'Tem alguém?');
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+    await sleep(300);
+    expect(ai.forModel(setup.model)).toEqual([]);
+    expect((await messagesOf(setup.ws, first.threadId)).map((m) => m.direction)).toEqual(['inbound', 'inbound']);
+  });
+
+  it('when the agent is deleted, then it never answers', async () => {
+    const setup = await withAgent();
+
+    const first = await inbound(setup, buildPhone(), 'Oi');
+    const { response } = await setup.ws.api.DELETE('/agents/{id}', { params: { path: { id: setup.agentId } } });
+    expect(response.status).toBe(204);
+
+    await waitFor('no reply job left', async () => (await aiJobs(setup.ws.workspaceId)).length === 0);
+    await sleep(200);
+    expect(ai.forModel(setup.model)).toEqual([]);
+    expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
+  });
+
+  it("when two threads (and another workspace's) talk to agents at once, then each context holds only its own thread's messages", async () => {
+    const setup = await withAgent();
+    const other = await withAgent(await createWorkspace(server));
+    // The other workspace's agent uses the same model name: only the content tells them apart.
+    await other.ws.api.PATCH('/agents/{id}', { params: { path: { id: other.agentId } }, body: { model: setup.model } });
+    ai.answerFor(setup.model, textAnswer('Certo.'));
+
+    const [a, b, c] = await Promise.all([
+      inbound(setup, buildPhone(), 'Thread A: pedido 1001'),
+      inbound(setup, buildPhone(), 'Thread B: pedido 2002'),
+      inbound(other, buildPhone(), 'Thread C: pedido 3003'),
+    ]);
+
+    for (const [ws, m] of [[setup.ws, a], [setup.ws, b], [other.ws, c]] as const) {
+      await waitFor('the answer', async () => (await messagesOf(ws, m!.threadId)).length === 2);
+    }
+    const requests = ai.forModel(setup.model);
+    expect(requests).toHaveLength(3);
+    const conversations = requests.map((r) => r.body.messages.slice(1).map((m: { content: string }) => m.content)).sort();
+    expect(conversations).toEqual([['Thread A: pedido 1001'], ['Thread B: pedido 2002'], ['Thread C: pedido 3003']]);
+  });
+});
+
+describe.skipIf(!databaseUrl)('without AI_BASE_URL (needs DATABASE_URL)', () => {
+  let ai: AiDouble;
+  let server: TestServer;
+  let own: OwnDatabase | undefined;
+  beforeAll(async () => {
+    ai = await AiDouble.start();
+    own = await ownDatabase();
+    server = await startServer({ databaseUrl: own.url, jobs: true, config: { aiBaseUrl: undefined, jobPollMs: 200 } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await ai?.close();
+    await own?.drop();
+  });
+
+  it('when a customer writes to a thread of an active agent, then the message is stored, nothing is queued for AI and nothing fails', async () => {
+    const ws = await createWorkspace(server);
+    const { data: agent } = await ws.api.POST('/agents', { body: buildAgent() });
+    const channelId = ws.channels.find((c) => c.type === 'whatsapp')!.id;
+    await ws.api.PATCH('/channels/{id}', { params: { path: { id: channelId } }, body: { defaultAgentId: agent!.id } });
+
+    const { data: message, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: channelId } }, body: { from: buildPhone(), content: 'Oi' } });
+
+    expect(response.status).toBe(201);
+    expect(message).toMatchObject({ direction: 'inbound', content: 'Oi', agentId: null });
+    const { data: thread } = await ws.api.GET('/threads/{id}', { params: { path: { id: message!.threadId } } });
+    expect(thread!.agentId).toBe(agent!.id);
+    expect(await server.db.selectFrom('jobs').selectAll().where('workspace_id', '=', ws.workspaceId).execute()).toEqual([]);
+    await sleep(300);
+    expect(ai.requests).toEqual([]);
+    const { data: messages } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: message!.threadId } } });
+    expect(messages!.data).toEqual([message]);
+  });
+});
