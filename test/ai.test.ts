@@ -9,6 +9,8 @@ import type { components } from '../generated/api.js';
 import { chatRequest, readChatAnswer } from '../src/ai/chat.js';
 import { buildAgent, buildPhone, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { AiDouble, errorAnswer, textAnswer, toolCallAnswer } from './helpers/ai.js';
+import { createMetaChannel, postWebhook } from './helpers/channels.js';
+import { GraphDouble, whatsappDelivery } from './helpers/graph.js';
 import { sleep, waitFor } from './helpers/processes.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
 
@@ -62,16 +64,19 @@ describe('the Chat Completions request and answer (pure)', () => {
 
 describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
   let ai: AiDouble;
+  let graph: GraphDouble;
   let server: TestServer;
   let own: OwnDatabase | undefined;
   beforeAll(async () => {
     ai = await AiDouble.start();
+    graph = await GraphDouble.start();
     // Its workers take every job of their database: one of their own.
     own = await ownDatabase();
     server = await startServer({
       databaseUrl: own.url,
       jobs: true,
       config: {
+        metaGraphUrl: graph.url,
         aiBaseUrl: ai.url,
         aiApiKey: API_KEY,
         aiTimeoutMs: 1_000,
@@ -86,6 +91,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
   afterAll(async () => {
     await server?.close();
     await ai?.close();
+    await graph?.close();
     await own?.drop();
   });
 
@@ -259,6 +265,61 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
       ['inbound', 'Quero trocar pelo 42'],
       ['outbound', 'Entendi, vou ajudar com a troca.'],
     ]);
+  });
+
+  it('when the customer writes again while the AI is answering, then that answer is dropped and the newer message gets the one answer', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, (request) => {
+      const last = request.body.messages.at(-1).content as string;
+      return textAnswer(`Resposta a: ${last}`, last === 'Oi' ? 800 : undefined)(request);
+    });
+    const phone = buildPhone();
+
+    const first = await inbound(setup, phone, 'Oi');
+    await waitFor('the first call', () => ai.forModel(setup.model).length === 1);
+    await inbound(setup, phone, 'Meu pedido atrasou');
+
+    await waitFor('the answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 3);
+    await waitFor('no reply job left', async () => (await aiJobs(setup.ws.workspaceId)).length === 0);
+    expect(ai.forModel(setup.model).map((r) => r.body.messages.length)).toEqual([2, 3]);
+    expect((await messagesOf(setup.ws, first.threadId)).map((m) => [m.direction, m.content])).toEqual([
+      ['inbound', 'Oi'],
+      ['inbound', 'Meu pedido atrasou'],
+      ['outbound', 'Resposta a: Meu pedido atrasou'],
+    ]);
+  });
+
+  it('when one Meta delivery brings three messages of a customer, then the agent answers once, to the latest, through the Graph API', async () => {
+    const setup = await withAgent();
+    const meta = await createMetaChannel(setup.ws, 'whatsapp');
+    await setup.ws.api.PATCH('/channels/{id}', { params: { path: { id: meta.channel.id } }, body: { defaultAgentId: setup.agentId } });
+    ai.answerFor(setup.model, textAnswer('Claro! Qual o número do pedido?'));
+    const from = buildPhone().slice(1);
+    const texts = ['Oi', 'Preciso de ajuda', 'Com um pedido'];
+    const messages = texts.map((body, i) => ({ from, id: `wamid.ai.${randomUUID()}`, timestamp: String(Math.floor(Date.now() / 1000) + i), type: 'text', text: { body } }));
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { contacts: [{ profile: { name: 'Mariana Silva' }, wa_id: from }], messages }), { appSecret: meta.appSecret });
+
+    expect(res.status).toBe(200);
+    await waitFor('the answer sent to Graph', () => graph.to(meta.externalId).length === 1);
+    expect(ai.forModel(setup.model).map((r) => r.body.messages.slice(1))).toEqual([texts.map((content) => ({ role: 'user', content }))]);
+    expect(graph.to(meta.externalId)[0]!.body).toMatchObject({ messaging_product: 'whatsapp', to: from, type: 'text', text: { body: 'Claro! Qual o número do pedido?' } });
+    const { data: threads } = await setup.ws.api.GET('/threads', { params: { query: { channelId: meta.channel.id } } });
+    const thread = threads!.data[0]!;
+    await waitFor('the answer sent', async () => (await messagesOf(setup.ws, thread.id)).at(-1)?.status === 'sent');
+    expect((await messagesOf(setup.ws, thread.id)).at(-1)).toMatchObject({ direction: 'outbound', agentId: setup.agentId, externalId: expect.stringMatching(/^wamid\./) });
+  });
+
+  it('when the thread is closed before the reply runs, then the agent stays silent', async () => {
+    const setup = await withAgent();
+
+    const first = await inbound(setup, buildPhone(), 'Oi');
+    const { response } = await setup.ws.api.PATCH('/threads/{id}', { params: { path: { id: first.threadId } }, body: { status: 'closed' } });
+    expect(response.status).toBe(200);
+
+    await waitFor('no reply job left', async () => (await aiJobs(setup.ws.workspaceId)).length === 0);
+    expect(ai.forModel(setup.model)).toEqual([]);
+    expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
   });
 
   it('when the AI keeps failing, then after DELIVERY_MAX_ATTEMPTS calls the thread is handed off with reason ai_unavailable', async () => {
