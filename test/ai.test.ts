@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import type { components } from '../generated/api.js';
 import { chatRequest, readChatAnswer } from '../src/ai/chat.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { buildAgent, buildPhone, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { AiDouble, errorAnswer, textAnswer, toolCallAnswer } from './helpers/ai.js';
 import { createMetaChannel, postWebhook } from './helpers/channels.js';
@@ -32,6 +33,15 @@ const HANDOFF_TOOL = {
 };
 
 describe('the Chat Completions request and answer (pure)', () => {
+  it('when the AI settings are read, then unset means off, the defaults are those documented, and the lease must outlast a call', () => {
+    const off = loadConfig({});
+    expect([off.aiBaseUrl, off.aiApiKey, off.aiTimeoutMs, off.aiReplyDelayMs, off.aiConcurrency]).toEqual([undefined, undefined, 30_000, 0, 16]);
+    const on = loadConfig({ AI_BASE_URL: 'http://localhost:11434/v1/', AI_API_KEY: 'ollama' });
+    expect([on.aiBaseUrl, on.aiApiKey]).toEqual(['http://localhost:11434/v1', 'ollama']);
+    expect(() => loadConfig({ AI_BASE_URL: 'localhost:11434' })).toThrow(ConfigError);
+    expect(() => loadConfig({ AI_TIMEOUT_MS: '60000' })).toThrow(/JOB_LEASE_MS \(60000\) must exceed AI_TIMEOUT_MS/);
+  });
+
   it('when the thread has erased messages, then they are left out and the rest keep their roles in order', () => {
     const request = chatRequest({ model: 'gpt-4o-mini', instructions: 'Seja breve.' }, [
       { direction: 'inbound', content: null },
