@@ -151,8 +151,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (jobLeaseMs <= metaGraphTimeoutMs) {
     throw new ConfigError(`JOB_LEASE_MS (${jobLeaseMs}) must exceed META_GRAPH_TIMEOUT_MS (${metaGraphTimeoutMs}), or a slow send could run twice`);
   }
+  const aiBaseUrl = url(env, 'AI_BASE_URL', ['https:', 'http:'])?.replace(/\/+$/, '');
   const aiTimeoutMs = integer(env, 'AI_TIMEOUT_MS', 30_000, 100, 600_000);
-  if (jobLeaseMs <= aiTimeoutMs) {
+  if (aiBaseUrl && jobLeaseMs <= aiTimeoutMs) {
     throw new ConfigError(`JOB_LEASE_MS (${jobLeaseMs}) must exceed AI_TIMEOUT_MS (${aiTimeoutMs}), or a slow AI call could run twice`);
   }
   return Object.freeze({
@@ -187,7 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     deliveryConcurrency: integer(env, 'DELIVERY_CONCURRENCY', 64, 1, 1_000),
     jobLeaseMs,
     jobPollMs: integer(env, 'JOB_POLL_MS', 1_000, 10, 60_000),
-    aiBaseUrl: url(env, 'AI_BASE_URL', ['https:', 'http:'])?.replace(/\/+$/, ''),
+    aiBaseUrl,
     aiApiKey: env.AI_API_KEY || undefined,
     aiTimeoutMs,
     aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 0, 0, 600_000),

@@ -72,7 +72,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
   const { db, config } = options;
   const log = options.logger.child({ queue: AI_REPLY_QUEUE });
 
-  /** Unassigns the agent with `reason` (history, actor the agent), if the thread is still open and its. */
+  /** Unassigns the agent with `reason` (history, actor the agent), if the thread is still open and assigned to it. */
   async function handOff(job: Job, agentId: string, reason: string): Promise<void> {
     const { threadId } = job.payload as unknown as ReplyPayload;
     await db.transaction().execute(async (trx) => {
