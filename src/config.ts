@@ -191,7 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     aiBaseUrl,
     aiApiKey: env.AI_API_KEY || undefined,
     aiTimeoutMs,
-    aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 0, 0, 600_000),
+    aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 50, 0, 600_000),
     aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
   });
 }

@@ -35,7 +35,7 @@ const HANDOFF_TOOL = {
 describe('the Chat Completions request and answer (pure)', () => {
   it('when the AI settings are read, then unset means off, the defaults are those documented, and the lease must outlast a call', () => {
     const off = loadConfig({});
-    expect([off.aiBaseUrl, off.aiApiKey, off.aiTimeoutMs, off.aiReplyDelayMs, off.aiConcurrency]).toEqual([undefined, undefined, 30_000, 0, 16]);
+    expect([off.aiBaseUrl, off.aiApiKey, off.aiTimeoutMs, off.aiReplyDelayMs, off.aiConcurrency]).toEqual([undefined, undefined, 30_000, 50, 16]);
     const on = loadConfig({ AI_BASE_URL: 'http://localhost:11434/v1/', AI_API_KEY: 'ollama' });
     expect([on.aiBaseUrl, on.aiApiKey]).toEqual(['http://localhost:11434/v1', 'ollama']);
     expect(() => loadConfig({ AI_BASE_URL: 'localhost:11434' })).toThrow(ConfigError);
