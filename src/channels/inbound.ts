@@ -12,6 +12,7 @@ import { openThreadId, recordInbound } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { statusesBefore } from './rules.js';
+import { recordEvent } from '../events/record.js';
 import type { SecretBox } from './secrets.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
@@ -30,7 +31,7 @@ export interface StoredEvents {
   staleStatuses: number;
 }
 
-/** Applies the events of one delivery in one transaction: all of them are stored, or none. */
+/** Applies the events of one delivery in one transaction: all of them are stored, with their API events, or none. */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: 0, staleStatuses: 0 };
   if (events.length === 0) return stored;
@@ -39,8 +40,10 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       const now = new Date();
       if (event.kind === 'status') {
         const applied = await applyProviderStatus(trx, channel.workspace_id, channel.id, event.externalId, statusesBefore(event.status), event.status as never, event.error);
-        if (applied) stored.statuses++;
-        else stored.staleStatuses++;
+        if (applied) {
+          stored.statuses++;
+          await recordEvent(trx, channel.workspace_id, 'message.updated', messageRowToMessage(applied), now);
+        } else stored.staleStatuses++;
         continue;
       }
       if (await externalIdExists(trx, channel.workspace_id, channel.id, event.externalId)) {
@@ -57,6 +60,7 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       }
       const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
+      await recordEvent(trx, channel.workspace_id, 'message.created', messageRowToMessage(row), now);
       stored.messages.push(row);
     }
   });

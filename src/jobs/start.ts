@@ -1,4 +1,4 @@
-// Starts this process's job workers (message delivery, sandbox receipts) on one listener, and
+// Starts this process's job workers (message delivery, sandbox receipts, webhook deliveries) on one listener, and
 // registers their stop with the process's background work.
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import type { BackgroundWork } from '../shutdown.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
+import { webhookHandler } from '../events/dispatcher.js';
 import { createJobListener } from './listen.js';
 import { startWorker, type Worker } from './worker.js';
 
@@ -19,6 +20,10 @@ export type JobsConfig = Pick<
   | 'deliveryConcurrency'
   | 'jobLeaseMs'
   | 'jobPollMs'
+  | 'webhookRetryDelaysMs'
+  | 'webhookAllowPrivateUrls'
+  | 'webhookConcurrency'
+  | 'webhookEndpointConcurrency'
 >;
 
 export interface Jobs {
@@ -43,6 +48,17 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
       { ...common, concurrency: config.deliveryConcurrency },
     ),
     startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
+    startWorker(
+      webhookHandler({
+        db,
+        secrets: options.secrets,
+        retryDelaysMs: config.webhookRetryDelaysMs,
+        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        endpointConcurrency: config.webhookEndpointConcurrency,
+        logger,
+      }),
+      { ...common, concurrency: config.webhookConcurrency },
+    ),
   ];
   let stopped: Promise<void> | undefined;
   const jobs: Jobs = {
