@@ -4265,6 +4265,13 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "url": "https://crm.exemplo.com.br/hooks/support-funnel-v2",
+                 *       "events": [
+                 *         "message.created",
+                 *         "message.updated",
+                 *         "thread.updated"
+                 *       ],
+                 *       "description": "CRM sync (v2)",
                  *       "enabled": true
                  *     }
                  */

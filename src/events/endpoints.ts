@@ -12,7 +12,7 @@ import { ApiError, notFound } from '../errors.js';
 import { JOBS_CHANNEL } from '../jobs/queue.js';
 import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
 import { newWebhookSecret } from './sender.js';
-import { RefusedUrlError, resolveTarget } from './ssrf.js';
+import { checkUrlShape, RefusedUrlError, resolveTarget } from './ssrf.js';
 
 export type WebhookEndpoint = components['schemas']['WebhookEndpoint'];
 export type WebhookEndpointCreated = components['schemas']['WebhookEndpointCreated'];
@@ -44,10 +44,15 @@ const endpointList = listSource<WebhookEndpoint>('webhook_endpoints', {
   updatedAt: { instant: 'updated_at' },
 });
 
-/** The 400 of a URL the guard refuses, naming /body/url. */
+/**
+ * The 400 of a URL the guard refuses, naming /body/url. With private URLs allowed only its shape
+ * is checked (a name that does not resolve yet is fine); otherwise its name must resolve, to
+ * public addresses only.
+ */
 async function checkUrl(url: string, allowPrivate: boolean): Promise<void> {
   try {
-    await resolveTarget(url, allowPrivate);
+    if (allowPrivate) checkUrlShape(url, true);
+    else await resolveTarget(url, false);
   } catch (err) {
     if (!(err instanceof RefusedUrlError)) throw err;
     throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body/url', message: err.message }]);
