@@ -2,7 +2,8 @@
 // shipped (production mode, its own fresh PostgreSQL database, Redis) and a local receiver in this
 // process (test/helpers/receiver.ts, answering 204 at once). (1) Events committed at a fixed 200/s
 // (POST /v1/contacts, open loop; each 201 means its contact.created committed) to the first attempt
-// reaching the receiver: p50/p95. (2) A backlog of deliveries committed at once (recordEvent, the
+// reaching the receiver: p50/p95; (1b) the same with the events committed by recordEvent from this
+// process, the pipeline without the API's own work. (2) A backlog of deliveries committed at once (recordEvent, the
 // service's own fan-out, in one transaction) draining into the receiver: deliveries/s, to one
 // endpoint (bounded by WEBHOOK_ENDPOINT_CONCURRENCY) and spread over eight. BENCH_SCALE scales the
 // backlog (10,000 deliveries at 1), BENCH_DURATION_S the fixed-rate run (x2). Prints a table and
@@ -82,7 +83,10 @@ async function main(): Promise<void> {
       // The receiver is on loopback.
       WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
     };
-    const service = startProcess(process.execPath, ['--import', 'tsx', 'src/server.ts'], env, ROOT, true);
+    // BENCH_WEBHOOK_PROFILE=<file.cpuprofile>: a CPU profile of the service over the fixed-rate run (bench/profile.ts reads it).
+    const profile = process.env.BENCH_WEBHOOK_PROFILE ? path.resolve(process.env.BENCH_WEBHOOK_PROFILE) : undefined;
+    const hook = profile ? ['--import', './bench/cpu-profile-hook.ts'] : [];
+    const service = startProcess(process.execPath, ['--import', 'tsx', ...hook, 'src/server.ts'], { ...env, ...(profile && { BENCH_CPU_PROFILE: profile }) }, ROOT, true);
     const deadline = Date.now() + 120_000;
     while ((await httpStatus(`${base}/healthz`)) !== 200) {
       if (Date.now() > deadline) throw new Error(`the service did not start:\n${service.output()}`);
@@ -95,6 +99,7 @@ async function main(): Promise<void> {
       return (JSON.parse(made.body) as { id: string }).id;
     };
     await endpoint(['contact.created'], '/latency');
+    await endpoint(['nps.answered'], '/latency-direct');
     const single = '/backlog-single';
     await endpoint(['thread.created'], single);
     const spread = Array.from({ length: 8 }, (_, i) => `/backlog-spread-${i}`);
@@ -107,9 +112,14 @@ async function main(): Promise<void> {
     await receiver.waitFor(50, '/latency', 30_000);
 
     // (1) Events committed at a fixed 200/s -> first attempt at the receiver.
-    const rate = 200;
+    const rate = Number(process.env.BENCH_WEBHOOK_RATE || 200);
     const total = rate * durationS * 2;
     const committedAt = new Map<string, number>();
+    if (profile) process.kill(service.child.pid!, 'SIGUSR2');
+    const xacts = async (): Promise<number> =>
+      Number((await sql<{ n: string }>`select xact_commit::text as n from pg_stat_database where datname = current_database()`.execute(db)).rows[0]!.n);
+    const xact0 = await xacts();
+    const fixedCpu0 = groupCpuMs(service.child.pid!);
     const start = performance.now() + 100;
     const pending: Array<Promise<void>> = [];
     let errors = 0;
@@ -132,8 +142,40 @@ async function main(): Promise<void> {
       const at = committedAt.get((JSON.parse(request.body) as { data: { object: { id: string } } }).data.object.id);
       if (at !== undefined) latencies.push(Math.max(0, request.at - at));
     }
-    log(`events at ${rate}/s: ${latencies.length} delivered, committed -> first attempt p50 ${ms(pct(latencies, 50))}, p95 ${ms(pct(latencies, 95))}, p99 ${ms(pct(latencies, 99))}, ${errors} errors`);
-    rows.push([`event committed -> first attempt at the receiver, events at a fixed ${rate}/s: p50 / p95`, `${ms(pct(latencies, 50))} / ${ms(pct(latencies, 95))}`, 'p50 <= 100 ms', pct(latencies, 50) <= 100 ? 'met' : 'missed']);
+    const fixedCpuUs = ((groupCpuMs(service.child.pid!) - fixedCpu0) * 1000) / Math.max(1, latencies.length);
+    if (profile) {
+      process.kill(service.child.pid!, 'SIGUSR2');
+      while (!fs.existsSync(profile)) await sleep(100);
+    }
+    log(`events at ${rate}/s: ${latencies.length} delivered, committed -> first attempt p50 ${ms(pct(latencies, 50))}, p95 ${ms(pct(latencies, 95))}, p99 ${ms(pct(latencies, 99))}, ${errors} errors; service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST and its delivery)`);
+    await sleep(1_000); // pg_stat_database is updated when backends report
+    const xactPerEvent = ((await xacts()) - xact0) / Math.max(1, latencies.length);
+    log(`  ${xactPerEvent.toFixed(1)} PostgreSQL transactions an event (statements outside a transaction count one each)`);
+    notes.push(`events at ${rate}/s: service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST /v1/contacts and its delivery), ${xactPerEvent.toFixed(1)} PostgreSQL transactions an event`);
+    rows.push([`POST /v1/contacts at a fixed ${rate}/s: its contact.created committed (the 201) -> first attempt: p50 / p95`, `${ms(pct(latencies, 50))} / ${ms(pct(latencies, 95))}`, 'p50 <= 100 ms', pct(latencies, 50) <= 100 ? 'met' : 'missed']);
+
+    // (1b) The same rate with the events committed by recordEvent from here (one statement each, as
+    // a change's transaction commits it): the webhook pipeline alone, without the API's own work.
+    const directAt = new Map<string, number>();
+    const direct0 = receiver.to('/latency-direct').length;
+    const directStart = performance.now() + 100;
+    const directPending: Array<Promise<void>> = [];
+    for (let i = 0; i < total; i++) {
+      const due = directStart + (i * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const id = `direct-${i}`;
+      directPending.push(recordEvent(db, key.workspaceId, 'nps.answered', { id }).then(() => void directAt.set(id, Date.now())));
+    }
+    await Promise.all(directPending);
+    await receiver.waitFor(direct0 + total, '/latency-direct', 60_000);
+    const direct: number[] = [];
+    for (const request of receiver.to('/latency-direct').slice(direct0)) {
+      const at = directAt.get((JSON.parse(request.body) as { data: { object: { id: string } } }).data.object.id);
+      if (at !== undefined) direct.push(Math.max(0, request.at - at));
+    }
+    log(`events committed directly at ${rate}/s: committed -> first attempt p50 ${ms(pct(direct, 50))}, p95 ${ms(pct(direct, 95))}, p99 ${ms(pct(direct, 99))}`);
+    rows.push([`event committed (recordEvent, no API request) -> first attempt, at a fixed ${rate}/s: p50 / p95`, `${ms(pct(direct, 50))} / ${ms(pct(direct, 95))}`, 'p50 <= 100 ms', pct(direct, 50) <= 100 ? 'met' : 'missed']);
 
     // (2) Backlogs: committed at once, drained into the receiver.
     const drain = async (what: string, type: 'thread.created' | 'thread.updated', events: number, paths: string[]): Promise<void> => {

@@ -160,12 +160,14 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         entry.done = runOne(job, abort);
       }
       if (claimed.length > 0 && claimed.length === room) continue;
+      // Fewer than asked: nothing else is due now. Sleep until a notification, a finished job (its
+      // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
+      // (the signal is already aborted).
       let waitMs = failures > 0 ? Math.min(options.pollMs * 2 ** failures, 30_000) : options.pollMs;
-      if (failures === 0 && room > 0) {
+      if (failures === 0 && room > 0 && !wake.signal.aborted) {
         const next = await nextRetryAt(db, handler.queue).catch(() => undefined);
         if (next) waitMs = Math.min(waitMs, Math.max(0, next.getTime() - Date.now()));
       }
-      if (claimed.length > 0) waitMs = 0;
       const signal = wake.signal;
       if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);
       if (wake.signal.aborted) wake = new AbortController();
