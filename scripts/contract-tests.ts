@@ -67,6 +67,10 @@ interface Seeded {
   closedThreadId: string;
   stageId: string;
   stageToDeleteId: string;
+  eventId: string;
+  webhookEndpointId: string;
+  webhookEndpointToDeleteId: string;
+  deliveryId: string;
 }
 
 /** Records for the collection's path ids and bodies, made through the API itself. */
@@ -102,6 +106,15 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
   must('a message opening a new thread', await api.POST('/messages', send));
   const stages = must('the stages', await api.GET('/stages')).data;
   const empty = must('a stage to delete', await api.POST('/stages', { body: { name: 'Etapa temporária' } }));
+  // Webhook endpoints (the server allows private URLs, so nothing resolves names offline) and a
+  // delivery: the stage above recorded no event, the contact below does.
+  const hook = { url: 'https://crm.exemplo.com.br/hooks/support-funnel', events: ['*' as const] };
+  const endpoint = must('a webhook endpoint', await api.POST('/webhook-endpoints', { body: hook }));
+  const endpointToDelete = must('a webhook endpoint to delete', await api.POST('/webhook-endpoints', { body: hook }));
+  must('a contact for an event', await api.POST('/contacts', { body: { name: 'Evento Contato' } }));
+  const event = must('the events', await api.GET('/events', { params: { query: { limit: 1 } } })).data[0];
+  const delivery = must('the deliveries', await api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: endpoint.id } } })).data[0];
+  if (!event || !delivery) throw new Error('seeding: no event or no delivery was recorded');
   return {
     agentId: agent.id,
     agentToDeleteId: doomed.id,
@@ -116,6 +129,10 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     closedThreadId: first.threadId,
     stageId: stages[1]!.id,
     stageToDeleteId: empty.id,
+    eventId: event.id,
+    webhookEndpointId: endpoint.id,
+    webhookEndpointToDeleteId: endpointToDelete.id,
+    deliveryId: delivery.id,
   };
 }
 
@@ -184,7 +201,8 @@ async function main(): Promise<number> {
     const key = await provisionKey(databaseUrl, pgliteDir, 'Contract tests');
     // The collection's 401 variations fail authentication 32 times from one IP on purpose; the
     // default 30 per minute would turn the last ones into 429s. The limit itself is tested in test/.
-    server = await startRealServer({ databaseUrl, pgliteDir, env: { FAILED_AUTH_LIMIT: '100000' } });
+    // Webhook URLs are taken as written (no name resolved, offline): the SSRF guard is tested in test/.
+    server = await startRealServer({ databaseUrl, pgliteDir, env: { FAILED_AUTH_LIMIT: '100000', WEBHOOK_ALLOW_PRIVATE_URLS: 'true' } });
     console.log(`contract tests: server on ${server.baseUrl} (pid ${server.child.pid})`);
     const ids = await seed(server.baseUrl, key);
     const channel = (type: string): string => key.channels.find((c) => c.type === type)?.id ?? '';

@@ -50,7 +50,10 @@ export function createApp({ config, db, logger, redis, secrets }: AppDeps): Expr
     requireScope,
     jsonBody,
     ...contractValidator({ validateResponses: config.validateResponses }),
-    dispatch(handlers, db, { validateResponses: config.validateResponses, services: { secrets, ai: aiRepliesOf(config) } }),
+    dispatch(handlers, db, {
+      validateResponses: config.validateResponses,
+      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls },
+    }),
   );
 
   // Meta's webhooks: outside /v1, no API key; the raw body is read there, before any JSON parsing.

@@ -68,6 +68,14 @@ export interface Config {
   readonly aiReplyDelayMs: number;
   /** AI calls one process makes at once. */
   readonly aiConcurrency: number;
+  /** The waits (ms) after the 1st, 2nd, ... failed webhook attempt (WEBHOOK_RETRY_DELAYS, in seconds); then the delivery is failed. */
+  readonly webhookRetryDelaysMs: readonly number[];
+  /** Whether webhook URLs may be http:// or reach private addresses (WEBHOOK_ALLOW_PRIVATE_URLS; default only on the embedded database). */
+  readonly webhookAllowPrivateUrls: boolean;
+  /** Webhook attempts one process makes at once. */
+  readonly webhookConcurrency: number;
+  /** Webhook attempts to one endpoint one process makes at once: a slow endpoint holds no more slots. */
+  readonly webhookEndpointConcurrency: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -128,6 +136,17 @@ function secretKeys(env: NodeJS.ProcessEnv): { current: Buffer | undefined; prev
     if (err instanceof SecretsError) throw new ConfigError(err.message);
     throw err;
   }
+}
+
+function retryDelays(env: NodeJS.ProcessEnv): number[] {
+  const raw = env.WEBHOOK_RETRY_DELAYS;
+  if (raw === undefined || raw.trim() === '') return [5, 300, 1800, 7200, 18000, 36000, 36000].map((s) => s * 1000);
+  const parts = raw.split(',').map((part) => part.trim());
+  const seconds = parts.map(Number);
+  if (parts.some((part) => part === '') || seconds.some((s) => !Number.isFinite(s) || s < 0 || s > 7 * 86_400) || seconds.length > 50) {
+    throw new ConfigError(`WEBHOOK_RETRY_DELAYS must be a comma-separated list of at most 50 delays in seconds (0 to 604800), got "${raw}"`);
+  }
+  return seconds.map((s) => Math.round(s * 1000));
 }
 
 /** Reads the configuration from the environment; throws ConfigError with a clear message. */
@@ -193,5 +212,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     aiTimeoutMs,
     aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 50, 0, 600_000),
     aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
+    webhookRetryDelaysMs: Object.freeze(retryDelays(env)),
+    webhookAllowPrivateUrls: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
+    webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),
+    webhookEndpointConcurrency: integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
   });
 }

@@ -6,8 +6,16 @@ import type { operations } from '../generated/api.js';
 
 /** Operations outside /v1 (a path item with `servers` of its own): Meta's webhooks, no API key. */
 export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
+/** The top-level `webhooks`: what this service sends to integrators, not operations it serves. */
+export type WebhookEventOperationId =
+  | 'onContactCreatedEvent'
+  | 'onThreadCreatedEvent'
+  | 'onThreadUpdatedEvent'
+  | 'onMessageCreatedEvent'
+  | 'onMessageUpdatedEvent'
+  | 'onNpsAnsweredEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
-export type OperationId = Exclude<keyof operations, ServiceOperationId>;
+export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 
 export interface Operation {
   readonly operationId: OperationId;

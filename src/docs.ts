@@ -2,7 +2,7 @@
 // node_modules so the page works without internet and requests nothing off the machine. The page
 // reads /docs/openapi.json: the contract with the host serving the page as its first server (so
 // "Try it out" calls this server), and the long guide of info.description moved below the
-// operations (so Authorize and the operations are on the first screen).
+// operations and webhooks (so Authorize and the operations are on the first screen).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { Router, type Request } from 'express';
@@ -29,20 +29,26 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-// The guide (the contract's `x-guide` in the page's copy) is rendered after the operations, with
+// The guide (the contract's `x-guide` in the page's copy) is rendered after the operations and
+// the webhooks this service sends (OpenAPI 3.1's \`webhooks\`, drawn after the operations), with
 // Swagger UI's own Markdown component.
-const INIT = `const GuideBelowOperations = () => ({
-  wrapComponents: {
-    operations: (Operations, system) => (props) => {
-      const React = system.React;
-      const Markdown = system.getComponent('Markdown', true);
-      const guide = system.specSelectors.specJson().get('x-guide');
-      return React.createElement('div', null,
-        React.createElement(Operations, props),
-        guide ? React.createElement('section', { className: 'docs-guide', id: 'guide' }, React.createElement(Markdown, { source: guide })) : null);
+const INIT = `const GuideBelowOperations = () => {
+  const guide = (system) => {
+    const React = system.React;
+    const Markdown = system.getComponent('Markdown', true);
+    const text = system.specSelectors.specJson().get('x-guide');
+    return text ? React.createElement('section', { className: 'docs-guide', id: 'guide' }, React.createElement(Markdown, { source: text })) : null;
+  };
+  const hasWebhooks = (system) => (system.specSelectors.specJson().get('webhooks')?.size ?? 0) > 0;
+  return {
+    wrapComponents: {
+      operations: (Operations, system) => (props) =>
+        system.React.createElement('div', null, system.React.createElement(Operations, props), hasWebhooks(system) ? null : guide(system)),
+      Webhooks: (Webhooks, system) => (props) =>
+        system.React.createElement('div', null, system.React.createElement(Webhooks, props), guide(system)),
     },
-  },
-});
+  };
+};
 window.ui = SwaggerUIBundle({
   url: '/docs/openapi.json',
   dom_id: '#swagger-ui',

@@ -18,6 +18,8 @@ export const SCOPES: readonly Scope[] = [
   'channels:write',
   'funnel:read',
   'funnel:write',
+  'webhooks:read',
+  'webhooks:write',
 ];
 
 /** The funnel every new workspace starts with, in order; a new thread enters the first stage. */

@@ -13,6 +13,7 @@ import { createRedis } from './redis.js';
 import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
 import { startExpiredResultPurge } from './idempotency.js';
+import { startEventPurge } from './events/purge.js';
 import { createSecretBox, loadOrCreateKeyFile, type SecretBox } from './channels/secrets.js';
 import { anyMetaChannel } from './db/channels.js';
 import { startJobs } from './jobs/start.js';
@@ -56,6 +57,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
   const background = createBackgroundWork(logger);
   startExpiredResultPurge(db, logger, background);
+  startEventPurge(db, logger, background);
   const app = createApp({ config, db, logger, redis, secrets });
   const http = createHttpServer(app, config, logger);
   const { server } = http;

@@ -43,10 +43,12 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
     await server?.close();
   }, 60_000);
 
-  // Every operation of the contract: the /v1 ones and Meta's webhooks (served outside /v1).
+  // Every operation of the contract: the /v1 ones and Meta's webhooks (served outside /v1); then the
+  // events this service sends to integrators (OpenAPI 3.1's top-level `webhooks`), shown as well.
   const documented = Object.entries<Record<string, { operationId: string }>>(spec.paths).flatMap(([path, item]) =>
     (['get', 'post', 'patch', 'put', 'delete'] as const).filter((method) => item[method]).map((method) => ({ path, method, operationId: item[method]!.operationId })),
   );
+  const sentWebhooks = Object.entries<Record<string, { operationId: string }>>(spec.webhooks).map(([name, item]) => ({ name, operationId: item.post!.operationId }));
 
   it('when the page loads, then it renders every operation, requests only this host and logs no error', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -59,7 +61,7 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
     page.on('pageerror', (error) => errors.push(`page: ${error.message}`));
 
     const response = await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
-    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length);
+    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length + sentWebhooks.length);
     // Let late requests start; every request the page starts is recorded and checked below, so a
     // machine too busy to reach "network idle" soon only shortens the wait, never the check.
     await page.waitForLoadState('networkidle', { timeout: 15_000 }).catch(() => undefined);
@@ -74,12 +76,21 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
         summary: block.querySelector('.opblock-summary-description')?.textContent?.trim() ?? '',
       })),
     );
-    const expected = documented.map((op) => ({
-      id: `operations-${spec.paths[op.path][op.method].tags[0]}-${op.operationId}`,
-      method: op.method.toUpperCase(),
-      path: op.path,
-      summary: spec.paths[op.path][op.method].summary as string,
-    }));
+    const expected = [
+      ...documented.map((op) => ({
+        id: `operations-${spec.paths[op.path][op.method].tags[0]}-${op.operationId}`,
+        method: op.method.toUpperCase(),
+        path: op.path,
+        summary: spec.paths[op.path][op.method].summary as string,
+      })),
+      ...sentWebhooks.map((hook) => ({
+        // Swagger UI files them under its own "webhooks" section, whatever their tags.
+        id: `operations-webhooks-${hook.operationId}`,
+        method: 'POST',
+        path: hook.name,
+        summary: spec.webhooks[hook.name].post.summary as string,
+      })),
+    ];
     const byKey = (a: { method: string; path: string }, b: { method: string; path: string }) =>
       `${a.path} ${a.method}`.localeCompare(`${b.path} ${b.method}`);
     expect(rendered.sort(byKey)).toEqual(expected.sort(byKey));
@@ -96,10 +107,10 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
     await page.close();
   }, 180_000);
 
-  it('when the page loads, then Authorize and the first operations are on the first screen, and the guide comes after the last operation', async () => {
+  it('when the page loads, then Authorize and the first operations are on the first screen, and the guide comes after the last operation and webhook', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load', timeout: 60_000 });
-    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length);
+    await expect.poll(() => page.locator('.opblock').count(), { timeout: 60_000, interval: 250 }).toBe(documented.length + sentWebhooks.length);
 
     const authorize = await page.locator('.btn.authorize').boundingBox();
     const operations = page.locator('.opblock');

@@ -18,6 +18,7 @@ const TABLES = [
   'api_keys',
   'channels',
   'contacts',
+  'events',
   'idempotency_keys',
   'jobs',
   'messages',
@@ -26,9 +27,19 @@ const TABLES = [
   'stages',
   'thread_history',
   'threads',
+  'webhook_deliveries',
+  'webhook_endpoints',
   'workspaces',
 ];
-const ALL_MIGRATIONS = ['0001_initial', '0002_nps_daily', '0003_channels_and_jobs', '0004_funnel_and_crm', '0005_idempotency_keys', '0007_ai_agents'];
+const ALL_MIGRATIONS = [
+  '0001_initial',
+  '0002_nps_daily',
+  '0003_channels_and_jobs',
+  '0004_funnel_and_crm',
+  '0005_idempotency_keys',
+  '0006_events_and_webhooks',
+  '0007_ai_agents',
+];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

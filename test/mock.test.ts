@@ -18,6 +18,9 @@ const CHANNEL_ID = '01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f';
 const THREAD_ID = '01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a';
 const WORKSPACE_ID = '01935f4b-1111-7222-8333-944455566677';
 const STAGE_ID = '01935f4d-0a10-7b11-8c12-0d13e14f1502';
+const EVENT_ID = '01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c';
+const ENDPOINT_ID = '01936a10-2b3c-7d4e-8f5a-6b7c8d9e0f1a';
+const DELIVERY_ID = '01936a12-4d5f-7a6b-8c7d-9e0f1a2b3c4d';
 const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
 type Call = (api: SupportFunnelClient) => Promise<{ response: Response; error?: unknown }>;
@@ -61,6 +64,17 @@ const calls: Record<OperationId, Call> = {
   getFunnelStats: (api) => api.GET('/threads/stats/funnel', { params: { query: WINDOW } }),
   registerNps: (api) => api.POST('/threads/{id}/nps', { params: { path: { id: THREAD_ID } }, body: { score: 9, answeredAt: '2026-11-20T12:10:44.002-03:00' } }),
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
+  listEvents: (api) => api.GET('/events', { params: { query: { type: 'message.created', page: 1, limit: 20 } } }),
+  getEvent: (api) => api.GET('/events/{id}', { params: { path: { id: EVENT_ID } } }),
+  listWebhookEndpoints: (api) => api.GET('/webhook-endpoints', { params: { query: { page: 1, limit: 20 } } }),
+  createWebhookEndpoint: (api) =>
+    api.POST('/webhook-endpoints', { body: { url: 'https://crm.exemplo.com.br/hooks/support-funnel', events: ['message.created', 'thread.updated'], description: 'CRM sync' } }),
+  getWebhookEndpoint: (api) => api.GET('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } } }),
+  updateWebhookEndpoint: (api) => api.PATCH('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } }, body: { enabled: true } }),
+  deleteWebhookEndpoint: (api) => api.DELETE('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } } }),
+  listWebhookDeliveries: (api) => api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: ENDPOINT_ID }, query: { page: 1, limit: 20 } } }),
+  retryWebhookDelivery: (api) =>
+    api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: ENDPOINT_ID, deliveryId: DELIVERY_ID } } }),
 };
 
 /** The operation's documented success status (its one 2xx response). */

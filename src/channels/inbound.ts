@@ -13,6 +13,7 @@ import { openThreadId, recordInbound } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { statusesBefore } from './rules.js';
+import { recordEvent } from '../events/record.js';
 import type { SecretBox } from './secrets.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
@@ -32,8 +33,9 @@ export interface StoredEvents {
 }
 
 /**
- * Applies the events of one delivery in one transaction: all of them are stored, or none. With `ai`,
- * each thread that got messages queues its agent's reply to the last of them, in the same transaction.
+ * Applies the events of one delivery in one transaction: all of them are stored, with their API
+ * events, or none. With `ai`, each thread that got messages queues its agent's reply to the last of
+ * them, in the same transaction.
  */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: 0, staleStatuses: 0 };
@@ -43,8 +45,10 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       const now = new Date();
       if (event.kind === 'status') {
         const applied = await applyProviderStatus(trx, channel.workspace_id, channel.id, event.externalId, statusesBefore(event.status), event.status as never, event.error);
-        if (applied) stored.statuses++;
-        else stored.staleStatuses++;
+        if (applied) {
+          stored.statuses++;
+          await recordEvent(trx, channel.workspace_id, 'message.updated', messageRowToMessage(applied), now);
+        } else stored.staleStatuses++;
         continue;
       }
       if (await externalIdExists(trx, channel.workspace_id, channel.id, event.externalId)) {
@@ -61,6 +65,7 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       }
       const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
+      await recordEvent(trx, channel.workspace_id, 'message.created', messageRowToMessage(row), now);
       stored.messages.push(row);
     }
     if (ai) {

@@ -6,6 +6,8 @@ import type { Db } from './database.js';
 import type { AgentRow } from './schema.js';
 import { HISTORY_ID_SQL, SYSTEM, type Actor } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
+import { threadRowToThread } from './threads.js';
+import { recordEvent } from '../events/record.js';
 
 export type Agent = components['schemas']['Agent'];
 type AgentCreate = components['schemas']['AgentCreate'];
@@ -94,10 +96,10 @@ export async function updateAgent(db: Db, workspaceId: string, id: string, patch
 /**
  * Deletes an agent; false when there was none. Its threads keep their history, unassigned (the
  * foreign key's `set null`), each with a history entry saying so (reason `agent_deleted`), in the
- * same statement.
+ * same statement, then a thread.updated event each: run it in a transaction.
  */
 export async function deleteAgent(db: Db, workspaceId: string, id: string, actor: Actor = SYSTEM): Promise<boolean> {
-  const result = await sql<{ id: string }>`
+  const result = await sql<{ id: string; thread_ids: string[] | null }>`
     with gone as (
       delete from agents where workspace_id = ${workspaceId} and id = ${id} returning id
     ), recorded as (
@@ -106,7 +108,15 @@ export async function deleteAgent(db: Db, workspaceId: string, id: string, actor
         from threads t
         join gone g on t.agent_id = g.id
        where t.workspace_id = ${workspaceId}
+      returning thread_id
     )
-    select id from gone`.execute(db);
-  return result.rows.length > 0;
+    select id, (select array_agg(thread_id) from recorded) as thread_ids from gone`.execute(db);
+  const gone = result.rows[0];
+  if (!gone) return false;
+  if (gone.thread_ids && gone.thread_ids.length > 0) {
+    // Read after the statement: its foreign key's `set null` has unassigned them by now.
+    const unassigned = await db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).where('id', 'in', gone.thread_ids).execute();
+    for (const thread of unassigned) await recordEvent(db, workspaceId, 'thread.updated', threadRowToThread(thread));
+  }
+  return true;
 }

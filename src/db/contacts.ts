@@ -6,6 +6,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ContactRow } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
+import { recordEvent, scrubContactEvents } from '../events/record.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -104,8 +105,9 @@ export async function insertContact(db: Db, workspaceId: string, input: ContactC
 }
 
 /**
- * The contact with this phone, or a new one named `name`; concurrent callers end with the same
- * contact (the unique index decides, the loser reads the winner's).
+ * The contact with this phone, or a new one named `name` (with its contact.created event: run it in
+ * a transaction); concurrent callers end with the same contact (the unique index decides, the loser
+ * reads the winner's).
  */
 export async function findOrCreateContact(db: Db, workspaceId: string, key: { phone: string } | { instagramId: string }, name: string, now: Date): Promise<string> {
   const column = 'phone' in key ? 'phone' : 'instagram_id';
@@ -116,9 +118,12 @@ export async function findOrCreateContact(db: Db, workspaceId: string, key: { ph
     .insertInto('contacts')
     .values({ workspace_id: workspaceId, id: uuidv7(), name, phone: null, email: null, [column]: value, created_at: now, updated_at: now })
     .onConflict((oc) => oc.columns(['workspace_id', column]).doNothing())
-    .returning('id')
+    .returningAll()
     .executeTakeFirst();
-  if (inserted) return inserted.id;
+  if (inserted) {
+    await recordEvent(db, workspaceId, 'contact.created', contactRowToContact(inserted), now);
+    return inserted.id;
+  }
   const winner = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where(column, '=', value).executeTakeFirstOrThrow();
   return winner.id;
 }
@@ -147,6 +152,7 @@ export async function updateContact(db: Db, workspaceId: string, id: string, pat
 /**
  * Erases a contact: its name, phone and email go, and the content of its messages; its threads,
  * their history and NPS answers stay (they hold no personal data), so every statistic is unchanged.
+ * Its events are scrubbed the same way (src/events/record.ts).
  * False when there is no such (unerased) contact. Run it in a transaction.
  */
 export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
@@ -166,5 +172,6 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
        and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = ${id})
        and contact_id = ${id}
        and content is not null`.execute(trx);
+  await scrubContactEvents(trx, workspaceId, id);
   return true;
 }

@@ -195,42 +195,44 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
   };
 }
 
-/** Moves a queued outbound message to sent with the provider's id (a query to run, e.g. with finishJobWith). */
+/** Moves a queued outbound message to sent with the provider's id (a query to run; it returns the message). */
 export function markSent(db: Db, workspaceId: string, id: string, externalId: string | null) {
   return db
     .updateTable('messages')
     .set({ status: 'sent', external_id: externalId })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
-    .where('status', '=', 'queued');
+    .where('status', '=', 'queued')
+    .returningAll();
 }
 
-/** Fails a message that has not gone further than sent (a query to run, e.g. with finishJobWith). */
+/** Fails a message that has not gone further than sent (a query to run; it returns the message). */
 export function markFailed(db: Db, workspaceId: string, id: string, error: MessageError) {
   return db
     .updateTable('messages')
     .set({ status: 'failed', error: JSON.stringify(error) })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
-    .where('status', 'in', ['queued', 'sent']);
+    .where('status', 'in', ['queued', 'sent'])
+    .returningAll();
 }
 
-/** Moves a message (by id) from one of `from` to `to`. */
-export async function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus): Promise<boolean> {
-  const result = await db
+/** Moves a message (by id) from one of `from` to `to`; the message as it now is, or undefined when it did not move. */
+export async function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus): Promise<MessageRow | undefined> {
+  return db
     .updateTable('messages')
     .set({ status: to })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .where('status', 'in', from)
+    .returningAll()
     .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
 }
 
 /**
  * Applies a provider status to the channel's outbound message with this provider id: only from one
- * of `from` (so statuses move forward only), recording `error` when given. False when no message
- * matched (unknown id, or a status that would move it back).
+ * of `from` (so statuses move forward only), recording `error` when given. The message as it now
+ * is, or undefined when none matched (unknown id, or a status that would move it back).
  */
 export async function applyProviderStatus(
   db: Db,
@@ -240,8 +242,8 @@ export async function applyProviderStatus(
   from: MessageStatus[],
   to: MessageStatus,
   error: MessageError | undefined,
-): Promise<boolean> {
-  if (from.length === 0) return false;
+): Promise<MessageRow | undefined> {
+  if (from.length === 0) return undefined;
   const result = await db
     .updateTable('messages')
     .set({ status: to, ...(error && { error: JSON.stringify(error) }) })
@@ -250,8 +252,9 @@ export async function applyProviderStatus(
     .where('external_id', '=', externalId)
     .where('direction', '=', 'outbound')
     .where('status', 'in', from)
+    .returningAll()
     .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  return result;
 }
 
 /** What sending a message to a contact on a channel depends on; each part absent when unknown. */

@@ -7,6 +7,7 @@ import * as m0002 from './migrations/0002_nps_daily.js';
 import * as m0003 from './migrations/0003_channels_and_jobs.js';
 import * as m0004 from './migrations/0004_funnel_and_crm.js';
 import * as m0005 from './migrations/0005_idempotency_keys.js';
+import * as m0006 from './migrations/0006_events_and_webhooks.js';
 import * as m0007 from './migrations/0007_ai_agents.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
@@ -16,7 +17,7 @@ export const migrations: Record<string, Migration> = {
   '0003_channels_and_jobs': m0003,
   '0004_funnel_and_crm': m0004,
   '0005_idempotency_keys': m0005,
-  // 0006 is the events issue's (another branch); Kysely orders by name, so the gap is harmless.
+  '0006_events_and_webhooks': m0006,
   '0007_ai_agents': m0007,
 };
 

@@ -15,7 +15,9 @@ export type Scope =
   | 'messages:write'
   | 'channels:write'
   | 'funnel:read'
-  | 'funnel:write';
+  | 'funnel:write'
+  | 'webhooks:read'
+  | 'webhooks:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -206,6 +208,53 @@ export interface IdempotencyKeyTable {
   created_at: Timestamp;
 }
 
+/** A change the API exposed, kept 30 days: the event log and what webhooks deliver. */
+export interface EventTable {
+  workspace_id: string;
+  id: string;
+  type: string;
+  /** jsonb: the object as the API returns it; written as JSON text. */
+  data: ColumnType<Record<string, unknown>, string, string>;
+  /** The contact the event is about, so erasing them finds it. */
+  contact_id: string | null;
+  created_at: ColumnType<Date, Date, never>;
+}
+
+/** Where the integrator wants events delivered. */
+export interface WebhookEndpointTable {
+  workspace_id: string;
+  id: string;
+  url: string;
+  /** Event types, or '*'. */
+  events: string[];
+  description: string | null;
+  /** The whsec_ secret, sealed by src/channels/secrets.ts. */
+  secret: string;
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  disabled_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Since when every attempt has failed; null after a success. */
+  failing_since: NullableTimestamp;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+export type WebhookDeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+/** One event to one endpoint, and how its attempts went. */
+export interface WebhookDeliveryTable {
+  workspace_id: string;
+  id: string;
+  endpoint_id: string;
+  event_id: string;
+  status: WebhookDeliveryStatus;
+  attempts: ColumnType<number, number | undefined, number>;
+  last_attempt_at: NullableTimestamp;
+  last_response_status: ColumnType<number | null, number | null | undefined, number | null>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  next_attempt_at: NullableTimestamp;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   workspaces: WorkspaceTable;
   api_keys: ApiKeyTable;
@@ -220,6 +269,9 @@ export interface Database {
   stages: StageTable;
   thread_history: ThreadHistoryTable;
   nps_daily_groups: NpsDailyGroupTable;
+  events: EventTable;
+  webhook_endpoints: WebhookEndpointTable;
+  webhook_deliveries: WebhookDeliveryTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -237,3 +289,6 @@ export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;
 export type JobRow = Selectable<JobTable>;
+export type EventRow = Selectable<EventTable>;
+export type WebhookEndpointRow = Selectable<WebhookEndpointTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveryTable>;

@@ -9,6 +9,7 @@ import { historyRows, SYSTEM, type Actor, type FieldChange } from './history.js'
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 import { NO_AGENT } from './migrations/0004_funnel_and_crm.js';
 import { instantToIso, wholeUtcDays } from '../time.js';
+import { recordEvent } from '../events/record.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -105,7 +106,8 @@ export interface OpenThreadInput {
  * by the system), in one statement. Undefined when the pair already has an open thread (the
  * partial unique index decides, so concurrent callers cannot both open one) or when the contact
  * does not exist (or was erased): the caller tells which. A channel or agent missing from the
- * workspace fails its composite foreign key (mapped to 422).
+ * workspace fails its composite foreign key (mapped to 422). Records thread.created: run it in a
+ * transaction.
  */
 export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor = SYSTEM): Promise<ThreadRow | undefined> {
   const agentId = input.agentId ?? null;
@@ -138,7 +140,9 @@ export async function insertOpenThread(db: Db, workspaceId: string, input: OpenT
        where e.field <> 'agentId' or e.to_id is not null
     )
     select * from opened`.execute(db);
-  return result.rows[0];
+  const opened = result.rows[0];
+  if (opened) await recordEvent(db, workspaceId, 'thread.created', threadRowToThread(opened), now);
+  return opened;
 }
 
 /** True when the workspace has this contact and it was not erased. */

@@ -1,12 +1,15 @@
 // Message delivery, run by the queue: one job per outbound message, ordered per (channel, contact).
 // A meta channel's message goes to the Graph API; a sandbox one becomes `sent` and, a moment later,
-// `delivered` (its own job), and nothing leaves the machine.
+// `delivered` (its own job), and nothing leaves the machine. Each status change records its
+// message.updated event in the transaction that ends the job.
 import type { Db } from '../db/database.js';
-import { advanceStatus, getDeliveryTarget, markFailed, markSent, type DeliveryTarget, type MessageError } from '../db/messages.js';
+import { advanceStatus, getDeliveryTarget, markFailed, markSent, messageRowToMessage, type DeliveryTarget, type MessageError } from '../db/messages.js';
+import type { MessageRow } from '../db/schema.js';
+import { recordEvent } from '../events/record.js';
 import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
-import { enqueueJob, finishJob, finishJobWith, type Job } from './queue.js';
+import { enqueueJob, finishJob, type Job } from './queue.js';
 import type { JobResult, QueueHandler } from './worker.js';
 
 export const DELIVERY_QUEUE = 'message-delivery';
@@ -64,10 +67,19 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
 export function deliveryHandler(options: DeliveryOptions): QueueHandler {
   const { db } = options;
 
-  async function fail(job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> {
-    await finishJobWith(db, job, markFailed(db, target.workspaceId, target.messageId, error));
+  /** Applies the message's new status, its message.updated event and the job's end in one transaction. */
+  async function settle(job: Job, change: (trx: Db) => Promise<MessageRow | undefined>, then?: (trx: Db) => Promise<void>): Promise<JobResult> {
+    await db.transaction().execute(async (trx) => {
+      const row = await change(trx);
+      if (row) await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(row));
+      await then?.(trx);
+      await finishJob(trx, job);
+    });
     return { kind: 'finished' };
   }
+
+  const fail = (job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> =>
+    settle(job, (trx) => markFailed(trx, target.workspaceId, target.messageId, error).executeTakeFirst());
 
   return {
     queue: DELIVERY_QUEUE,
@@ -81,17 +93,18 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
       const ids = { workspaceId: job.workspace_id, messageId };
 
       if (target.channel.provider === 'sandbox') {
-        await db.transaction().execute(async (trx) => {
-          await markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`).execute();
-          await enqueueJob(trx, {
-            workspaceId: job.workspace_id,
-            queue: SANDBOX_RECEIPT_QUEUE,
-            payload: { messageId } satisfies DeliveryPayload,
-            runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
-          });
-          await finishJob(trx, job);
-        });
-        return { kind: 'finished' };
+        return settle(
+          job,
+          (trx) => markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`).executeTakeFirst(),
+          async (trx) => {
+            await enqueueJob(trx, {
+              workspaceId: job.workspace_id,
+              queue: SANDBOX_RECEIPT_QUEUE,
+              payload: { messageId } satisfies DeliveryPayload,
+              runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
+            });
+          },
+        );
       }
 
       const request = graphBody(target);
@@ -106,8 +119,7 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
         signal,
       });
       if (result.ok) {
-        await finishJobWith(db, job, markSent(db, job.workspace_id, messageId, result.externalId));
-        return { kind: 'finished' };
+        return settle(job, (trx) => markSent(trx, job.workspace_id, messageId, result.externalId).executeTakeFirst());
       }
       const error = { code: result.code, message: result.message };
       if (result.transient) return { kind: 'retry', error: JSON.stringify(error) };
@@ -130,7 +142,8 @@ export function sandboxReceiptHandler(db: Db): QueueHandler {
     async run(job) {
       const { messageId } = job.payload as unknown as DeliveryPayload;
       await db.transaction().execute(async (trx) => {
-        await advanceStatus(trx, job.workspace_id, messageId, ['sent'], 'delivered');
+        const row = await advanceStatus(trx, job.workspace_id, messageId, ['sent'], 'delivered');
+        if (row) await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(row));
         await finishJob(trx, job);
       });
       return { kind: 'finished' };

@@ -136,6 +136,13 @@ export async function releaseJob(db: Db, job: Job): Promise<void> {
      where ${held(job)}`.execute(db);
 }
 
+/** Gives a claimed job back untried, to run again at `runAt`: the attempt does not count. */
+export async function postponeJob(db: Db, job: Job, runAt: Date): Promise<void> {
+  await sql`
+    update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, attempts = greatest(attempts - 1, 0)
+     where ${held(job)}`.execute(db);
+}
+
 /**
  * When the next job of `queue` that waits for a retry becomes due; undefined when none does. (Jobs
  * due now but blocked behind their key are claimed when the job ahead finishes; an expired lease

@@ -1,12 +1,13 @@
-// Starts this process's job workers (message delivery, sandbox receipts, and AI agents' replies when
-// an AI_BASE_URL is configured) on one listener, and registers their stop with the process's
-// background work.
+// Starts this process's job workers (message delivery, sandbox receipts, webhook deliveries, and AI
+// agents' replies when an AI_BASE_URL is configured) on one listener, and registers their stop with
+// the process's background work.
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { BackgroundWork } from '../shutdown.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
+import { webhookHandler } from '../events/dispatcher.js';
 import { createJobListener } from './listen.js';
 import { aiReplyHandler } from '../ai/replies.js';
 import { startWorker, type Worker } from './worker.js';
@@ -25,6 +26,10 @@ export type JobsConfig = Pick<
   | 'aiApiKey'
   | 'aiTimeoutMs'
   | 'aiConcurrency'
+  | 'webhookRetryDelaysMs'
+  | 'webhookAllowPrivateUrls'
+  | 'webhookConcurrency'
+  | 'webhookEndpointConcurrency'
 >;
 
 export interface Jobs {
@@ -49,6 +54,17 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
       { ...common, concurrency: config.deliveryConcurrency },
     ),
     startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
+    startWorker(
+      webhookHandler({
+        db,
+        secrets: options.secrets,
+        retryDelaysMs: config.webhookRetryDelaysMs,
+        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        endpointConcurrency: config.webhookEndpointConcurrency,
+        logger,
+      }),
+      { ...common, concurrency: config.webhookConcurrency },
+    ),
   ];
   if (config.aiBaseUrl) workers.push(startWorker(aiReplyHandler({ db, config, logger }), { ...common, concurrency: config.aiConcurrency }));
   let stopped: Promise<void> | undefined;

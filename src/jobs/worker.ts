@@ -7,7 +7,7 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
-import { claimJobs, finishJob, nextRetryAt, releaseJob, retryJob, type Job } from './queue.js';
+import { claimJobs, finishJob, nextRetryAt, postponeJob, releaseJob, retryJob, type Job } from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -16,7 +16,9 @@ export type JobResult =
   /** Done, and the job already deleted itself (finishJob) in the transaction of its effect. */
   | { kind: 'finished' }
   /** A passing failure: try again after the backoff, or give up after the last attempt. */
-  | { kind: 'retry'; error: string };
+  | { kind: 'retry'; error: string }
+  /** Not tried (e.g. its target is busy): run it again at `runAt`, the attempt not counted. */
+  | { kind: 'later'; runAt: Date };
 
 export interface QueueHandler {
   queue: string;
@@ -71,6 +73,10 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
 
   async function settle(job: Job, result: JobResult): Promise<void> {
     if (result.kind === 'finished') return;
+    if (result.kind === 'later') {
+      await postponeJob(db, job, result.runAt);
+      return;
+    }
     if (result.kind === 'done') {
       await finishJob(db, job);
       return;
@@ -154,12 +160,14 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         entry.done = runOne(job, abort);
       }
       if (claimed.length > 0 && claimed.length === room) continue;
+      // Fewer than asked: nothing else is due now. Sleep until a notification, a finished job (its
+      // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
+      // (the signal is already aborted).
       let waitMs = failures > 0 ? Math.min(options.pollMs * 2 ** failures, 30_000) : options.pollMs;
-      if (failures === 0 && room > 0) {
+      if (failures === 0 && room > 0 && !wake.signal.aborted) {
         const next = await nextRetryAt(db, handler.queue).catch(() => undefined);
         if (next) waitMs = Math.min(waitMs, Math.max(0, next.getTime() - Date.now()));
       }
-      if (claimed.length > 0) waitMs = 0;
       const signal = wake.signal;
       if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);
       if (wake.signal.aborted) wake = new AbortController();

@@ -3,6 +3,7 @@ import * as contacts from '../db/contacts.js';
 import { transact } from '../db/database.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
+import { recordEvent } from '../events/record.js';
 
 async function phoneConflict(db: Parameters<typeof contacts.findContactIdByPhone>[0], workspaceId: string, phone: string): Promise<ApiError> {
   const existingId = await contacts.findContactIdByPhone(db, workspaceId, phone);
@@ -25,7 +26,11 @@ export const contactHandlers: Pick<Handlers, 'listContacts' | 'getContact' | 'cr
   },
 
   async createContact({ db, auth, body }) {
-    const contact = await contacts.insertContact(db, auth.workspaceId, body);
+    const contact = await transact(db, async (trx) => {
+      const inserted = await contacts.insertContact(trx, auth.workspaceId, body);
+      if (inserted) await recordEvent(trx, auth.workspaceId, 'contact.created', inserted);
+      return inserted;
+    });
     if (contact) return { status: 201, body: contact };
     const phoneHolder = body.phone && (await contacts.findContactIdByPhone(db, auth.workspaceId, body.phone));
     if (phoneHolder || !body.instagramId) throw await phoneConflict(db, auth.workspaceId, body.phone!);

@@ -16,7 +16,7 @@ import { runIdempotent } from '../idempotency.js';
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
 type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never;
-type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 200 | 201 | 204>;
+type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 200 | 201 | 202 | 204>;
 
 export type PathParams<K extends OperationId> = Defined<Op<K>['parameters']['path']>;
 export type Query<K extends OperationId> = Defined<Op<K>['parameters']['query']>;
@@ -42,6 +42,8 @@ export interface Services {
   secrets?: SecretBox | undefined;
   /** Queues AI agents' replies to inbound messages; absent when no AI_BASE_URL is configured. */
   ai?: AiReplies | undefined;
+  /** Whether webhook URLs may be http:// or private (WEBHOOK_ALLOW_PRIVATE_URLS). */
+  allowPrivateWebhookUrls?: boolean;
 }
 
 export interface Call<K extends OperationId> {

@@ -7,6 +7,8 @@ import { meHandlers } from './me.js';
 import { messageHandlers } from './messages.js';
 import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
+import { eventHandlers } from './events.js';
+import { webhookEndpointHandlers } from './webhook-endpoints.js';
 
 export const handlers: Handlers = {
   ...meHandlers,
@@ -16,4 +18,6 @@ export const handlers: Handlers = {
   ...messageHandlers,
   ...threadHandlers,
   ...stageHandlers,
+  ...eventHandlers,
+  ...webhookEndpointHandlers,
 };

@@ -8,6 +8,8 @@ import { changeThread } from '../services/threads.js';
 import { npsGroupStats, npsStats } from '../services/nps.js';
 import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant } from '../time.js';
 import { paging, type Handlers } from './handler.js';
+import { transact } from '../db/database.js';
+import { recordEvent } from '../events/record.js';
 
 const invalid = (path: string, message: string): ApiError =>
   new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path, message }]);
@@ -59,7 +61,7 @@ export const threadHandlers: Pick<
   },
 
   async createThread({ db, auth, body }) {
-    const row = await threads.insertOpenThread(db, auth.workspaceId, body, new Date(), apiKeyActor(auth.keyId));
+    const row = await transact(db, (trx) => threads.insertOpenThread(trx, auth.workspaceId, body, new Date(), apiKeyActor(auth.keyId)));
     if (row) return { status: 201, body: threads.threadRowToThread(row) };
     if (!(await threads.contactIsLive(db, auth.workspaceId, body.contactId))) throw invalidReference('contactId', 'contact');
     throw openPairConflict(await threads.findOpenThreadId(db, auth.workspaceId, body.contactId, body.channelId), '/body/channelId');
@@ -89,7 +91,11 @@ export const threadHandlers: Pick<
   async registerNps({ db, auth, params, body }) {
     const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(answerInstant(body.answeredAt, '/body/answeredAt'));
     if (answeredAt.getTime() > Date.now()) throw invalid('/body/answeredAt', 'must not be in the future');
-    const thread = await threads.setNpsAnswer(db, auth.workspaceId, params.id, body.score, answeredAt);
+    const thread = await transact(db, async (trx) => {
+      const answered = await threads.setNpsAnswer(trx, auth.workspaceId, params.id, body.score, answeredAt);
+      if (answered) await recordEvent(trx, auth.workspaceId, 'nps.answered', answered);
+      return answered;
+    });
     if (thread) return { status: 201, body: thread };
     if (!(await threads.threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
     throw new ApiError(409, 'conflict', 'This thread already has an NPS answer.');

@@ -9,6 +9,7 @@ import { appendToOpenThread, getSendContext, insertMessage, messageRowToMessage,
 import { contactIsLive, insertOpenThread } from '../db/threads.js';
 import { ApiError, invalidReference } from '../errors.js';
 import { enqueueDelivery } from '../jobs/deliveries.js';
+import { recordEvent } from '../events/record.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
 
@@ -64,6 +65,7 @@ export async function sendMessage(db: Db, workspaceId: string, input: MessageCre
         stored = await insertMessage(trx, workspaceId, thread.id, message, now);
       }
       await enqueueDelivery(trx, stored);
+      await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(stored), now);
       return stored;
     });
     if (row) return messageRowToMessage(row);

@@ -1,9 +1,10 @@
 // Changing a thread's status, stage or agent: what a change does (pure, tested without HTTP or a
 // database), and applying it under concurrent changes. Fields sent with their current value change
 // nothing and record nothing.
-import type { Db } from '../db/database.js';
+import { transact, type Db } from '../db/database.js';
 import type { Actor, FieldChange } from '../db/history.js';
-import { readThreadForChange, writeThreadChange } from '../db/threads.js';
+import { readThreadForChange, threadRowToThread, writeThreadChange } from '../db/threads.js';
+import { recordEvent } from '../events/record.js';
 import type { ThreadRow } from '../db/schema.js';
 
 export interface ThreadState {
@@ -61,7 +62,7 @@ const MAX_ATTEMPTS = 50;
  * Applies `change` to the thread and records it in its history: read, plan, then a write that
  * holds only if the thread is still the version read; a concurrent change makes it read and plan
  * again, so changes of one thread apply one after another, each entry's `from` being the value it
- * replaced. Undefined when there is no such thread.
+ * replaced, with its thread.updated event in the same transaction. Undefined when there is no such thread.
  */
 export async function changeThread(
   db: Db,
@@ -76,7 +77,11 @@ export async function changeThread(
     const now = new Date();
     const { set, changes } = planThreadChange(read.row, change, now);
     if (changes.length === 0) return read.row;
-    const written = await writeThreadChange(db, workspaceId, read, set, changes, who, now);
+    const written = await transact(db, async (trx) => {
+      const row = await writeThreadChange(trx, workspaceId, read, set, changes, who, now);
+      if (row) await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(row), now);
+      return row;
+    });
     if (written) return written;
   }
   throw new Error(`thread ${id} kept changing under ${MAX_ATTEMPTS} attempts to change it`);

@@ -222,6 +222,22 @@ const label = (max: number): fc.Arbitrary<string> =>
       .map(([a, mid, b]) => a + mid.join('') + b),
   );
 
+/** An http(s) URL as format "uri" defines it: a scheme in any case, host labels, maybe a port, a path and a query. */
+function uriArb(maxLength: number): fc.Arbitrary<string> {
+  const label = fc.stringMatching(/^[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?$/);
+  return fc
+    .tuple(
+      fc.constantFrom('https', 'http', 'HTTPS', 'hTTp'),
+      fc.array(label, { minLength: 1, maxLength: 3 }),
+      fc.constantFrom('com', 'com.br', 'example', 'io'),
+      fc.option(fc.integer({ min: 1, max: 65_535 })),
+      fc.array(fc.stringMatching(/^[A-Za-z0-9._~-]{1,12}$/), { maxLength: 4 }),
+      fc.option(fc.stringMatching(/^[A-Za-z0-9=&]{1,20}$/)),
+    )
+    .map(([scheme, labels, tld, port, segments, query]) => `${scheme}://${labels.join('.')}.${tld}${port ? `:${port}` : ''}/${segments.join('/')}${query ? `?${query}` : ''}`)
+    .filter((v) => v.length <= maxLength);
+}
+
 /** A mailbox `local@domain.tld` as format "email" defines it (dot-atoms, hostname labels). */
 function emailArb(maxLength: number): fc.Arbitrary<string> {
   const atom = fc.array(LOCAL_CHARS, { minLength: 1, maxLength: 20 }).map((c) => c.join(''));
@@ -436,7 +452,8 @@ export function translator(spec: Schema): Translator {
   function validString(s: Schema): fc.Arbitrary<string> {
     const min = s.minLength ?? 0;
     const max = s.maxLength ?? Math.max(min, 64);
-    const formatted = s.format === 'uuid' ? uuidArb : s.format === 'email' ? emailArb(max) : s.format === 'date-time' ? dateTimeArb : undefined;
+    const formatted =
+      s.format === 'uuid' ? uuidArb : s.format === 'email' ? emailArb(max) : s.format === 'date-time' ? dateTimeArb : s.format === 'uri' ? uriArb(max) : undefined;
     if (formatted) {
       // A pattern beside a format narrows it (e.g. Uuid); values the pattern refuses are left out.
       const regex = s.pattern ? new RegExp(s.pattern, 'u') : undefined;
@@ -472,7 +489,9 @@ export function translator(spec: Schema): Translator {
           case 'null':
             return fc.constant(null);
           case 'array':
-            return fc.array(valid(s.items ?? {}), { minLength: s.minItems ?? 0, maxLength: s.maxItems ?? 5 });
+            return s.uniqueItems
+              ? fc.uniqueArray(valid(s.items ?? {}), { minLength: s.minItems ?? 0, maxLength: s.maxItems ?? 5, selector: (v) => JSON.stringify(v) })
+              : fc.array(valid(s.items ?? {}), { minLength: s.minItems ?? 0, maxLength: s.maxItems ?? 5 });
           default: {
             const properties = (s.properties ?? {}) as Record<string, Schema>;
             const model = Object.fromEntries(Object.entries(properties).map(([k, p]) => [k, valid(p)]));

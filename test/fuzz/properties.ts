@@ -13,6 +13,7 @@ import { stageRowToStage } from '../../src/db/stages.js';
 import { getThread, insertOpenThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
+import { createEndpoint } from '../../src/events/endpoints.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -24,6 +25,9 @@ type Channel = S['Channel'];
 type Thread = S['Thread'];
 type Message = S['Message'];
 type Stage = S['Stage'];
+type WebhookEndpoint = S['WebhookEndpoint'];
+type WebhookDelivery = S['WebhookDelivery'];
+type Event = S['Event'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -143,6 +147,12 @@ const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 're
   sendMessage: ['contactId', 'channelId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
   createThread: ['contactId', 'channelId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
   getNpsStats: [{ target: 'foreign', field: 'workspaceId' }, { target: 'missing', field: 'workspaceId' }],
+  getEvent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  getWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  updateWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  deleteWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  listWebhookDeliveries: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
+  retryWebhookDelivery: [{ target: 'foreign', field: 'deliveryId' }, { target: 'missing', field: 'deliveryId' }, { target: 'foreign', field: 'id' }],
 };
 
 function requestIsValid(tr: Translator, inputs: OpInputs, parts: Parts): boolean {
@@ -243,7 +253,10 @@ interface Model {
   answers: Map<string, { agentId: string | null; stageId: string }>;
   /** Contacts erased by DELETE /contacts/{id}. */
   erased: string[];
-  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage', string> };
+  /** Webhook endpoints (without their secrets), and those deleted. */
+  endpoints: WebhookEndpoint[];
+  deletedEndpoints: string[];
+  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery', string> };
   fixtures: number;
 }
 
@@ -437,15 +450,22 @@ const NOT_FOUND: Record<string, string> = {
   thread: 'Thread not found.',
   channel: 'Channel not found.',
   stage: 'Stage not found.',
+  endpoint: 'Webhook endpoint not found.',
+  event: 'Event not found.',
 };
 
 /** A refusal of a path id: a record of another workspace or no record at all answers 404. */
-function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage', param: string): Plan['refuse'] {
+function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | 'endpoint' | 'event', param: string): Plan['refuse'] {
   return async (ctx, parts, knobs, refusal) => {
     const random = fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
     if (refusal.target === 'foreign') parts.path[param] = ctx.model.foreign.id[kind];
     else if (refusal.target === 'missing') parts.path[param] = random;
-    else parts.path[param] = (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) || (kind === 'contact' && pick(ctx.model.erased, knobs.picks[0])) || random;
+    else
+      parts.path[param] =
+        (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) ||
+        (kind === 'contact' && pick(ctx.model.erased, knobs.picks[0])) ||
+        (kind === 'endpoint' && pick(ctx.model.deletedEndpoints, knobs.picks[0])) ||
+        random;
     return (ex) => {
       expectError(ex, 404, 'not_found', `${refusal.target} ${kind} id`);
       same(ex, (ex.res.body as { error: { message: string } }).error.message, NOT_FOUND[kind], 'not-found message');
@@ -1312,6 +1332,172 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectError(gone, 404, 'not_found', 'an erased contact is gone');
     },
   },
+  // ---- Events and webhook endpoints
+
+  listEvents: {
+    async check(ctx, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      const page = ex.res.body as { data: Event[]; pagination: { total: number; page: number; limit: number } };
+      let count = ctx.server.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('workspace_id', '=', ctx.model.workspaceId);
+      if (query.type) count = count.where('type', '=', query.type);
+      const { n } = await count.executeTakeFirstOrThrow();
+      same(ex, page.pagination, { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) }, 'the pagination of the workspace’s events');
+      if (query.type && page.data.some((e) => e.type !== query.type)) fail(ex, `an event of another type than ${query.type}`);
+      const order = page.data.map((e) => `${e.createdAt} ${e.id}`);
+      same(ex, order, [...order].sort().reverse(), 'events newest first');
+    },
+  },
+
+  getEvent: {
+    async bind(ctx, parts, knobs) {
+      const rows = await ctx.server.db.selectFrom('events').select('id').where('workspace_id', '=', ctx.model.workspaceId).orderBy('id').execute();
+      parts.path.id = casing(pick(rows, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('event', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 200, 'an event of the workspace');
+      const event = ex.res.body as Event;
+      if (event.id !== path.id!.toLowerCase()) fail(ex, 'another event than the one asked for');
+      const listed = await send(ctx, 'get', `/v1/events?type=${event.type}&limit=100`);
+      const found = (listed.res.body as { data: Event[] }).data.find((e) => e.id === event.id);
+      if (found) same(ex, event, found, 'the event as the list shows it');
+    },
+  },
+
+  listWebhookEndpoints: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf([...model.endpoints].sort(byCreated), query), 'the page of endpoints the model holds');
+    },
+  },
+
+  createWebhookEndpoint: {
+    async check(ctx, ex, { body }) {
+      expectStatus(ex, 201, 'a valid endpoint (private URLs allowed)');
+      const input = body as S['WebhookEndpointCreate'];
+      const { secret, ...endpoint } = ex.res.body as S['WebhookEndpointCreated'];
+      if (!/^whsec_[A-Za-z0-9+/]{43}=$/.test(secret)) fail(ex, 'the secret is not whsec_ + base64 of 32 bytes');
+      const events = input.events.includes('*') ? ['*'] : input.events;
+      same(
+        ex,
+        endpoint,
+        { id: endpoint.id, url: input.url, events, description: input.description ?? null, enabled: true, disabledReason: null, createdAt: endpoint.createdAt, updatedAt: endpoint.createdAt },
+        'the created endpoint',
+      );
+      ctx.model.endpoints.push(endpoint);
+      await readBack(ctx, `/v1/webhook-endpoints/${endpoint.id}`, endpoint, 'the created endpoint, without its secret');
+    },
+  },
+
+  getWebhookEndpoint: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.endpoints, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('endpoint', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'an endpoint of the workspace');
+      same(ex, ex.res.body, model.endpoints.find((e) => e.id === path.id!.toLowerCase()), 'the endpoint the model holds');
+    },
+  },
+
+  updateWebhookEndpoint: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.endpoints, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('endpoint', 'id'),
+    async check(ctx, ex, { path, body }) {
+      expectStatus(ex, 200, 'a valid change of an endpoint of the workspace');
+      const input = body as S['WebhookEndpointUpdate'];
+      const index = ctx.model.endpoints.findIndex((e) => e.id === path.id!.toLowerCase());
+      const before = ctx.model.endpoints[index]!;
+      const after = ex.res.body as WebhookEndpoint;
+      const expected: WebhookEndpoint = {
+        ...before,
+        ...(input.url !== undefined && { url: input.url }),
+        ...(input.events !== undefined && { events: input.events.includes('*') ? ['*'] : input.events }),
+        ...(input.description !== undefined && { description: input.description }),
+        ...(input.enabled !== undefined && { enabled: input.enabled, disabledReason: null }),
+        updatedAt: after.updatedAt,
+      };
+      same(ex, after, expected, 'the endpoint with the changes applied');
+      ctx.model.endpoints[index] = after;
+      await readBack(ctx, `/v1/webhook-endpoints/${after.id}`, after, 'the changed endpoint');
+    },
+  },
+
+  deleteWebhookEndpoint: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      if (arrange && (knobs.fresh || model.endpoints.length <= 2)) {
+        const { secret: _secret, ...made } = await createEndpoint(ctx.server.db, ctx.server.secrets, model.workspaceId, { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] }, true);
+        model.endpoints.push(made);
+        parts.path.id = casing(made.id, knobs.upper);
+      } else parts.path.id = casing(pick(model.endpoints, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('endpoint', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an endpoint of the workspace');
+      if (ex.res.body !== undefined) fail(ex, 'a 204 has no body');
+      const id = path.id!.toLowerCase();
+      ctx.model.endpoints = ctx.model.endpoints.filter((e) => e.id !== id);
+      ctx.model.deletedEndpoints.push(id);
+      expectError(await send(ctx, 'get', `/v1/webhook-endpoints/${id}`), 404, 'not_found', 'a deleted endpoint is gone');
+    },
+  },
+
+  listWebhookDeliveries: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.endpoints, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('endpoint', 'id'),
+    async check(ctx, ex, { path, query }) {
+      expectStatus(ex, 200, 'the deliveries of an endpoint of the workspace');
+      const page = ex.res.body as { data: WebhookDelivery[]; pagination: { total: number; page: number; limit: number } };
+      const { n } = await ctx.server.db
+        .selectFrom('webhook_deliveries')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('workspace_id', '=', ctx.model.workspaceId)
+        .where('endpoint_id', '=', path.id!.toLowerCase())
+        .executeTakeFirstOrThrow();
+      same(ex, page.pagination, { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) }, 'the pagination of the endpoint’s deliveries');
+      const order = page.data.map((d) => `${d.createdAt} ${d.id}`);
+      same(ex, order, [...order].sort().reverse(), 'deliveries newest first');
+    },
+  },
+
+  retryWebhookDelivery: {
+    async bind(ctx, parts, knobs) {
+      const { model } = ctx;
+      const find = () =>
+        ctx.server.db.selectFrom('webhook_deliveries').select(['id', 'endpoint_id']).where('workspace_id', '=', model.workspaceId).orderBy('id').execute();
+      let rows = await find();
+      if (rows.length === 0) {
+        // An endpoint for every type, then a change that records an event for it.
+        const { secret: _secret, ...made } = await createEndpoint(ctx.server.db, ctx.server.secrets, model.workspaceId, { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] }, true);
+        model.endpoints.push(made);
+        await freshThread(ctx, model.channels[0]!);
+        rows = await find();
+      }
+      const row = pick(rows, knobs.picks[0])!;
+      parts.path.id = casing(row.endpoint_id, knobs.upper);
+      parts.path.deliveryId = casing(row.id, knobs.upper && knobs.anchor);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      await plans.retryWebhookDelivery!.bind!(ctx, parts, knobs, false);
+      if (refusal.field === 'id') parts.path.id = ctx.model.foreign.id.endpoint;
+      else parts.path.deliveryId = refusal.target === 'foreign' ? ctx.model.foreign.id.delivery : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[1] })[0]!;
+      return (ex) => {
+        expectError(ex, 404, 'not_found', `${refusal.target} ${refusal.field}`);
+        same(ex, (ex.res.body as { error: { message: string } }).error.message, 'Delivery not found.', 'not-found message');
+      };
+    },
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 202, 'retrying a delivery of an endpoint of the workspace');
+      const delivery = ex.res.body as WebhookDelivery;
+      if (delivery.id !== path.deliveryId!.toLowerCase()) fail(ex, 'another delivery than the one asked for');
+      if (delivery.status !== 'pending' || delivery.nextAttemptAt === null) fail(ex, 'a retried delivery is pending, due now');
+    },
+  },
 };
 
 /** Any operation without a plan (a new one in the contract) still gets the generic checks. */
@@ -1410,8 +1596,10 @@ export interface FuzzOptions {
 const ORDER: OperationId[] = [
   'createAgent', 'updateAgent', 'deleteAgent', 'createStage', 'updateStage', 'deleteStage', 'createContact', 'updateContact',
   'createChannel', 'updateChannel', 'simulateSandboxInbound', 'createThread', 'sendMessage', 'updateThread', 'registerNps', 'deleteContact',
+  'createWebhookEndpoint', 'updateWebhookEndpoint', 'deleteWebhookEndpoint', 'retryWebhookDelivery',
   'listAgents', 'getAgent', 'listContacts', 'getContact', 'listChannels', 'getChannel', 'listStages', 'listThreads', 'getThread',
   'listThreadMessages', 'listThreadHistory', 'getNpsStats', 'getFunnelStats',
+  'listEvents', 'getEvent', 'listWebhookEndpoints', 'getWebhookEndpoint', 'listWebhookDeliveries',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -1440,6 +1628,13 @@ async function setUp(server: TestServer): Promise<Model> {
   const channels = (await listWorkspaceChannels(db, own.workspaceId)).map(channelRowToChannel);
   const thread = (await insertOpenThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date()))!;
   const stageRows = await db.selectFrom('stages').selectAll().where('workspace_id', '=', own.workspaceId).orderBy('position').execute();
+  // Webhook endpoints for every type (so the writes above and below record deliveries), here and in the other workspace.
+  const hook = (ws: string, n: number) => createEndpoint(db, server.secrets, ws, { url: `https://seed${n}.example/hook`, events: ['*'] }, true);
+  const { secret: _foreignSecret, ...foreignEndpoint } = await hook(other.workspaceId, 0);
+  const { secret: _secret, ...endpoint } = await hook(own.workspaceId, 1);
+  await insertOpenThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[1]!.id }, new Date());
+  const foreignEvent = await db.selectFrom('events').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
+  const foreignDelivery = await db.selectFrom('webhook_deliveries').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
   const model: Model = {
     workspaceId: own.workspaceId,
     apiKey: own.apiKey,
@@ -1454,9 +1649,20 @@ async function setUp(server: TestServer): Promise<Model> {
     history: new Map(),
     answers: new Map(),
     erased: [],
+    endpoints: [endpoint],
+    deletedEndpoints: [],
     foreign: {
       workspaceId: other.workspaceId,
-      id: { agent: foreignAgent.id, contact: foreignContact.id, channel: other.channels[0]!.id, thread: foreignThread.id, stage: foreignStage },
+      id: {
+        agent: foreignAgent.id,
+        contact: foreignContact.id,
+        channel: other.channels[0]!.id,
+        thread: foreignThread.id,
+        stage: foreignStage,
+        endpoint: foreignEndpoint.id,
+        event: foreignEvent.id,
+        delivery: foreignDelivery.id,
+      },
     },
     fixtures: 0,
   };

@@ -1,0 +1,220 @@
+// Webhook deliveries, run by the queue: one job per delivery, claimed by one instance at a time
+// (the queue's lease). Each attempt checks the URL again (resolved, every address public unless
+// private URLs are allowed), sends the signed event, and records the outcome with the job's next
+// step in one statement: done, retried after the next of WEBHOOK_RETRY_DELAYS, or failed. An
+// endpoint gets at most `endpointConcurrency` attempts at once per process, so a slow or dead one
+// holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
+// slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
+import { sql } from 'kysely';
+import type { SecretBox } from '../channels/secrets.js';
+import type { Db } from '../db/database.js';
+import type { Logger } from '../logger.js';
+import { finishJob, type Job } from '../jobs/queue.js';
+import type { JobResult, QueueHandler } from '../jobs/worker.js';
+import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
+import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
+import { RefusedUrlError, resolveTarget } from './ssrf.js';
+
+/** An endpoint whose attempts have all failed for this long is disabled. */
+export const DISABLE_AFTER_MS = 5 * 86_400_000;
+
+export interface WebhookDispatchOptions {
+  db: Db;
+  secrets: SecretBox | undefined;
+  /** The waits after the 1st, 2nd, ... failed attempt; after the last the delivery is failed. */
+  retryDelaysMs: readonly number[];
+  allowPrivateUrls: boolean;
+  /** Attempts to one endpoint this process makes at once. */
+  endpointConcurrency: number;
+  timeoutMs?: number;
+  logger?: Logger;
+}
+
+interface DeliveryTarget {
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  url: string;
+  secret: string;
+  enabled: boolean;
+  event_id: string;
+  type: string;
+  data: unknown;
+  created_at: Date;
+}
+
+async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Promise<DeliveryTarget | undefined> {
+  const result = await sql<DeliveryTarget>`
+    select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.created_at
+      from webhook_deliveries d
+      join webhook_endpoints e on e.workspace_id = d.workspace_id and e.id = d.endpoint_id
+      join events ev on ev.workspace_id = d.workspace_id and ev.id = d.event_id
+     where d.workspace_id = ${workspaceId} and d.id = ${deliveryId}`.execute(db);
+  return result.rows[0];
+}
+
+/** The body every attempt of an event sends: the event as GET /events/{id} answers it. */
+export const eventBody = (target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'created_at'>): string =>
+  JSON.stringify({ id: target.event_id, type: target.type, createdAt: target.created_at.toISOString(), data: { object: target.data } });
+
+/** Slots of one endpoint in this process: attempts running (with their start times) and jobs waiting for one. */
+interface EndpointSlots {
+  running: Set<number>;
+  waiting: Array<() => void>;
+}
+
+/** How long a claimed job may wait in process for its endpoint's slot before it steps aside. */
+const WAIT_FOR_SLOT_MS = 250;
+/** An endpoint whose oldest running attempt is older than this is slow: its extra jobs step aside at once. */
+const SLOW_MS = 1_000;
+
+export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
+  const { db } = options;
+  const slots = new Map<string, EndpointSlots>();
+  const delays = options.retryDelaysMs.map((d) => Math.round(d));
+  const cap = options.endpointConcurrency;
+
+  /**
+   * A slot of the endpoint: at once when one is free; else, unless the endpoint is slow or already
+   * has `cap` jobs waiting, after waiting up to WAIT_FOR_SLOT_MS. False: the job steps aside (it
+   * goes back to the queue untried), so a slow endpoint holds at most `cap` worker slots running
+   * and, briefly, `cap` waiting.
+   */
+  async function acquire(endpointId: string): Promise<number | undefined> {
+    let entry = slots.get(endpointId);
+    if (!entry) slots.set(endpointId, (entry = { running: new Set(), waiting: [] }));
+    const take = (): number => {
+      let at = performance.now();
+      while (entry.running.has(at)) at += 1e-6;
+      entry.running.add(at);
+      return at;
+    };
+    if (entry.running.size < cap) return take();
+    const oldest = Math.min(...entry.running);
+    if (performance.now() - oldest > SLOW_MS || entry.waiting.length >= cap) return undefined;
+    const got = await new Promise<boolean>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        entry.waiting.splice(entry.waiting.indexOf(wake), 1);
+        resolve(false);
+      }, WAIT_FOR_SLOT_MS);
+      entry.waiting.push(wake);
+    });
+    return got ? take() : undefined;
+  }
+
+  function release(endpointId: string, slot: number): void {
+    const entry = slots.get(endpointId);
+    if (!entry) return;
+    entry.running.delete(slot);
+    const next = entry.waiting.shift();
+    if (next) next();
+    else if (entry.running.size === 0) slots.delete(endpointId);
+  }
+
+  /**
+   * Records an attempt's outcome and the job's next step in one statement: the delivery, the
+   * endpoint's failing streak (5 days of failures disable it, saying why), and the job finished or
+   * put back for its retry. A manual retry of a failed delivery is one more attempt, not a new schedule.
+   */
+  async function record(job: Job, payload: WebhookJobPayload & { manual?: boolean }, wasFailed: boolean, result: AttemptResult): Promise<void> {
+    const now = new Date();
+    const held = sql`jobs.workspace_id = ${job.workspace_id} and jobs.id = ${job.id} and jobs.locked_by = ${job.locked_by}`;
+    if (result.ok) {
+      await sql`
+        with delivered as (
+          update webhook_deliveries
+             set status = 'succeeded', attempts = attempts + 1, last_attempt_at = ${now}::timestamptz,
+                 last_response_status = ${result.status}, last_error = null, next_attempt_at = null
+           where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId}
+        ), streak as (
+          update webhook_endpoints set failing_since = null
+           where workspace_id = ${job.workspace_id} and id = ${payload.endpointId} and failing_since is not null
+        )
+        delete from jobs where ${held}`.execute(db);
+      return;
+    }
+    const final = Boolean(payload.manual && wasFailed);
+    const since = new Date(now.getTime() - DISABLE_AFTER_MS);
+    await sql`
+      with failed as (
+        update webhook_deliveries d
+           set attempts = d.attempts + 1, last_attempt_at = ${now}::timestamptz,
+               last_response_status = ${result.status}, last_error = ${result.error},
+               status = case when ${final} or d.attempts + 1 > ${delays.length} then 'failed' else 'pending' end,
+               next_attempt_at = case when ${final} or d.attempts + 1 > ${delays.length} then null
+                                      else ${now}::timestamptz + (${delays}::int[])[d.attempts + 1] * interval '1 millisecond' end
+         where d.workspace_id = ${job.workspace_id} and d.id = ${payload.deliveryId}
+        returning d.status, d.next_attempt_at
+      ), retried as (
+        update jobs set run_at = f.next_attempt_at, locked_by = null, locked_until = null, last_error = ${result.error}
+          from failed f
+         where ${held} and f.status = 'pending'
+      ), done as (
+        delete from jobs where ${held} and exists (select 1 from failed f where f.status = 'failed')
+      )
+      update webhook_endpoints
+         set failing_since = coalesce(failing_since, ${now}::timestamptz),
+             enabled = case when failing_since <= ${since}::timestamptz then false else enabled end,
+             disabled_reason = case when failing_since <= ${since}::timestamptz
+               then 'every delivery attempt since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' failed (5 days); the last: ' || ${result.error}
+               else disabled_reason end,
+             updated_at = case when failing_since <= ${since}::timestamptz then ${now}::timestamptz else updated_at end
+       where workspace_id = ${job.workspace_id} and id = ${payload.endpointId}`.execute(db);
+  }
+
+  async function attempt(job: Job, payload: WebhookJobPayload & { manual?: boolean }, signal: AbortSignal): Promise<JobResult> {
+    const target = await loadTarget(db, job.workspace_id, payload.deliveryId);
+    // The endpoint or the event is gone (deleted, purged), or another job already settled it.
+    if (!target || (target.status !== 'pending' && !payload.manual)) return { kind: 'done' };
+    if (!target.enabled) {
+      await db.transaction().execute(async (trx) => {
+        await sql`
+          update webhook_deliveries set status = 'failed', next_attempt_at = null, last_error = 'the endpoint is disabled'
+           where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId} and status = 'pending'`.execute(trx);
+        await finishJob(trx, job);
+      });
+      return { kind: 'finished' };
+    }
+    let result: AttemptResult;
+    try {
+      if (!options.secrets) throw new RefusedUrlError('the service cannot open the endpoint secret (SECRETS_KEY is not set)');
+      const secret = options.secrets.open(target.secret);
+      const checked = await resolveTarget(target.url, options.allowPrivateUrls);
+      result = await sendWebhook({ target: checked, secret, eventId: target.event_id, body: eventBody(target), timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS, signal });
+    } catch (err) {
+      if (!(err instanceof RefusedUrlError)) throw err;
+      result = { ok: false, status: null, error: `refused to send: the URL ${err.message}` };
+    }
+    if (signal.aborted && !result.ok) throw new Error('stopped');
+    await record(job, payload, target.status === 'failed', result);
+    return { kind: 'finished' };
+  }
+
+  return {
+    queue: WEBHOOK_QUEUE,
+    maxAttempts: 20,
+    retryBaseMs: 1_000,
+    async run(job, signal) {
+      const payload = job.payload as unknown as WebhookJobPayload & { manual?: boolean };
+      const slot = await acquire(payload.endpointId);
+      if (slot === undefined) return { kind: 'later', runAt: new Date(Date.now() + 500 + Math.floor(Math.random() * 1_000)) };
+      try {
+        return await attempt(job, payload, signal);
+      } finally {
+        release(payload.endpointId, slot);
+      }
+    },
+    async giveUp(job, lastError) {
+      const payload = job.payload as unknown as WebhookJobPayload;
+      await db.transaction().execute(async (trx) => {
+        await sql`
+          update webhook_deliveries set status = 'failed', next_attempt_at = null, last_error = ${lastError}
+           where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId}`.execute(trx);
+        await finishJob(trx, job);
+      });
+    },
+  };
+}

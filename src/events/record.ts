@@ -1,0 +1,119 @@
+// The event log: every change the API exposes is recorded here, in the transaction of the change,
+// together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
+// a committed change always has its event and its webhooks, and a rolled-back one has neither.
+import { sql } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
+import type { components } from '../../generated/api.js';
+import type { Db } from '../db/database.js';
+import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
+import type { EventRow } from '../db/schema.js';
+import { JOBS_CHANNEL } from '../jobs/queue.js';
+
+export type Event = components['schemas']['Event'];
+export type EventType = components['schemas']['EventType'];
+
+/** The queue webhook deliveries run on. */
+export const WEBHOOK_QUEUE = 'webhook-delivery';
+
+/** How long events are kept. */
+export const EVENT_RETENTION_DAYS = 30;
+
+/** A UUIDv7 made by PostgreSQL (time-ordered like the service's own ids), for rows a statement fans out. */
+const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
+
+/** The payload of a delivery job. */
+export interface WebhookJobPayload {
+  deliveryId: string;
+  endpointId: string;
+}
+
+/** The contact an event is about: erasing them scrubs it. */
+function contactOf(type: EventType, object: Record<string, unknown>): string | null {
+  if (type === 'contact.created') return object.id as string;
+  return typeof object.contactId === 'string' ? object.contactId : null;
+}
+
+/**
+ * Records an event of `type` about `object` (as the API returns it), and fans it out to the
+ * workspace's enabled endpoints subscribed to the type (or to '*'): a pending delivery and its job
+ * each, announced to the workers with NOTIFY. One statement; call it with the change's transaction.
+ */
+export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, now: Date = new Date()): Promise<string> {
+  const id = uuidv7();
+  await sql`
+    with event as (
+      insert into events (workspace_id, id, type, data, contact_id, created_at)
+      values (${workspaceId}::uuid, ${id}::uuid, ${type}, ${JSON.stringify(object)}::jsonb,
+              ${contactOf(type, object as Record<string, unknown>)}::uuid, ${now}::timestamptz)
+    ), targets as materialized (
+      select e.id as endpoint_id, ${sql.raw(UUID_V7_SQL)} as delivery_id, ${sql.raw(UUID_V7_SQL)} as job_id
+        from webhook_endpoints e
+       where e.workspace_id = ${workspaceId}::uuid
+         and e.enabled
+         and (${type} = any (e.events) or '*' = any (e.events))
+    ), deliveries as (
+      insert into webhook_deliveries (workspace_id, id, endpoint_id, event_id, status, attempts, next_attempt_at, created_at)
+      select ${workspaceId}::uuid, t.delivery_id, t.endpoint_id, ${id}::uuid, 'pending', 0, ${now}::timestamptz, ${now}::timestamptz
+        from targets t
+    ), jobs_added as (
+      insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
+      select ${workspaceId}::uuid, t.job_id, ${WEBHOOK_QUEUE}, jsonb_build_object('deliveryId', t.delivery_id, 'endpointId', t.endpoint_id),
+             ${now}::timestamptz, ${now}::timestamptz
+        from targets t
+      returning 1
+    )
+    select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added`.execute(trx);
+  return id;
+}
+
+export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'created_at'>): Event {
+  return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data } } as Event;
+}
+
+const eventList = listSource<Event>(
+  'events',
+  {
+    id: 'id',
+    type: 'type',
+    createdAt: { instant: 'created_at' },
+    data: { sql: `json_build_object('object', p.data)` },
+  } as never,
+);
+
+/** A page of the workspace's events, newest first, of one type when given. */
+export async function listEvents(db: Db, workspaceId: string, type: EventType | undefined, page: number, limit: number): Promise<PageText<Event>> {
+  const where: Condition[] = [['workspace_id = ?', workspaceId]];
+  if (type) where.push(['type = ?', type]);
+  return listPage(db, eventList, where, { page, limit, newestFirst: true });
+}
+
+export async function getEvent(db: Db, workspaceId: string, id: string): Promise<Event | undefined> {
+  const row = await db
+    .selectFrom('events')
+    .select(['id', 'type', 'data', 'created_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row && eventRowToEvent(row);
+}
+
+/**
+ * Scrubs an erased contact's events as their records are: their contact.created events go (with
+ * their deliveries), their messages' events lose `content`. Run it in the erasure's transaction.
+ */
+export async function scrubContactEvents(trx: Db, workspaceId: string, contactId: string): Promise<void> {
+  await sql`
+    delete from events
+     where workspace_id = ${workspaceId} and contact_id = ${contactId} and type like 'contact.%'`.execute(trx);
+  await sql`
+    update events set data = jsonb_set(data, '{content}', 'null')
+     where workspace_id = ${workspaceId} and contact_id = ${contactId} and type like 'message.%'
+       and data->>'content' is not null`.execute(trx);
+}
+
+/** Deletes events older than the retention (their deliveries cascade); how many went. */
+export async function purgeOldEvents(db: Db, now: Date = new Date()): Promise<number> {
+  const before = new Date(now.getTime() - EVENT_RETENTION_DAYS * 86_400_000);
+  const result = await db.deleteFrom('events').where('created_at', '<', before).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
