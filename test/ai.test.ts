@@ -143,6 +143,12 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     return data!.data;
   }
 
+  /** What an integrator's webhook is told: the event log's objects of one type, oldest first. */
+  async function eventObjects(ws: TestWorkspace, type: 'message.created' | 'thread.updated'): Promise<Record<string, unknown>[]> {
+    const { data } = await ws.api.GET('/events', { params: { query: { type, limit: 100 } } });
+    return data!.data.map((event) => event.data.object as unknown as Record<string, unknown>).reverse();
+  }
+
   const aiJobs = (workspaceId: string) =>
     server.db.selectFrom('jobs').selectAll().where('workspace_id', '=', workspaceId).where('queue', '=', 'ai-reply').execute();
 
@@ -186,6 +192,12 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     });
     expect(first.agentId).toBeNull();
     expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+    // The integrator learns of the answer as of any message, with the agent that wrote it.
+    const created = await eventObjects(setup.ws, 'message.created');
+    expect(created.map((m) => [m.id, m.agentId])).toEqual([
+      [first.id, null],
+      [answer!.id, setup.agentId],
+    ]);
   });
 
   it('when the customer writes again, then the context holds the conversation oldest first, inbound as user and outbound as assistant', async () => {
@@ -240,6 +252,8 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     const { data: thread } = await setup.ws.api.GET('/threads/{id}', { params: { path: { id: first.threadId } } });
     expect(thread!.agentId).toBeNull();
     expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
+    // To the integrator, the handoff is a thread.updated event whose thread has no agent.
+    expect((await eventObjects(setup.ws, 'thread.updated')).at(-1)).toEqual(thread);
     expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
 
     await inbound(setup, (await contactPhone(setup.ws, first.contactId))!, 'Alô?');
