@@ -1,13 +1,18 @@
-// npm run --silent secrets:rotate: re-seals every channel's Meta secrets under SECRETS_KEY, opening
-// the old ones with SECRETS_KEY_PREVIOUS. Prints {keyId, resealed, remaining}; once remaining is 0
+// npm run --silent secrets:rotate: re-seals every channel's Meta secrets and every webhook endpoint's
+// secret under SECRETS_KEY, opening the old ones with SECRETS_KEY_PREVIOUS. Prints {keyId, resealed,
+// remaining} (channels and endpoints together); once remaining is 0
 // (and every instance runs with the new SECRETS_KEY), SECRETS_KEY_PREVIOUS can be dropped.
 import { createSecretBox } from '../src/channels/secrets.js';
 import { rotateChannelSecrets } from '../src/channels/settings.js';
+import { rotateWebhookSecrets } from '../src/events/endpoints.js';
 import { loadConfig } from '../src/config.js';
 import { runCommand, UsageError } from './cli.js';
 
 await runCommand(async (db) => {
   const config = loadConfig();
   if (!config.secretsKey) throw new UsageError('set SECRETS_KEY to the new key and SECRETS_KEY_PREVIOUS to the old one(s)');
-  return rotateChannelSecrets(db, createSecretBox(config.secretsKey, config.secretsKeyPrevious));
+  const box = createSecretBox(config.secretsKey, config.secretsKeyPrevious);
+  const channels = await rotateChannelSecrets(db, box);
+  const endpoints = await rotateWebhookSecrets(db, box);
+  return { keyId: channels.keyId, resealed: channels.resealed + endpoints.resealed, remaining: channels.remaining + endpoints.remaining };
 });

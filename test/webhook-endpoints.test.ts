@@ -174,6 +174,21 @@ describe('delivery', () => {
     expect(receiver.to(path)).toHaveLength(4);
   });
 
+  it('when a failed delivery is retried by hand and fails again, then it is failed again with one more attempt and no new schedule', async () => {
+    const ws = await createWorkspace(server);
+    const { endpoint: created, path } = await endpoint(ws);
+    receiver.answer((r) => (r.path === path ? { status: 503 } : undefined));
+    await createContact(ws);
+    const [failed] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'failed', 'delivery failed');
+
+    await ws.api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: created.id, deliveryId: failed!.id } } });
+    const [again] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'failed' && d[0].attempts === 4, 'failed again');
+
+    expect(again).toMatchObject({ status: 'failed', attempts: 4, lastResponseStatus: 503, nextAttemptAt: null });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.to(path)).toHaveLength(4);
+  });
+
   it('when an endpoint is disabled, then it receives nothing and no delivery is made for it', async () => {
     const ws = await createWorkspace(server);
     const { endpoint: off, path: offPath } = await endpoint(ws);

@@ -119,7 +119,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
    * endpoint's failing streak (5 days of failures disable it, saying why), and the job finished or
    * put back for its retry. A manual retry of a failed delivery is one more attempt, not a new schedule.
    */
-  async function record(job: Job, payload: WebhookJobPayload & { manual?: boolean }, wasFailed: boolean, result: AttemptResult): Promise<void> {
+  async function record(job: Job, payload: WebhookJobPayload, result: AttemptResult): Promise<void> {
     const now = new Date();
     const held = sql`jobs.workspace_id = ${job.workspace_id} and jobs.id = ${job.id} and jobs.locked_by = ${job.locked_by}`;
     if (result.ok) {
@@ -136,7 +136,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
         delete from jobs where ${held}`.execute(db);
       return;
     }
-    const final = Boolean(payload.manual && wasFailed);
+    const final = Boolean(payload.manual && payload.wasFailed);
     const since = new Date(now.getTime() - DISABLE_AFTER_MS);
     await sql`
       with failed as (
@@ -165,7 +165,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
        where workspace_id = ${job.workspace_id} and id = ${payload.endpointId}`.execute(db);
   }
 
-  async function attempt(job: Job, payload: WebhookJobPayload & { manual?: boolean }, signal: AbortSignal): Promise<JobResult> {
+  async function attempt(job: Job, payload: WebhookJobPayload, signal: AbortSignal): Promise<JobResult> {
     const target = await loadTarget(db, job.workspace_id, payload.deliveryId);
     // The endpoint or the event is gone (deleted, purged), or another job already settled it.
     if (!target || (target.status !== 'pending' && !payload.manual)) return { kind: 'done' };
@@ -189,7 +189,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
       result = { ok: false, status: null, error: `refused to send: the URL ${err.message}` };
     }
     if (signal.aborted && !result.ok) throw new Error('stopped');
-    await record(job, payload, target.status === 'failed', result);
+    await record(job, payload, result);
     return { kind: 'finished' };
   }
 
@@ -198,7 +198,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
     maxAttempts: 20,
     retryBaseMs: 1_000,
     async run(job, signal) {
-      const payload = job.payload as unknown as WebhookJobPayload & { manual?: boolean };
+      const payload = job.payload as unknown as WebhookJobPayload;
       const slot = await acquire(payload.endpointId);
       if (slot === undefined) return { kind: 'later', runAt: new Date(Date.now() + 500 + Math.floor(Math.random() * 1_000)) };
       try {

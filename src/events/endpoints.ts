@@ -176,12 +176,21 @@ export async function getDelivery(db: Db, workspaceId: string, endpointId: strin
 
 /**
  * Sends a delivery again now: a pending one's job is made due at once; a finished one is pending
- * again with a new job (payload `manual`: a failed retry ends it, no schedule follows). Undefined
- * when the endpoint has no such delivery.
+ * again with a new job (payload `manual`; for a delivery that had failed, a failed retry fails it
+ * again, no schedule follows). Undefined when the endpoint has no such delivery.
  */
 export async function retryDelivery(db: Db, workspaceId: string, endpointId: string, id: string): Promise<WebhookDelivery | undefined> {
   const now = new Date();
   const found = await transact(db, async (trx) => {
+    const before = await trx
+      .selectFrom('webhook_deliveries')
+      .select('status')
+      .where('workspace_id', '=', workspaceId)
+      .where('endpoint_id', '=', endpointId)
+      .where('id', '=', id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!before) return false;
     const row = await trx
       .updateTable('webhook_deliveries')
       .set({ status: 'pending', next_attempt_at: now })
@@ -204,7 +213,7 @@ export async function retryDelivery(db: Db, workspaceId: string, endpointId: str
           workspace_id: workspaceId,
           id: uuidv7(),
           queue: WEBHOOK_QUEUE,
-          payload: JSON.stringify({ deliveryId: id, endpointId, manual: true } satisfies WebhookJobPayload & { manual: boolean }),
+          payload: JSON.stringify({ deliveryId: id, endpointId, manual: true, wasFailed: before.status === 'failed' } satisfies WebhookJobPayload),
           run_at: now,
           created_at: now,
         })
@@ -214,4 +223,25 @@ export async function retryDelivery(db: Db, workspaceId: string, endpointId: str
     return true;
   });
   return found ? getDelivery(db, workspaceId, endpointId, id) : undefined;
+}
+
+/**
+ * Re-seals every endpoint secret that another key sealed (SECRETS_KEY_PREVIOUS) under the current
+ * SECRETS_KEY (npm run secrets:rotate, with the channels' secrets); one changed meanwhile is left
+ * for the next run.
+ */
+export async function rotateWebhookSecrets(db: Db, box: SecretBox): Promise<{ resealed: number; remaining: number }> {
+  const stale = () => db.selectFrom('webhook_endpoints').select(['workspace_id', 'id', 'secret']).where('secret', 'not like', `v1.${box.keyId}.%`).execute();
+  let resealed = 0;
+  for (const row of await stale()) {
+    const result = await db
+      .updateTable('webhook_endpoints')
+      .set({ secret: box.seal(box.open(row.secret)) })
+      .where('workspace_id', '=', row.workspace_id)
+      .where('id', '=', row.id)
+      .where('secret', '=', row.secret)
+      .executeTakeFirst();
+    if (result.numUpdatedRows > 0n) resealed++;
+  }
+  return { resealed, remaining: (await stale()).length };
 }

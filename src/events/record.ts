@@ -25,6 +25,10 @@ const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 export interface WebhookJobPayload {
   deliveryId: string;
   endpointId: string;
+  /** A manual retry (POST .../retry) of a delivery that was no longer pending. */
+  manual?: boolean;
+  /** It had failed: a failed manual retry fails it again, with no new schedule. */
+  wasFailed?: boolean;
 }
 
 /** The contact an event is about: erasing them scrubs it. */
