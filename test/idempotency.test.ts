@@ -3,11 +3,14 @@
 // commits with the change or not at all; keys belong to one API key and last 24 hours.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../src/db/database.js';
 import { purgeExpiredResults } from '../src/db/idempotency.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
-import { startServer, type TestServer } from './helpers/server.js';
+import { sleep } from './helpers/processes.js';
+import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -25,6 +28,43 @@ const count = async (table: 'agents' | 'contacts' | 'threads' | 'messages', work
 
 const storedKeys = async (workspaceId: string): Promise<number> =>
   (await server.db.selectFrom('idempotency_keys').select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow()).n;
+
+/** Results stored under this key string, by any API key of any workspace. */
+const storedUnder = async (key: string): Promise<number> =>
+  (await server.db.selectFrom('idempotency_keys').select(sql<number>`count(*)::int`.as('n')).where('key', '=', key).executeTakeFirstOrThrow()).n;
+
+/**
+ * A transaction of the test's own, on a connection outside the service's pool, that has inserted a
+ * row under the key and not committed: a request's lookup does not see it, and its store waits on
+ * it (the primary key) until the test rolls it back.
+ */
+async function holdKeyRow(ws: TestWorkspace, key: string): Promise<pg.Client> {
+  const holder = new pg.Client({ connectionString: databaseUrl });
+  await holder.connect();
+  await holder.query('begin');
+  await holder.query(
+    `insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response)
+     values ($1, $2, $3, 'POST', '/v1/contacts', '', 201, '')`,
+    [ws.workspaceId, ws.keyId, key],
+  );
+  return holder;
+}
+
+/** The backend of the request whose store waits on the held row (the one request of this test storing a key). */
+async function blockedStore(holder: pg.Client): Promise<number> {
+  for (let tries = 0; tries < 200; tries++) {
+    // The activity view is read once per transaction unless cleared, and the holder is in one.
+    await holder.query('select pg_stat_clear_snapshot()');
+    const { rows } = await holder.query<{ pid: number }>(
+      `select pid from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid() and wait_event_type = 'Lock'
+          and query ilike 'insert into %idempotency_keys%'`,
+    );
+    if (rows[0]) return rows[0].pid;
+    await sleep(25);
+  }
+  throw new Error('no request waited to store its result');
+}
 
 describe('POST with Idempotency-Key', () => {
   it('when the same request is sent again with the key, then the first result is replayed and nothing new is stored', async () => {
@@ -244,5 +284,124 @@ describe('POST with Idempotency-Key', () => {
     expect(later.body.id).not.toBe(first.body.id);
     expect(purged).toBeGreaterThanOrEqual(1);
     expect(await storedKeys(ws.workspaceId)).toBe(0);
+  });
+
+  // Database errors that really happen, not raised by the test: the connection cut under the
+  // request (as a restart or failover does) and a statement timeout while waiting on a lock.
+  it.skipIf(!databaseUrl)(
+    'when the connection is cut while the result is stored, then neither the change nor the key is stored, and the retry makes one record',
+    async () => {
+      const ws = await createWorkspace(server);
+      const key = randomUUID();
+      const body = buildContact();
+      const holder = await holdKeyRow(ws, key);
+      try {
+        const pending = post(ws, '/v1/contacts', body, key);
+        const pid = await blockedStore(holder);
+        // The contact is inserted in the request's transaction, which now waits to store the key.
+        await holder.query('select pg_terminate_backend($1)', [pid]);
+        const failed = await pending;
+        await holder.query('rollback');
+
+        expect(failed.status).toBe(503);
+        expect(failed.body.error.code).toBe('service_unavailable');
+        expect([await count('contacts', ws.workspaceId), await storedKeys(ws.workspaceId)]).toEqual([0, 0]);
+
+        const retried = await post(ws, '/v1/contacts', body, key);
+        const again = await post(ws, '/v1/contacts', body, key);
+
+        expect(retried.status).toBe(201);
+        expect(retried.headers.get('idempotent-replayed')).toBeNull();
+        expect([again.status, again.body.id, again.headers.get('idempotent-replayed')]).toEqual([201, retried.body.id, 'true']);
+        expect([await count('contacts', ws.workspaceId), await storedKeys(ws.workspaceId)]).toEqual([1, 1]);
+      } finally {
+        await holder.end();
+      }
+    },
+  );
+
+  it.skipIf(!databaseUrl)(
+    'when storing the result runs past the statement timeout, then 503 and nothing is stored, and the retry makes one record',
+    async () => {
+      const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2, statementTimeoutMs: 300 });
+      const impatient = await startServer({ db });
+      const ws = await createWorkspace(impatient);
+      const key = randomUUID();
+      const body = buildContact();
+      const send = () => request(impatient, 'POST', '/v1/contacts', { apiKey: ws.apiKey, body, headers: { 'idempotency-key': key } });
+      const holder = await holdKeyRow(ws, key);
+      try {
+        const failed = await send();
+        await holder.query('rollback');
+
+        expect(failed.status).toBe(503);
+        expect(failed.body.error.code).toBe('service_unavailable');
+        expect(failed.body.error.message).toBe('The database took too long to answer; retry later.');
+        expect([await count('contacts', ws.workspaceId), await storedKeys(ws.workspaceId)]).toEqual([0, 0]);
+
+        const retried = await send();
+
+        expect(retried.status).toBe(201);
+        expect(retried.headers.get('idempotent-replayed')).toBeNull();
+        expect([await count('contacts', ws.workspaceId), await storedKeys(ws.workspaceId)]).toEqual([1, 1]);
+      } finally {
+        await holder.end();
+        await impatient.close();
+        await db.destroy();
+      }
+    },
+  );
+});
+
+describe('POST with Idempotency-Key refused before its handler', () => {
+  it('when the API key is unknown, then 401 and nothing is stored under the key', async () => {
+    const key = randomUUID();
+
+    const refused = await request(server, 'POST', '/v1/contacts', {
+      apiKey: `sfk_${'0'.repeat(40)}`,
+      body: buildContact(),
+      headers: { 'idempotency-key': key },
+    });
+
+    expect(refused.status).toBe(401);
+    expect(await storedUnder(key)).toBe(0);
+  });
+
+  it('when the API key lacks the scope, then 403 and nothing is stored under the key', async () => {
+    const ws = await createWorkspace(server, { scopes: ['contacts:read'] });
+    const key = randomUUID();
+
+    const refused = await post(ws, '/v1/contacts', buildContact(), key);
+
+    expect(refused.status).toBe(403);
+    expect(await storedUnder(key)).toBe(0);
+    expect(await count('contacts', ws.workspaceId)).toBe(0);
+  });
+
+  it('when the body breaks the contract, then 400 and nothing is stored, so the key then serves a valid body', async () => {
+    const ws = await createWorkspace(server);
+    const key = randomUUID();
+
+    const refused = await post(ws, '/v1/contacts', { email: 'sem.nome@exemplo.com.br' }, key);
+    const valid = await post(ws, '/v1/contacts', buildContact(), key);
+
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.code).toBe('validation_error');
+    expect(valid.status).toBe(201);
+    expect(valid.headers.get('idempotent-replayed')).toBeNull();
+    expect(await storedKeys(ws.workspaceId)).toBe(1);
+  });
+
+  it('when the key is over its rate limit, then 429 and nothing is stored under the key', async () => {
+    const ws = await createWorkspace(server, { plan: 'free' });
+    const key = randomUUID();
+    for (let i = 0; i < 60; i++) expect((await request(server, 'GET', '/v1/contacts', { apiKey: ws.apiKey })).status).toBe(200);
+
+    const refused = await post(ws, '/v1/contacts', buildContact(), key);
+
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('rate_limited');
+    expect(await storedUnder(key)).toBe(0);
+    expect(await count('contacts', ws.workspaceId)).toBe(0);
   });
 });
