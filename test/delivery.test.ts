@@ -256,14 +256,18 @@ describe('order per contact', () => {
     await whatsappInbound(meta, contact.phone);
     await whatsappInbound(meta, other.phone);
     // Mensagem 1 fails passingly until all six are queued, it failed twice, and the other
-    // contact's message went out (which it could not, were it queued behind Mensagem 1).
+    // contact's message went out (which it could not, were it queued behind Mensagem 1). Until all
+    // are queued its failures come slowly, so its retries (20 ms apart) cannot run out of
+    // attempts while the test is still sending.
     let allQueued = false;
     graph.answer((request) => {
       if (request.externalId !== meta.externalId || request.body.to !== contact.phone.slice(1)) return undefined;
       const requests = graph.to(meta.externalId);
       const attemptsOfFirst = requests.filter((r) => r.body.text?.body === 'Mensagem 1').length;
       const otherSent = requests.some((r) => r.body.to === other.phone.slice(1));
-      if (request.body.text?.body === 'Mensagem 1' && (!allQueued || attemptsOfFirst <= 2 || !otherSent)) return graphError(1, 'An unknown error occurred', 500);
+      if (request.body.text?.body !== 'Mensagem 1') return undefined;
+      if (!allQueued) return { ...graphError(1, 'An unknown error occurred', 500), delayMs: 1_000 };
+      if (attemptsOfFirst <= 2 || !otherSent) return graphError(1, 'An unknown error occurred', 500);
       return undefined;
     });
     try {

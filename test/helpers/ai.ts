@@ -3,8 +3,8 @@
 // with a chat.completion (text or a tool call) or an error, as the test scripts, after an optional
 // delay. Unscripted, it answers with a short text.
 import { randomBytes } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { closeServer, listenOnLoopback, readBody } from './processes.js';
 
 export interface ChatRequest {
   method: string;
@@ -61,16 +61,15 @@ export class AiDouble {
   private script: ChatScript | undefined;
   private readonly scripts = new Map<string, ChatScript>();
   private constructor(
-    private readonly server: http.Server,
+    private readonly server: Server,
     /** The base URL to give as AI_BASE_URL (ends in /v1, as OpenAI's does). */
     readonly url: string,
   ) {}
 
   static async start(): Promise<AiDouble> {
     let double: AiDouble | undefined;
-    const server = http.createServer((req, res) => void double!.handle(req, res));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    double = new AiDouble(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`);
+    const { server, origin } = await listenOnLoopback((req, res) => double!.handle(req, res));
+    double = new AiDouble(server, `${origin}/v1`);
     return double;
   }
 
@@ -90,14 +89,11 @@ export class AiDouble {
   }
 
   async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
+    await closeServer(this.server);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+    const text = (await readBody(req)).toString('utf8');
     let body: unknown;
     try {
       body = JSON.parse(text);

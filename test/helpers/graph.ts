@@ -3,8 +3,8 @@
 // document it, records every request, and answers as Graph does (a message id, or a Graph error)
 // unless the test scripts another answer. Also: signing and posting webhook deliveries as Meta does.
 import { createHmac, randomBytes } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { closeServer, listenOnLoopback, readBody } from './processes.js';
 
 export interface GraphRequest {
   method: string;
@@ -48,15 +48,14 @@ export class GraphDouble {
   readonly requests: GraphRequest[] = [];
   private script: Script | undefined;
   private constructor(
-    private readonly server: http.Server,
+    private readonly server: Server,
     readonly url: string,
   ) {}
 
   static async start(): Promise<GraphDouble> {
     let double: GraphDouble | undefined;
-    const server = http.createServer((req, res) => void double!.handle(req, res));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    double = new GraphDouble(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}/v23.0`);
+    const { server, origin } = await listenOnLoopback((req, res) => double!.handle(req, res));
+    double = new GraphDouble(server, `${origin}/v23.0`);
     return double;
   }
 
@@ -71,14 +70,11 @@ export class GraphDouble {
   }
 
   async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
+    await closeServer(this.server);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+    const text = (await readBody(req)).toString('utf8');
     const url = new URL(req.url ?? '/', 'http://graph');
     const match = /\/([^/]+)\/messages$/.exec(url.pathname);
     let body: unknown;

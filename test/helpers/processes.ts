@@ -1,6 +1,7 @@
 // Child processes a test owns: a redis-server on a port of its own (to stop and restart mid-test),
 // free ports, and JSON log lines captured from a logger or a child's stdout.
 import { spawn, type ChildProcess } from 'node:child_process';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
 
 /** A TCP port nobody listens on right now. */
@@ -10,6 +11,30 @@ export async function freePort(): Promise<number> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/**
+ * A real HTTP server on loopback, handing each request to `handle`: the base of the doubles of what
+ * lies outside the service (Graph API, AI API, an integrator's webhook endpoint). `origin` is
+ * http://127.0.0.1:port.
+ */
+export async function listenOnLoopback(handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<{ server: http.Server; origin: string }> {
+  const server = http.createServer((req, res) => void handle(req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, origin: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}` };
+}
+
+/** Closes a server of listenOnLoopback, its kept-alive connections included. */
+export async function closeServer(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
+/** The whole body of a request. */
+export async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

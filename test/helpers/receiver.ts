@@ -1,8 +1,8 @@
 // An integrator's webhook endpoint at the network edge: a local HTTP server that records every
 // request (headers and raw body, as a Standard Webhooks verifier needs them) and answers 204 unless
 // the test scripts another status, a delay, or a dropped connection.
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { closeServer, listenOnLoopback, readBody } from './processes.js';
 
 export interface ReceivedRequest {
   method: string;
@@ -23,17 +23,16 @@ export class WebhookReceiver {
   private script: ReceiverScript | undefined;
   private waiters: Array<() => void> = [];
   private constructor(
-    private readonly server: http.Server,
+    private readonly server: Server,
     /** The receiver's base URL, http://127.0.0.1:port */
     readonly url: string,
   ) {}
 
   static async start(): Promise<WebhookReceiver> {
     let receiver: WebhookReceiver | undefined;
-    const server = http.createServer((req, res) => void receiver!.handle(req, res));
+    const { server, origin } = await listenOnLoopback((req, res) => receiver!.handle(req, res));
     server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    receiver = new WebhookReceiver(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    receiver = new WebhookReceiver(server, `${origin}`);
     return receiver;
   }
 
@@ -66,16 +65,14 @@ export class WebhookReceiver {
   }
 
   async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
+    await closeServer(this.server);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = (await readBody(req)).toString('utf8');
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers[name] = value;
-    const request: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+    const request: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers, body, at: Date.now() };
     const index = this.requests.length;
     this.requests.push(request);
     const answer = this.script?.(request, index) ?? { status: 204 };
