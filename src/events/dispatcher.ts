@@ -197,6 +197,20 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
     queue: WEBHOOK_QUEUE,
     maxAttempts: 20,
     retryBaseMs: 1_000,
+    // The claim takes per endpoint only what acquire would run or let wait (`cap` each, less those
+    // running and waiting): under a backlog to one endpoint the worker no longer claims its 64
+    // slots' worth to put most of them back (one update each, due again 0.5-1.5 s later). A slow
+    // endpoint's jobs are still all taken, to step aside at once: they leave the head of the queue
+    // to the other endpoints' jobs, however many of them there are.
+    claimGroups() {
+      const allowance: Record<string, number> = {};
+      const now = performance.now();
+      for (const [endpointId, entry] of slots) {
+        const slow = entry.running.size >= cap && now - Math.min(...entry.running) > SLOW_MS;
+        allowance[endpointId] = slow ? 1_000_000 : Math.max(0, 2 * cap - entry.running.size - entry.waiting.length);
+      }
+      return { field: 'endpointId', allowance, otherwise: 2 * cap };
+    },
     async run(job, signal) {
       const payload = job.payload as unknown as WebhookJobPayload;
       const slot = await acquire(payload.endpointId);

@@ -7,7 +7,7 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
-import { claimJobs, finishJob, nextRetryAt, postponeJob, releaseJob, retryJob, type Job } from './queue.js';
+import { claimJobs, finishJob, nextRetryAt, postponeJob, releaseJob, retryJob, type ClaimGroups, type Job } from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -27,6 +27,11 @@ export interface QueueHandler {
   run(job: Job, signal: AbortSignal): Promise<JobResult>;
   /** The last attempt failed too: record the failure, and finishJob in the same transaction. */
   giveUp(job: Job, lastError: string): Promise<void>;
+  /**
+   * What it can take now, per group of jobs (e.g. per webhook endpoint): the claim leaves the
+   * jobs over it in the queue instead of handing them over to be put back.
+   */
+  claimGroups?(): ClaimGroups;
 }
 
 export interface WorkerOptions {
@@ -142,7 +147,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       let claimed: Job[] = [];
       if (room > 0) {
         try {
-          claimed = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs });
+          claimed = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs, groups: handler.claimGroups?.() });
           failures = 0;
         } catch (err) {
           failures++;
