@@ -5,59 +5,20 @@
 // request arriving at the double (the inbound's commit lies between the two), p50/p95, and the
 // answers sent back as the agent's messages. Target: p50 <= 100 ms. Honours BENCH_SCALE (the rate:
 // 50/s at 1, at least 5/s), BENCH_DURATION_S and BENCH_RESULTS_DIR. Stops by itself.
-import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
-import pg from 'pg';
-import { createDatabase } from '../src/db/database.js';
+import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { AiDouble, textAnswer } from '../test/helpers/ai.js';
 import { loadAverage } from './lib/cpu.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
+import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, scale, stamp, writeReport } from './lib/service-bench.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
-const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
-const durationS = Number(process.env.BENCH_DURATION_S || 10);
-const scale = Number(process.env.BENCH_SCALE || 1);
 const rate = Math.max(5, Math.round(50 * scale));
-const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '_');
-const dbName = `sf_bench_ai_${stamp.toLowerCase()}`;
-const log = (line: string): void => void process.stdout.write(`${line}\n`);
-
-const pct = (values: number[], p: number): number => {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
-const ms = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : '–');
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-function post(url: string, body: unknown, headers: Record<string, string>, method = 'POST'): Promise<{ status: number; body: string }> {
-  const text = JSON.stringify(body);
-  return new Promise((resolve) => {
-    const req = http.request(url, { method, agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers } }, (res) => {
-      let answer = '';
-      res.on('data', (c: Buffer) => (answer += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: answer }));
-    });
-    req.on('error', () => resolve({ status: 0, body: '' }));
-    req.end(text);
-  });
-}
 
 async function main(): Promise<void> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${dbName}`;
-  const databaseUrl = url.toString();
-  const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2 });
+  const { databaseUrl, db, drop } = await benchDatabase('ai', 2);
   const ai = await AiDouble.start();
   ai.answer(textAnswer('Olá! Já vou verificar.'));
   const rows: string[][] = [];
@@ -85,13 +46,13 @@ async function main(): Promise<void> {
       await sleep(200);
     }
     const auth = { authorization: `Bearer ${key.apiKey}` };
-    const created = await post(`${base}/v1/agents`, { name: 'Ana', instructions: 'Responda com cordialidade.', model: 'bench-model' }, auth);
+    const created = await post(`${base}/v1/agents`, JSON.stringify({ name: 'Ana', instructions: 'Responda com cordialidade.', model: 'bench-model' }), auth);
     const agentId = (JSON.parse(created.body) as { id: string }).id;
     const channelId = key.channels.find((c) => c.type === 'whatsapp')!.id;
-    await post(`${base}/v1/channels/${channelId}`, { defaultAgentId: agentId }, auth, 'PATCH');
+    await post(`${base}/v1/channels/${channelId}`, JSON.stringify({ defaultAgentId: agentId }), auth, 'PATCH');
 
     // Warm-up: a few customers, not measured.
-    for (let i = 0; i < 5; i++) await post(`${base}/v1/channels/${channelId}/sandbox/inbound`, { from: `+5511900${String(i).padStart(6, '0')}`, content: `warm-up ${i}` }, auth);
+    for (let i = 0; i < 5; i++) await post(`${base}/v1/channels/${channelId}/sandbox/inbound`, JSON.stringify({ from: `+5511900${String(i).padStart(6, '0')}`, content: `warm-up ${i}` }), auth);
     await sleep(500);
 
     const total = Math.round(rate * durationS);
@@ -107,7 +68,7 @@ async function main(): Promise<void> {
       const marker = `bench-${i}`;
       sentAt.set(marker, Date.now());
       pending.push(
-        post(`${base}/v1/channels/${channelId}/sandbox/inbound`, { from: `+5511910${String(i).padStart(6, '0')}`, content: marker }, auth).then((answer) => {
+        post(`${base}/v1/channels/${channelId}/sandbox/inbound`, JSON.stringify({ from: `+5511910${String(i).padStart(6, '0')}`, content: marker }), auth).then((answer) => {
           if (answer.status === 201) answeredAt.set(marker, Date.now());
           else errors++;
         }),
@@ -136,24 +97,18 @@ async function main(): Promise<void> {
     await stopProcess(service.child);
   } finally {
     await ai.close();
-    await db.destroy();
     await stopAll();
-    await admin.query(`drop database if exists ${dbName} with (force)`);
-    await admin.end();
+    await drop();
     agent.destroy();
   }
   const table = ['| measurement | result | target | |', '|---|---|---|---|', ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
   log(`\n${table}`);
-  const dir = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
-  fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `ai-${stamp}.md`);
   const machine = `BENCH_SCALE=${scale} (${rate}/s), BENCH_DURATION_S=${durationS}, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
-  fs.writeFileSync(file, `# AI agents bench ${stamp}\n\n${machine}\n\n${table}\n`);
-  log(`written to ${path.relative(ROOT, file)}`);
+  writeReport('ai', `# AI agents bench ${stamp}\n\n${machine}\n\n${table}\n`);
 }
 
 /** Waits (up to 30 s) until `expected` answers of the agent were sent; how many were. */
-async function waitForReplies(db: ReturnType<typeof createDatabase>, workspaceId: string, expected: number): Promise<number> {
+async function waitForReplies(db: Db, workspaceId: string, expected: number): Promise<number> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const { rows } = await sql<{ n: number }>`

@@ -7,49 +7,19 @@
 // Prints a table and writes bench/results/channels-<stamp>.md (or into BENCH_RESULTS_DIR). The load generators run in this
 // process too (they are light next to the service, but share the 2 cores with it).
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import os from 'node:os';
 import { sql } from 'kysely';
-import pg from 'pg';
-import { createDatabase } from '../src/db/database.js';
+import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer } from '../test/helpers/graph.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
+import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
 import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
-const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
-const durationS = Number(process.env.BENCH_DURATION_S || 10);
 const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
 /** Which measurements to run (default all): inbound, fixed, outbound, backlog. */
 const only = new Set((process.env.BENCH_CHANNELS_ONLY || 'inbound,fixed,outbound,backlog').split(','));
-const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '_');
-const dbName = `sf_bench_channels_${stamp.toLowerCase()}`;
-const log = (line: string): void => void process.stdout.write(`${line}\n`);
-
-const pct = (values: number[], p: number): number => {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
-const ms = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : '–');
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-function post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
-    req.on('error', () => resolve({ status: 0, body: '' }));
-    req.end(body);
-  });
-}
 
 /** Closed loop: `connections` requests in flight for `seconds`; the rate reached. */
 async function fullSpeed(seconds: number, connections: number, next: () => { url: string; body: string; headers: Record<string, string> }): Promise<{ rps: number; errors: number }> {
@@ -95,13 +65,7 @@ async function paced(rate: number, seconds: number, next: (i: number) => { url: 
 }
 
 async function main(): Promise<void> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${dbName}`;
-  const databaseUrl = url.toString();
-  const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 4 });
+  const { databaseUrl, db, drop } = await benchDatabase('channels', 4);
   const graph = await GraphDouble.start();
   const rows: string[][] = [];
   const notes: string[] = [];
@@ -230,24 +194,19 @@ async function main(): Promise<void> {
     await stopProcess(service.child);
   } finally {
     await graph.close();
-    await db.destroy();
     await stopAll();
-    await admin.query(`drop database if exists ${dbName} with (force)`);
-    await admin.end();
+    await drop();
     agent.destroy();
   }
   const table = ['| measurement | result | target | |', '|---|---|---|---|', ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
   log(`\n${table}`);
   // bench/results (committed), or BENCH_RESULTS_DIR, as npm run bench does (CI's small run writes elsewhere).
-  const dir = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
-  const file = path.join(dir, `channels-${stamp}.md`);
-  const machine = `BENCH_DURATION_S=${durationS}, DELIVERY_CONCURRENCY=${concurrency}, ${(await import('node:os')).cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
-  fs.writeFileSync(file, `# Channels bench ${stamp}\n\n${machine}\n\n${table}\n\n${notes.join('\n')}\n`);
-  log(`written to ${path.relative(ROOT, file)}`);
+  const machine = `BENCH_DURATION_S=${durationS}, DELIVERY_CONCURRENCY=${concurrency}, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
+  writeReport('channels', `# Channels bench ${stamp}\n\n${machine}\n\n${table}\n\n${notes.join('\n')}\n`);
 }
 
 /** Waits until no delivery job is left. */
-async function waitForDrain(db: ReturnType<typeof createDatabase>, timeoutMs = 120_000): Promise<void> {
+async function waitForDrain(db: Db, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from jobs`.execute(db);
@@ -258,7 +217,7 @@ async function waitForDrain(db: ReturnType<typeof createDatabase>, timeoutMs = 1
 }
 
 /** 10,000 queued outbound template messages (10 per contact, in order) with their jobs, in one transaction; when it committed. */
-async function backlog(db: ReturnType<typeof createDatabase>, workspaceId: string, channelId: string): Promise<number> {
+async function backlog(db: Db, workspaceId: string, channelId: string): Promise<number> {
   await db.transaction().execute(async (trx) => {
     // Into the funnel's first stage, as the service opens a thread.
     await sql`insert into threads (workspace_id, id, contact_id, channel_id, stage_id, stage_entered_at, status, created_at, updated_at)

@@ -10,58 +10,22 @@
 // writes bench/results/webhooks-<stamp>.md (or into BENCH_RESULTS_DIR).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
-import pg from 'pg';
-import { createDatabase, type Db } from '../src/db/database.js';
+import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { recordEvent } from '../src/events/record.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { WebhookReceiver } from '../test/helpers/receiver.js';
 import { groupCpuMs, loadAverage } from './lib/cpu.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
+import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, scale, stamp, writeReport } from './lib/service-bench.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
-const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
-const durationS = Number(process.env.BENCH_DURATION_S || 10);
-const scale = Number(process.env.BENCH_SCALE || 1);
 const backlogSize = Math.max(200, Math.round(10_000 * scale));
-const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '_');
-const dbName = `sf_bench_webhooks_${stamp.toLowerCase()}`;
-const log = (line: string): void => void process.stdout.write(`${line}\n`);
-
-const pct = (values: number[], p: number): number => {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
-const ms = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : '–');
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-function post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
-    req.on('error', () => resolve({ status: 0, body: '' }));
-    req.end(body);
-  });
-}
 
 async function main(): Promise<void> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${dbName}`;
-  const databaseUrl = url.toString();
-  const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 4 });
+  const { databaseUrl, db, drop } = await benchDatabase('webhooks', 4);
   const receiver = await WebhookReceiver.start();
   const rows: string[][] = [];
   const notes: string[] = [];
@@ -203,20 +167,14 @@ async function main(): Promise<void> {
     await stopProcess(service.child);
   } finally {
     await receiver.close();
-    await db.destroy();
     await stopAll();
-    await admin.query(`drop database if exists ${dbName} with (force)`);
-    await admin.end();
+    await drop();
     agent.destroy();
   }
   const table = ['| measurement | result | target | |', '|---|---|---|---|', ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
   log(`\n${table}`);
-  const dir = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
-  fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `webhooks-${stamp}.md`);
   const machine = `BENCH_DURATION_S=${durationS}, BENCH_SCALE=${scale} (backlog ${backlogSize}), WEBHOOK_CONCURRENCY 64, WEBHOOK_ENDPOINT_CONCURRENCY 8, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
-  fs.writeFileSync(file, `# Webhooks bench ${stamp}\n\n${machine}\n\n${table}\n\n${notes.join('\n')}\n`);
-  log(`written to ${path.relative(ROOT, file)}`);
+  writeReport('webhooks', `# Webhooks bench ${stamp}\n\n${machine}\n\n${table}\n\n${notes.join('\n')}\n`);
 }
 
 /** `events` events of `type` recorded in one transaction by the service's own recordEvent (each fanned out to its endpoints); when it committed. */

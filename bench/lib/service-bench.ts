@@ -1,0 +1,78 @@
+// What the benches of the service as shipped (channels, webhooks, AI agents) share: their settings,
+// a throw-away PostgreSQL database of their own, a kept-alive HTTP client, percentiles, and where
+// their results are written.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createDatabase, type Db } from '../../src/db/database.js';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
+export const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
+export const durationS = Number(process.env.BENCH_DURATION_S || 10);
+export const scale = Number(process.env.BENCH_SCALE || 1);
+/** This run's stamp, e.g. 20261123_150412: in result file names, database names and Redis prefixes. */
+export const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '_');
+export const log = (line: string): void => void process.stdout.write(`${line}\n`);
+
+export const pct = (values: number[], p: number): number => {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+export const ms = (n: number): string => (Number.isFinite(n) ? `${n.toFixed(1)} ms` : '–');
+
+export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+/** Sends `body` (JSON text) on a kept-alive connection; status 0 when the request failed. */
+export function post(url: string, body: string, headers: Record<string, string>, method = 'POST'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method, agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end(body);
+  });
+}
+
+export interface BenchDatabase {
+  databaseUrl: string;
+  db: Db;
+  /** Closes the bench's pool and drops the database. */
+  drop(): Promise<void>;
+}
+
+/** A fresh database `sf_bench_<name>_<stamp>` on the admin server, with a pool of `poolSize` for the bench. */
+export async function benchDatabase(name: string, poolSize: number): Promise<BenchDatabase> {
+  const dbName = `sf_bench_${name}_${stamp.toLowerCase()}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database ${dbName}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${dbName}`;
+  const databaseUrl = url.toString();
+  const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize });
+  return {
+    databaseUrl,
+    db,
+    async drop() {
+      await db.destroy();
+      await admin.query(`drop database if exists ${dbName} with (force)`);
+      await admin.end();
+    },
+  };
+}
+
+/** Writes a bench's markdown report as `<name>-<stamp>.md` in BENCH_RESULTS_DIR (else bench/results); its path. */
+export function writeReport(name: string, text: string): string {
+  const dir = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}-${stamp}.md`);
+  fs.writeFileSync(file, text);
+  log(`written to ${path.relative(ROOT, file)}`);
+  return file;
+}
