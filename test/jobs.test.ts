@@ -36,10 +36,10 @@ describe('claiming', () => {
       await enqueueJob(db, { workspaceId, queue, orderingKey: key, payload: { key, n }, createdAt: new Date(t + n) });
     }
 
-    const first = await claimJobs(db, { queue, workerId: 'w1', limit: 10, leaseMs: 60_000 });
-    const meanwhile = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
+    const { jobs: first } = await claimJobs(db, { queue, workerId: 'w1', limit: 10, leaseMs: 60_000 });
+    const { jobs: meanwhile } = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
     await finishJob(db, first.find((j) => j.payload.key === 'a')!);
-    const next = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
+    const { jobs: next } = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
 
     expect(first.map((j) => j.payload).sort((x, y) => String(x.key).localeCompare(String(y.key)))).toEqual([{ key: 'a', n: 1 }, { key: 'b', n: 1 }]);
     expect(first.every((j) => j.locked_by === 'w1' && j.attempts === 1)).toBe(true);
@@ -50,10 +50,10 @@ describe('claiming', () => {
   it('when a claim is released, then the job is claimable again and the attempt does not count', async () => {
     const queue = queueName();
     await enqueueJob(db, { workspaceId, queue, payload: {} });
-    const [held] = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
+    const { jobs: [held] } = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
 
     await releaseJob(db, held!);
-    const [again] = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
+    const { jobs: [again] } = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
 
     expect(again).toMatchObject({ id: held!.id, attempts: 1, locked_by: 'w2' });
     // The first holder's claim is gone: finishing with it does nothing.
@@ -64,12 +64,31 @@ describe('claiming', () => {
   it('when a lease runs out (its worker died), then another worker takes the job', async () => {
     const queue = queueName();
     await enqueueJob(db, { workspaceId, queue, payload: {} });
-    const [lost] = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
+    const { jobs: [lost] } = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
     await new Promise((resolve) => setTimeout(resolve, 20));
 
-    const [taken] = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
+    const { jobs: [taken] } = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
 
     expect(taken).toMatchObject({ id: lost!.id, locked_by: 'alive', attempts: 2 });
+  });
+
+  it('when jobs wait or a group is at its allowance, then the claim says when the next falls due and that it left jobs behind', async () => {
+    const queue = queueName();
+    const later = new Date(Date.now() + 60_000);
+    await enqueueJob(db, { workspaceId, queue, payload: { to: 'a' } });
+    await enqueueJob(db, { workspaceId, queue, payload: { to: 'a' } });
+    await enqueueJob(db, { workspaceId, queue, payload: { to: 'b' }, runAt: later });
+
+    const grouped = await claimJobs(db, { queue, workerId: 'w1', limit: 10, leaseMs: 60_000, groups: { field: 'to', allowance: { a: 1 }, otherwise: 10 } });
+    const rest = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
+    const none = await claimJobs(db, { queue, workerId: 'w3', limit: 10, leaseMs: 60_000 });
+
+    expect(grouped.jobs).toHaveLength(1);
+    expect(grouped.leftBehind).toBe(true);
+    expect(grouped.nextRunAt?.getTime()).toBe(later.getTime());
+    expect(rest.jobs).toHaveLength(1);
+    expect(rest.leftBehind).toBe(false);
+    expect(none).toEqual({ jobs: [], nextRunAt: later, leftBehind: false });
   });
 
   it.skipIf(!databaseUrl)('when 8 claimers race over 200 jobs of 20 keys, then no job is claimed twice and no key runs two at once', async () => {
@@ -81,7 +100,7 @@ describe('claiming', () => {
     await Promise.all(
       Array.from({ length: 8 }, async (_, w) => {
         for (;;) {
-          const jobs = await claimJobs(db, { queue, workerId: `w${w}`, limit: 3, leaseMs: 60_000 });
+          const { jobs } = await claimJobs(db, { queue, workerId: `w${w}`, limit: 3, leaseMs: 60_000 });
           if (jobs.length === 0 && (await storedJobs(queue)).length === 0) return;
           for (const job of jobs) {
             seen.set(job.id, (seen.get(job.id) ?? 0) + 1);
@@ -152,6 +171,33 @@ describe('the worker', () => {
       expect(tries[1]! - tries[0]!).toBeGreaterThanOrEqual(7);
       expect(tries[2]! - tries[1]!).toBeGreaterThanOrEqual(15);
       expect(await storedJobs(queue)).toEqual([]);
+    } finally {
+      await worker.stop(AbortSignal.timeout(1_000));
+    }
+  });
+
+  it('when a group allowance left a job behind, then it runs as soon as a slot frees, not at the next poll', async () => {
+    const queue = queueName();
+    const ran: number[] = [];
+    await enqueueJob(db, { workspaceId, queue, payload: { to: 'a' } });
+    await enqueueJob(db, { workspaceId, queue, payload: { to: 'a' } });
+    const worker = startWorker(
+      {
+        ...handler(queue, async () => {
+          ran.push(Date.now());
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          return { kind: 'done' };
+        }),
+        // One job at a time per group.
+        claimGroups: () => ({ field: 'to', allowance: {}, otherwise: 1 }),
+      },
+      { ...options, db, pollMs: 60_000 },
+    );
+    try {
+      await waitFor('both ran', () => ran.length === 2, 5_000);
+
+      expect(ran[1]! - ran[0]!).toBeGreaterThanOrEqual(90);
+      expect(ran[1]! - ran[0]!).toBeLessThan(2_000);
     } finally {
       await worker.stop(AbortSignal.timeout(1_000));
     }

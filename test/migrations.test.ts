@@ -39,6 +39,7 @@ const ALL_MIGRATIONS = [
   '0005_idempotency_keys',
   '0006_events_and_webhooks',
   '0007_ai_agents',
+  '0008_claim_jobs_function',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

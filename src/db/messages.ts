@@ -1,5 +1,5 @@
 // Messages of a workspace's threads: outbound ones and their delivery status, inbound ones.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -217,16 +217,23 @@ export function markFailed(db: Db, workspaceId: string, id: string, error: Messa
     .returningAll();
 }
 
-/** Moves a message (by id) from one of `from` to `to`; the message as it now is, or undefined when it did not move. */
-export async function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus): Promise<MessageRow | undefined> {
+/** Moves a message (by id) from one of `from` to `to` (a query to run; it returns the message when it moved). */
+export function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus) {
   return db
     .updateTable('messages')
     .set({ status: to })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .where('status', 'in', from)
-    .returningAll()
-    .executeTakeFirst();
+    .returningAll();
+}
+
+/**
+ * The event object of the messages rows a statement's WITH query `cte` returns, as the API shows a
+ * message (`data`, built as the message list builds it), with its `contact_id`: for recordChangeEvent.
+ */
+export function messageEventSource(cte: string): RawBuilder<unknown> {
+  return sql`select row_to_json(x)::jsonb as data, p.contact_id from ${sql.table(cte)} as p, lateral (select ${sql.raw(messageList.fields)}) as x`;
 }
 
 /**

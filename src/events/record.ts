@@ -1,7 +1,7 @@
 // The event log: every change the API exposes is recorded here, in the transaction of the change,
 // together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
 // a committed change always has its event and its webhooks, and a rolled-back one has neither.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
@@ -45,16 +45,48 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
 export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, now: Date = new Date()): Promise<string> {
   const id = uuidv7();
   await sql`
-    with event as (
+    with event_source as (
+      select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
+    ), ${recording(workspaceId, id, type, now)}
+    select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added`.execute(trx);
+  return id;
+}
+
+/**
+ * A change and its event in one statement, so they commit together without a transaction of their
+ * own: `change` is the statement's first WITH queries (`name as (...)`, comma-separated, data-
+ * modifying ones run whether read or not), `source` a select over them giving the event's object as
+ * `data` (jsonb) and its `contact_id`: no row, no event (the change did not apply). The event is
+ * fanned out as recordEvent does. True when it was recorded.
+ */
+export async function recordChangeEvent(
+  db: Db,
+  workspaceId: string,
+  type: EventType,
+  change: { with: RawBuilder<unknown>; source: RawBuilder<unknown> },
+  now: Date = new Date(),
+): Promise<boolean> {
+  const id = uuidv7();
+  const result = await sql<{ recorded: boolean }>`
+    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, now)}
+    select exists (select 1 from event) as recorded, (select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added)`.execute(db);
+  return result.rows[0]?.recorded ?? false;
+}
+
+/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`). */
+function recording(workspaceId: string, id: string, type: EventType, now: Date): RawBuilder<unknown> {
+  return sql`event as (
       insert into events (workspace_id, id, type, data, contact_id, created_at)
-      values (${workspaceId}::uuid, ${id}::uuid, ${type}, ${JSON.stringify(object)}::jsonb,
-              ${contactOf(type, object as Record<string, unknown>)}::uuid, ${now}::timestamptz)
+      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${now}::timestamptz
+        from event_source s
+      returning id
     ), targets as materialized (
       select e.id as endpoint_id, ${sql.raw(UUID_V7_SQL)} as delivery_id, ${sql.raw(UUID_V7_SQL)} as job_id
         from webhook_endpoints e
        where e.workspace_id = ${workspaceId}::uuid
          and e.enabled
          and (${type} = any (e.events) or '*' = any (e.events))
+         and exists (select 1 from event)
     ), deliveries as (
       insert into webhook_deliveries (workspace_id, id, endpoint_id, event_id, status, attempts, next_attempt_at, created_at)
       select ${workspaceId}::uuid, t.delivery_id, t.endpoint_id, ${id}::uuid, 'pending', 0, ${now}::timestamptz, ${now}::timestamptz
@@ -65,9 +97,7 @@ export async function recordEvent(trx: Db, workspaceId: string, type: EventType,
              ${now}::timestamptz, ${now}::timestamptz
         from targets t
       returning 1
-    )
-    select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added`.execute(trx);
-  return id;
+    )`;
 }
 
 export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'created_at'>): Event {

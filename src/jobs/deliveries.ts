@@ -1,15 +1,15 @@
 // Message delivery, run by the queue: one job per outbound message, ordered per (channel, contact).
 // A meta channel's message goes to the Graph API; a sandbox one becomes `sent` and, a moment later,
 // `delivered` (its own job), and nothing leaves the machine. Each status change records its
-// message.updated event in the transaction that ends the job.
+// message.updated event in the statement that ends the job.
 import type { Db } from '../db/database.js';
-import { advanceStatus, getDeliveryTarget, markFailed, markSent, messageRowToMessage, type DeliveryTarget, type MessageError } from '../db/messages.js';
-import type { MessageRow } from '../db/schema.js';
-import { recordEvent } from '../events/record.js';
+import { sql, type OperationNodeSource } from 'kysely';
+import { advanceStatus, getDeliveryTarget, markFailed, markSent, messageEventSource, type DeliveryTarget, type MessageError } from '../db/messages.js';
+import { recordChangeEvent } from '../events/record.js';
 import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
-import { enqueueJob, finishJob, type Job } from './queue.js';
+import { enqueueJob, finishJob, finishJobQuery, type Job } from './queue.js';
 import type { JobResult, QueueHandler } from './worker.js';
 
 export const DELIVERY_QUEUE = 'message-delivery';
@@ -64,22 +64,24 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
   return { body: instagramTextBody(contact.instagram_id, message.content) };
 }
 
+/**
+ * A message's status change (`change`, an UPDATE returning the message), its message.updated event
+ * and the job's end, in one statement: one round trip, and all or nothing. No event when the
+ * message did not move.
+ */
+async function settle(db: Db, job: Job, change: OperationNodeSource): Promise<JobResult> {
+  await recordChangeEvent(db, job.workspace_id, 'message.updated', {
+    with: sql`changed as (${change}), finished as (${finishJobQuery(job)})`,
+    source: messageEventSource('changed'),
+  });
+  return { kind: 'finished' };
+}
+
 export function deliveryHandler(options: DeliveryOptions): QueueHandler {
   const { db } = options;
 
-  /** Applies the message's new status, its message.updated event and the job's end in one transaction. */
-  async function settle(job: Job, change: (trx: Db) => Promise<MessageRow | undefined>, then?: (trx: Db) => Promise<void>): Promise<JobResult> {
-    await db.transaction().execute(async (trx) => {
-      const row = await change(trx);
-      if (row) await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(row));
-      await then?.(trx);
-      await finishJob(trx, job);
-    });
-    return { kind: 'finished' };
-  }
-
-  const fail = (job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> =>
-    settle(job, (trx) => markFailed(trx, target.workspaceId, target.messageId, error).executeTakeFirst());
+  const fail = (db: Db, job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> =>
+    settle(db, job, markFailed(db, target.workspaceId, target.messageId, error));
 
   return {
     queue: DELIVERY_QUEUE,
@@ -93,22 +95,19 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
       const ids = { workspaceId: job.workspace_id, messageId };
 
       if (target.channel.provider === 'sandbox') {
-        return settle(
-          job,
-          (trx) => markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`).executeTakeFirst(),
-          async (trx) => {
-            await enqueueJob(trx, {
-              workspaceId: job.workspace_id,
-              queue: SANDBOX_RECEIPT_QUEUE,
-              payload: { messageId } satisfies DeliveryPayload,
-              runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
-            });
-          },
-        );
+        return db.transaction().execute(async (trx) => {
+          await enqueueJob(trx, {
+            workspaceId: job.workspace_id,
+            queue: SANDBOX_RECEIPT_QUEUE,
+            payload: { messageId } satisfies DeliveryPayload,
+            runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
+          });
+          return settle(trx, job, markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`));
+        });
       }
 
       const request = graphBody(target);
-      if ('error' in request) return fail(job, ids, request.error);
+      if ('error' in request) return fail(db, job, ids, request.error);
       const secrets = openMetaSecrets(options.secrets, target.channel);
       const result = await sendGraphMessage({
         baseUrl: options.graphUrl,
@@ -119,16 +118,16 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
         signal,
       });
       if (result.ok) {
-        return settle(job, (trx) => markSent(trx, job.workspace_id, messageId, result.externalId).executeTakeFirst());
+        return settle(db, job, markSent(db, job.workspace_id, messageId, result.externalId));
       }
       const error = { code: result.code, message: result.message };
       if (result.transient) return { kind: 'retry', error: JSON.stringify(error) };
-      return fail(job, ids, error);
+      return fail(db, job, ids, error);
     },
 
     async giveUp(job, lastError) {
       const { messageId } = job.payload as unknown as DeliveryPayload;
-      await fail(job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
+      await fail(db, job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
     },
   };
 }
@@ -141,12 +140,7 @@ export function sandboxReceiptHandler(db: Db): QueueHandler {
     retryBaseMs: 1_000,
     async run(job) {
       const { messageId } = job.payload as unknown as DeliveryPayload;
-      await db.transaction().execute(async (trx) => {
-        const row = await advanceStatus(trx, job.workspace_id, messageId, ['sent'], 'delivered');
-        if (row) await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(row));
-        await finishJob(trx, job);
-      });
-      return { kind: 'finished' };
+      return settle(db, job, advanceStatus(db, job.workspace_id, messageId, ['sent'], 'delivered'));
     },
     async giveUp(job) {
       await finishJob(db, job);

@@ -1,7 +1,7 @@
 // The durable job queue: a PostgreSQL table (jobs) written in the transaction of the change that
 // needs the work, claimed with FOR UPDATE SKIP LOCKED under a lease, one job at a time per ordering
 // key, and announced with NOTIFY so idle workers wake at once. Plain functions taking db first.
-import { sql, type OperationNodeSource } from 'kysely';
+import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
 import type { JobRow } from '../db/schema.js';
@@ -76,83 +76,41 @@ export interface ClaimGroups {
   otherwise: number;
 }
 
-/** How many due jobs, at least, a grouped claim looks at to pick its jobs from. */
+/** How many due jobs, at least, a claim looks at to pick its jobs from. */
 const GROUP_WINDOW = 256;
+
+/** What a claim took, and what the claimer needs to know to sleep until there is more. */
+export interface Claim {
+  jobs: Job[];
+  /** When the queue's next job that waits (a retry, a delayed job) falls due; undefined when none does. */
+  nextRunAt: Date | undefined;
+  /** True when due jobs were left in the queue by a group's allowance (they want a claim as soon as a slot frees). */
+  leftBehind: boolean;
+}
 
 /**
  * Claims up to `limit` due jobs of `queue` for `workerId` until `leaseMs` from now, and counts the
- * attempt. A job is due when its run_at has passed, nobody holds it (or its lease ran out), and no
- * earlier job of its ordering key is still there (unfinished jobs stay in the table, finished ones
- * are deleted) nor held: so a key's jobs run one at a time, in order, across every instance.
- * SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting. With
- * `groups`, only the first due jobs (GROUP_WINDOW or 4 x limit) are considered, each group's
- * within its allowance.
- *
- * The due jobs are read in jobs_due_idx's order, so a claim reads about `limit` rows whatever the
- * backlog. The planner is told so (bitmap and sequential scans off for this statement's
- * transaction): with no or stale statistics on jobs (a fresh table, a burst before autovacuum's
- * ANALYZE, or autovacuum off) it otherwise estimates a few dozen rows and chooses a bitmap scan of
- * every due job plus a sort, 15-30 ms a claim at a 10,000-job backlog against under 1 ms, and a
- * bitmap scan never marks the dead index entries of finished jobs, so they stay in the way.
+ * attempt, in one statement (the claim_jobs function of migration 0008, which says what is due and
+ * why the planner is told to read jobs_due_idx in order). A key's jobs run one at a time, in order,
+ * across every instance; SKIP LOCKED lets concurrent claimers pass over each other's rows. Only the
+ * first due jobs (GROUP_WINDOW or 4 x limit) are considered; with `groups`, each group's within its
+ * allowance. The same statement says when the next waiting job falls due and whether due jobs were
+ * left behind, so an idle claimer knows how long it may sleep without asking again.
  */
 export async function claimJobs(
   db: Db,
   options: { queue: string; workerId: string; limit: number; leaseMs: number; groups?: ClaimGroups | undefined },
-): Promise<Job[]> {
-  const due = sql`
-         j.queue = ${options.queue}
-         and j.run_at <= now()
-         and (j.locked_until is null or j.locked_until < now())
-         and (j.ordering_key is null or not exists (
-               select 1
-                 from jobs e
-                where e.queue = j.queue
-                  and e.ordering_key = j.ordering_key
-                  and e.id <> j.id
-                  and ((e.created_at, e.id) < (j.created_at, j.id) or e.locked_until >= now())))`;
-  const groups = options.groups;
-  const picked = groups
-    ? sql`
-    with candidates as materialized (
-      select j.workspace_id, j.id, j.run_at, j.created_at,
-             row_number() over (partition by j.payload ->> ${groups.field} order by j.run_at, j.created_at, j.id) as rank,
-             coalesce((${JSON.stringify(groups.allowance)}::jsonb ->> (j.payload ->> ${groups.field}))::int, ${groups.otherwise}) as allowed
-        from (select j.* from jobs j where ${due}
-               order by j.run_at, j.created_at, j.id
-               limit ${Math.max(GROUP_WINDOW, 4 * options.limit)}) j
-    ), picked as (
-      select j.workspace_id, j.id
-        from candidates c
-        join jobs j on j.workspace_id = c.workspace_id and j.id = c.id
-       where c.rank <= c.allowed
-         and ${due}
-       order by c.run_at, c.created_at, c.id
-       limit ${options.limit}
-       for update of j skip locked
-    )`
-    : sql`
-    with picked as (
-      select j.workspace_id, j.id
-        from jobs j
-       where ${due}
-       order by j.run_at, j.created_at, j.id
-       limit ${options.limit}
-       for update of j skip locked
-    )`;
-  return db.transaction().execute(async (trx) => {
-    await sql`select set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`.execute(trx);
-    const result = await sql<Job>`
-    ${picked}
-    update jobs
-       set locked_by = ${options.workerId},
-           locked_until = now() + ${options.leaseMs} * interval '1 millisecond',
-           attempts = jobs.attempts + 1
-      from picked
-     where jobs.workspace_id = picked.workspace_id
-       and jobs.id = picked.id
-    returning jobs.*`.execute(trx);
-    return result.rows;
-  });
+): Promise<Claim> {
+  const { groups } = options;
+  // One row per claimed job, or a single row with a null job when none was: the look-ahead comes either way.
+  const result = await sql<Job & { next_run_at: Date | null; left_behind: boolean }>`
+    select (c.job).*, c.left_behind, c.next_run_at
+      from claim_jobs(${options.queue}::text, ${options.workerId}::text, ${options.limit}::int, ${Math.round(options.leaseMs)}::int,
+                      ${groups?.field ?? null}::text, ${groups ? JSON.stringify(groups.allowance) : null}::jsonb,
+                      ${groups?.otherwise ?? options.limit}::int, ${Math.max(GROUP_WINDOW, 4 * options.limit)}::int) c`.execute(db);
+  const first = result.rows[0];
+  const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job as Job);
+  return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
 }
 
 const held = (job: Job) => sql`workspace_id = ${job.workspace_id} and id = ${job.id} and locked_by = ${job.locked_by}`;
@@ -163,17 +121,9 @@ export async function finishJob(db: Db, job: Job): Promise<boolean> {
   return (result.numAffectedRows ?? 0n) > 0n;
 }
 
-/**
- * Runs `effect` (a data-modifying query, not executed yet) and deletes the job, in one statement:
- * the job's outcome and its deletion commit together, in one round trip. True when this claim
- * still held the job.
- */
-export async function finishJobWith(db: Db, job: Job, effect: Compilable): Promise<boolean> {
-  const result = await sql<{ finished: boolean }>`
-    with effect as (${effect}),
-         done as (delete from jobs where ${held(job)} returning 1)
-    select exists (select 1 from done) as finished`.execute(db);
-  return result.rows[0]?.finished ?? false;
+/** The deletion of a finished job, if this claim still holds it: a WITH query of the statement that records its effect. */
+export function finishJobQuery(job: Job): RawBuilder<unknown> {
+  return sql`delete from jobs where ${held(job)}`;
 }
 
 /** Puts a failed job back to run again at `runAt`, keeping its error. */
@@ -195,15 +145,4 @@ export async function postponeJob(db: Db, job: Job, runAt: Date): Promise<void> 
   await sql`
     update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, attempts = greatest(attempts - 1, 0)
      where ${held(job)}`.execute(db);
-}
-
-/**
- * When the next job of `queue` that waits for a retry becomes due; undefined when none does. (Jobs
- * due now but blocked behind their key are claimed when the job ahead finishes; an expired lease
- * is found by the next poll.)
- */
-export async function nextRetryAt(db: Db, queue: string): Promise<Date | undefined> {
-  const result = await sql<{ at: Date | null }>`
-    select min(run_at) as at from jobs where queue = ${queue} and run_at > now()`.execute(db);
-  return result.rows[0]?.at ?? undefined;
 }

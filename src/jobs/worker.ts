@@ -7,7 +7,7 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
-import { claimJobs, finishJob, nextRetryAt, postponeJob, releaseJob, retryJob, type ClaimGroups, type Job } from './queue.js';
+import { claimJobs, finishJob, postponeJob, releaseJob, retryJob, type ClaimGroups, type Job } from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -96,7 +96,13 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
     await retryJob(db, job, new Date(Date.now() + delay), result.error);
   }
 
+  // Whether the last claim took all it could of what was due. If it did, a job that finishes frees
+  // nothing new to claim, unless it had an ordering key (the key's next job falls due) or was put
+  // back for later (the wake-up time changes): the worker then sleeps on instead of claiming again.
+  let tookAllDue = false;
+
   async function runOne(job: Job, abort: AbortController): Promise<void> {
+    let rescheduled = true;
     try {
       let result: JobResult;
       try {
@@ -114,12 +120,13 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         return;
       }
       await settle(job, result);
+      rescheduled = result.kind === 'retry' || result.kind === 'later';
     } catch (err) {
       // The database is away: the claim runs out and the job is taken again.
       log.warn({ err: (err as Error).message, jobId: job.id }, 'could not record a job outcome; its lease will run out');
     } finally {
       inFlight.delete(job.id);
-      poke();
+      if (rescheduled || job.ordering_key !== null || !tookAllDue) poke();
     }
   }
 
@@ -145,9 +152,13 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       freeSince = undefined;
       const room = free;
       let claimed: Job[] = [];
+      let nextRunAt: Date | undefined;
       if (room > 0) {
         try {
-          claimed = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs, groups: handler.claimGroups?.() });
+          const claim = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs, groups: handler.claimGroups?.() });
+          claimed = claim.jobs;
+          nextRunAt = claim.nextRunAt;
+          tookAllDue = claimed.length < room && !claim.leftBehind;
           failures = 0;
         } catch (err) {
           failures++;
@@ -169,10 +180,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
       // (the signal is already aborted).
       let waitMs = failures > 0 ? Math.min(options.pollMs * 2 ** failures, 30_000) : options.pollMs;
-      if (failures === 0 && room > 0 && !wake.signal.aborted) {
-        const next = await nextRetryAt(db, handler.queue).catch(() => undefined);
-        if (next) waitMs = Math.min(waitMs, Math.max(0, next.getTime() - Date.now()));
-      }
+      if (nextRunAt) waitMs = Math.min(waitMs, Math.max(0, nextRunAt.getTime() - Date.now()));
       const signal = wake.signal;
       if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);
       if (wake.signal.aborted) wake = new AbortController();
