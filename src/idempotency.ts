@@ -3,7 +3,7 @@
 // all; a retry within 24 hours replays the result instead of changing anything again.
 import { createHash } from 'node:crypto';
 import { transact, type Db } from './db/database.js';
-import { findStoredResult, lockIdempotencyKey, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
+import { lockAndFindResult, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
 import { JsonText } from './db/pagination.js';
 import { ApiError } from './errors.js';
 import type { Logger } from './logger.js';
@@ -46,27 +46,39 @@ export async function runIdempotent<R extends Reply>(
   handle: (db: Db) => Promise<R>,
 ): Promise<{ reply: R | { status: number; body?: JsonText<unknown> }; replayed: boolean }> {
   const bodySha256 = sha256(canonicalJson(request.body));
-  return transact(db, async (trx) => {
-    if (!(await lockIdempotencyKey(trx, scope))) {
-      throw new ApiError(409, 'idempotency_key_in_progress', 'A request with this Idempotency-Key is still running; retry shortly.');
-    }
-    const stored = await findStoredResult(trx, scope);
-    if (stored) {
-      if (stored.method !== request.method || stored.path !== request.path || stored.bodySha256 !== bodySha256) {
-        const otherBody = stored.bodySha256 !== bodySha256 ? ' with another body' : '';
-        throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with another path or body within 24 hours.', [
-          { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
-        ]);
+  const attempt = () =>
+    transact(db, async (trx) => {
+      const { locked, stored } = await lockAndFindResult(trx, scope);
+      if (!locked) {
+        throw new ApiError(409, 'idempotency_key_in_progress', 'A request with this Idempotency-Key is still running; retry shortly.');
       }
-      const body = stored.response === '' ? undefined : new JsonText(stored.response);
-      return { reply: { status: stored.status, ...(body && { body }) }, replayed: true };
-    }
-    const reply = await handle(trx);
-    const response = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
-    await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response });
-    return { reply, replayed: false };
-  });
+      if (stored) {
+        if (stored.method !== request.method || stored.path !== request.path || stored.bodySha256 !== bodySha256) {
+          const otherBody = stored.bodySha256 !== bodySha256 ? ' with another body' : '';
+          throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with another path or body within 24 hours.', [
+            { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
+          ]);
+        }
+        const body = stored.response === '' ? undefined : new JsonText(stored.response);
+        return { reply: { status: stored.status, ...(body && { body }) }, replayed: true };
+      }
+      const reply = await handle(trx);
+      const response = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
+      if (!(await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response }))) throw new FinishedMeanwhile();
+      return { reply, replayed: false };
+    });
+  try {
+    return await attempt();
+  } catch (err) {
+    // The first request finished between our look and our lock: our change is rolled back, and
+    // the second look finds its result.
+    if (err instanceof FinishedMeanwhile) return attempt();
+    throw err;
+  }
 }
+
+/** A request with the same key finished between this one's look and its store. */
+class FinishedMeanwhile extends Error {}
 
 /**
  * Deletes stored results past their 24 hours, at start and then every `everyMs`; registered with

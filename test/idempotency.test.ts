@@ -321,6 +321,29 @@ describe('POST with Idempotency-Key', () => {
   );
 
   it.skipIf(!databaseUrl)(
+    "when a request with the key finishes between this one's look and its store, then this one's change is rolled back and it answers as the stored result says",
+    async () => {
+      const ws = await createWorkspace(server);
+      const key = randomUUID();
+      // The other request: its result is not committed when this one looks, and is when it stores.
+      const holder = await holdKeyRow(ws, key);
+      try {
+        const pending = post(ws, '/v1/contacts', buildContact(), key);
+        await blockedStore(holder);
+        await holder.query('commit');
+        const answer = await pending;
+
+        // The stored result is the other request's (another body): this one is a reuse of the key.
+        expect(answer.status).toBe(422);
+        expect(answer.body.error.code).toBe('idempotency_key_reused');
+        expect([await count('contacts', ws.workspaceId), await storedKeys(ws.workspaceId)]).toEqual([0, 1]);
+      } finally {
+        await holder.end();
+      }
+    },
+  );
+
+  it.skipIf(!databaseUrl)(
     'when storing the result runs past the statement timeout, then 503 and nothing is stored, and the retry makes one record',
     async () => {
       const db = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2, statementTimeoutMs: 300 });

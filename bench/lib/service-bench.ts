@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createDatabase, type Db } from '../../src/db/database.js';
+import { freePort, httpStatus, sleep, startProcess, type Started } from './processes.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
@@ -75,4 +76,32 @@ export function writeReport(name: string, text: string): string {
   fs.writeFileSync(file, text);
   log(`written to ${path.relative(ROOT, file)}`);
   return file;
+}
+
+export interface BenchService extends Started {
+  /** http://127.0.0.1:<port> */
+  base: string;
+}
+
+/**
+ * Starts the service as shipped (production mode, warn logs, src/server.ts under tsx) on a free
+ * loopback port with `env` over this process's environment (DATABASE_URL and the like), Redis at
+ * redisUrl under a prefix of its own, and waits until /healthz answers 200.
+ */
+export async function startBenchService(name: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<BenchService> {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const started = startProcess(
+    process.execPath,
+    ['--import', 'tsx', ...nodeArgs, 'src/server.ts'],
+    { ...process.env, NODE_ENV: 'production', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', REDIS_URL: redisUrl, REDIS_PREFIX: `sf-bench-${name}:${stamp}:`, ...env },
+    ROOT,
+    true,
+  );
+  const deadline = Date.now() + 120_000;
+  while ((await httpStatus(`${base}/healthz`)) !== 200) {
+    if (Date.now() > deadline) throw new Error(`the service did not start:\n${started.output()}`);
+    await sleep(200);
+  }
+  return { ...started, base };
 }

@@ -20,30 +20,32 @@ export interface StoredResult {
 }
 
 /**
- * Takes the key for this transaction, or reports that another transaction holds it (a request with
- * the same key still running). The lock is PostgreSQL's: it ends with the transaction, on every
- * instance.
+ * Takes the key for this transaction and reads the result stored under it in the last 24 hours, in
+ * one statement; `locked` false when another transaction holds the key (a request with the same key
+ * still running). The lock is PostgreSQL's: it ends with the transaction, on every instance.
+ *
+ * The read's snapshot is the statement's, taken before the lock: a request that finished between
+ * the two is not seen here, and storeResult then finds its result in the way (and says so).
  */
-export async function lockIdempotencyKey(trx: Transaction<Database>, scope: IdempotencyScope): Promise<boolean> {
-  const { rows } = await sql<{ locked: boolean }>`
-    select pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) as locked`.execute(trx);
-  return rows[0]!.locked;
+export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope): Promise<{ locked: boolean; stored: StoredResult | undefined }> {
+  const { rows } = await sql<{ locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null }>`
+    select pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) as locked,
+           k.method, k.path, k.body_sha256 as "bodySha256", k.status, k.response
+      from (select 1) as one
+      left join idempotency_keys k
+        on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
+       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`.execute(trx);
+  const { locked, method, path, bodySha256, status, response } = rows[0]!;
+  const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response! };
+  return { locked, stored };
 }
 
-/** The result stored under the key in the last 24 hours, if any. */
-export async function findStoredResult(db: Db, scope: IdempotencyScope): Promise<StoredResult | undefined> {
-  return db
-    .selectFrom('idempotency_keys')
-    .select(['method', 'path', 'body_sha256 as bodySha256', 'status', 'response'])
-    .where('workspace_id', '=', scope.workspaceId)
-    .where('api_key_id', '=', scope.apiKeyId)
-    .where('key', '=', scope.key)
-    .where('created_at', '>', sql<Date>`now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`)
-    .executeTakeFirst();
-}
-
-/** Stores the result under the key, replacing an expired one. */
-export async function storeResult(db: Db, scope: IdempotencyScope, result: StoredResult): Promise<void> {
+/**
+ * Stores the result under the key, replacing an expired one; false, storing nothing, when a result
+ * of the last 24 hours is already there (a request with the same key finished after
+ * lockAndFindResult's snapshot: roll back and look again).
+ */
+export async function storeResult(db: Db, scope: IdempotencyScope, result: StoredResult): Promise<boolean> {
   const values = {
     workspace_id: scope.workspaceId,
     api_key_id: scope.apiKeyId,
@@ -54,11 +56,18 @@ export async function storeResult(db: Db, scope: IdempotencyScope, result: Store
     status: result.status,
     response: result.response,
   };
-  await db
+  const stored = await db
     .insertInto('idempotency_keys')
     .values(values)
-    .onConflict((oc) => oc.columns(['workspace_id', 'api_key_id', 'key']).doUpdateSet({ ...values, created_at: sql`now()` }))
-    .execute();
+    .onConflict((oc) =>
+      oc
+        .columns(['workspace_id', 'api_key_id', 'key'])
+        .doUpdateSet({ ...values, created_at: sql`now()` })
+        .where('idempotency_keys.created_at', '<=', sql<Date>`now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`),
+    )
+    .returning(sql<number>`1`.as('stored'))
+    .executeTakeFirst();
+  return stored !== undefined;
 }
 
 /** Deletes results past their 24 hours; how many. */
