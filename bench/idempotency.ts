@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
-import { loadAverage } from './lib/cpu.js';
+import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs } from './lib/cpu.js';
+import { execFileSync } from 'node:child_process';
 import { makeWorkDir, runLoad, type LoadSpec } from './lib/load.js';
 import { stopAll, stopProcess } from './lib/processes.js';
 import { benchDatabase, durationS, log, startBenchService, stamp, writeReport } from './lib/service-bench.js';
@@ -34,10 +35,12 @@ async function main(): Promise<void> {
       url: `${service.base}/v1/contacts`,
       method: 'POST',
       headers: { authorization: `Bearer ${key.apiKey}`, 'Content-Type': 'application/json' },
-      // A fresh key per request: more variants than the run can send.
-      variants: Array.from({ length: withKey ? Math.max(1_000, 4_000 * d) : 1 }, (_, i) => ({
+      // A fresh key per request (more variants than the run can send). Without a key the requests
+      // are the same but for the header's name (one the service ignores), so the load generator
+      // does the same work for both and the difference is the service's.
+      variants: Array.from({ length: Math.max(1_000, 4_000 * d) }, (_, i) => ({
         body: JSON.stringify({ name: `Cliente ${i}` }),
-        ...(withKey && { headers: { 'Idempotency-Key': randomUUID() } }),
+        headers: { [withKey ? 'Idempotency-Key' : 'X-Bench-Nonce']: randomUUID() },
       })),
       connections,
       durationS: d,
@@ -47,10 +50,15 @@ async function main(): Promise<void> {
     for (let round = 1; round <= rounds; round++) {
       const order: Array<'plain' | 'key'> = round % 2 ? ['plain', 'key'] : ['key', 'plain'];
       for (const kind of order) {
+        const postgres = postgresPids();
+        const [service0, postgres0, machine0] = [groupCpuMs(service.child.pid!), pidsCpuMs(postgres), machineCpuMs()];
         const result = await runLoad(spec(kind === 'key', durationS), workDir);
+        const perRequest = (ms: number) => ((ms * 1000) / result.requests).toFixed(0);
+        const machine1 = machineCpuMs();
+        const cpu = `CPU µs a request: service ${perRequest(groupCpuMs(service.child.pid!) - service0)}, PostgreSQL ${perRequest(pidsCpuMs(postgres) - postgres0)}, machine ${perRequest(machine1.busy - machine0.busy)}`;
         if (result.non2xx + result.socketErrors > 0) throw new Error(`${kind}: ${result.non2xx} non-2xx answers, ${result.socketErrors} socket errors`);
         rates[kind].push(result.rps);
-        log(`round ${round}, ${kind === 'key' ? 'with a key' : 'without a key'}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms`);
+        log(`round ${round}, ${kind === 'key' ? 'with a key' : 'without a key'}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms; ${cpu}`);
       }
     }
     await stopProcess(service.child);
@@ -68,6 +76,15 @@ async function main(): Promise<void> {
   log(`\n${table}`);
   const machine = `${connections} connections, ${durationS} s a run, ${rounds} rounds, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
   writeReport('idempotency', `# Idempotency bench ${stamp}\n\n${machine}\n\n${table}\n`);
+}
+
+/** The PostgreSQL server's processes (the backends and the background ones). */
+function postgresPids(): number[] {
+  try {
+    return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 main().catch(async (err: unknown) => {

@@ -3,7 +3,7 @@
 // all; a retry within 24 hours replays the result instead of changing anything again.
 import { createHash } from 'node:crypto';
 import { transact, type Db } from './db/database.js';
-import { lockAndFindResult, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
+import { isResultInTheWay, lockAndFindResult, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
 import { JsonText } from './db/pagination.js';
 import { ApiError } from './errors.js';
 import type { Logger } from './logger.js';
@@ -64,7 +64,7 @@ export async function runIdempotent<R extends Reply>(
       }
       const reply = await handle(trx);
       const response = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
-      if (!(await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response }))) throw new FinishedMeanwhile();
+      await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response });
       return { reply, replayed: false };
     });
   try {
@@ -72,13 +72,10 @@ export async function runIdempotent<R extends Reply>(
   } catch (err) {
     // The first request finished between our look and our lock: our change is rolled back, and
     // the second look finds its result.
-    if (err instanceof FinishedMeanwhile) return attempt();
+    if (isResultInTheWay(err)) return attempt();
     throw err;
   }
 }
-
-/** A request with the same key finished between this one's look and its store. */
-class FinishedMeanwhile extends Error {}
 
 /**
  * Deletes stored results past their 24 hours, at start and then every `everyMs`; registered with

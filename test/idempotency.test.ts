@@ -58,7 +58,7 @@ async function blockedStore(holder: pg.Client): Promise<number> {
     const { rows } = await holder.query<{ pid: number }>(
       `select pid from pg_stat_activity
         where datname = current_database() and pid <> pg_backend_pid() and wait_event_type = 'Lock'
-          and query ilike 'insert into %idempotency_keys%'`,
+          and query ilike '%insert into idempotency_keys%'`,
     );
     if (rows[0]) return rows[0].pid;
     await sleep(25);

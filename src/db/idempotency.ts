@@ -1,6 +1,6 @@
 // The stored results of POSTs sent with an Idempotency-Key (kept 24 hours).
 import { sql, type Transaction } from 'kysely';
-import type { Db } from './database.js';
+import { WITH_BEGIN, WITH_COMMIT, type Db } from './database.js';
 import type { Database } from './schema.js';
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -21,11 +21,12 @@ export interface StoredResult {
 
 /**
  * Takes the key for this transaction and reads the result stored under it in the last 24 hours, in
- * one statement; `locked` false when another transaction holds the key (a request with the same key
- * still running). The lock is PostgreSQL's: it ends with the transaction, on every instance.
+ * one statement, the transaction's first (it travels with the BEGIN: WITH_BEGIN); `locked` false
+ * when another transaction holds the key (a request with the same key still running). The lock is
+ * PostgreSQL's: it ends with the transaction, on every instance.
  *
  * The read's snapshot is the statement's, taken before the lock: a request that finished between
- * the two is not seen here, and storeResult then finds its result in the way (and says so).
+ * the two is not seen here, and storeResult then finds its result in the way.
  */
 export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope): Promise<{ locked: boolean; stored: StoredResult | undefined }> {
   const { rows } = await sql<{ locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null }>`
@@ -34,40 +35,35 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
       from (select 1) as one
       left join idempotency_keys k
         on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
-       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`.execute(trx);
+       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})${sql.raw(WITH_BEGIN)}`.execute(trx);
   const { locked, method, path, bodySha256, status, response } = rows[0]!;
   const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response! };
   return { locked, stored };
 }
 
 /**
- * Stores the result under the key, replacing an expired one; false, storing nothing, when a result
- * of the last 24 hours is already there (a request with the same key finished after
- * lockAndFindResult's snapshot: roll back and look again).
+ * Stores the result under the key, replacing an expired one, as the transaction's last statement
+ * (it travels with the COMMIT: WITH_COMMIT). A result of the last 24 hours already there (a request
+ * with the same key finished after lockAndFindResult's snapshot) fails it, and the commit, with a
+ * unique violation: isResultInTheWay says so; roll back and look again.
  */
-export async function storeResult(db: Db, scope: IdempotencyScope, result: StoredResult): Promise<boolean> {
-  const values = {
-    workspace_id: scope.workspaceId,
-    api_key_id: scope.apiKeyId,
-    key: scope.key,
-    method: result.method,
-    path: result.path,
-    body_sha256: result.bodySha256,
-    status: result.status,
-    response: result.response,
-  };
-  const stored = await db
-    .insertInto('idempotency_keys')
-    .values(values)
-    .onConflict((oc) =>
-      oc
-        .columns(['workspace_id', 'api_key_id', 'key'])
-        .doUpdateSet({ ...values, created_at: sql`now()` })
-        .where('idempotency_keys.created_at', '<=', sql<Date>`now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`),
+export async function storeResult(trx: Transaction<Database>, scope: IdempotencyScope, result: StoredResult): Promise<void> {
+  await sql`
+    with expired as (
+      delete from idempotency_keys
+       where workspace_id = ${scope.workspaceId} and api_key_id = ${scope.apiKeyId} and key = ${scope.key}
+         and created_at <= now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})
+      returning 1
     )
-    .returning(sql<number>`1`.as('stored'))
-    .executeTakeFirst();
-  return stored !== undefined;
+    insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response)
+    select ${scope.workspaceId}::uuid, ${scope.apiKeyId}::uuid, ${scope.key}, ${result.method}, ${result.path}, ${result.bodySha256}, ${result.status}::smallint, ${result.response}
+      from (select count(*) from expired) as cleared${sql.raw(WITH_COMMIT)}`.execute(trx);
+}
+
+/** The error of a store that found a fresh result under its key (see storeResult). */
+export function isResultInTheWay(err: unknown): boolean {
+  const { code, constraint, message } = (err ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+  return code === '23505' && (constraint === 'idempotency_keys_pkey' || String(message).includes('idempotency_keys_pkey'));
 }
 
 /** Deletes results past their 24 hours; how many. */
