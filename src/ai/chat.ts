@@ -1,8 +1,10 @@
 // The AI agent's call: an OpenAI-compatible Chat Completions request (OpenAI, Azure, Ollama, vLLM)
-// built from the agent and the thread (pure), sent with plain fetch, and its answer read as text to
-// send, a handoff to a person, or a failure (passing or not). Plain fetch rather than the `openai`
-// package: one POST and one JSON shape, and the durable queue already retries with backoff across
-// restarts and instances, which the package's in-process retries would only multiply.
+// built from the agent and the thread (pure), sent as one plain POST (src/http-client.ts), and its
+// answer read as text to send, a handoff to a person, or a failure (passing or not). A plain POST
+// rather than the `openai` package: one request and one JSON shape, and the durable queue already
+// retries with backoff across restarts and instances, which the package's in-process retries would
+// only multiply.
+import { postJson } from '../http-client.js';
 
 /** The tool an agent calls to pass the conversation to a person. */
 export const HANDOFF_TOOL = 'handoff_to_human';
@@ -106,24 +108,17 @@ export interface ChatCall {
 
 /** POST {baseUrl}/chat/completions; never throws except when `signal` aborts. */
 export async function completeChat(call: ChatCall): Promise<ChatAnswer> {
-  let response: Response;
-  let text: string;
-  try {
-    response = await fetch(`${call.baseUrl}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(call.apiKey && { authorization: `Bearer ${call.apiKey}` }) },
-      body: JSON.stringify(call.body),
-      signal: AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)]),
-    });
-    text = await response.text();
-  } catch (err) {
-    if (call.signal.aborted) throw err;
-    const timedOut = (err as Error).name === 'TimeoutError';
-    return { kind: 'failed', transient: true, error: timedOut ? `no answer within ${call.timeoutMs} ms` : `network: ${(err as Error).message}` };
-  }
-  if (!response.ok) {
+  const outcome = await postJson(`${call.baseUrl}/chat/completions`, {
+    headers: call.apiKey ? { authorization: `Bearer ${call.apiKey}` } : {},
+    body: JSON.stringify(call.body),
+    timeoutMs: call.timeoutMs,
+    signal: call.signal,
+  });
+  if ('failure' in outcome) return { kind: 'failed', transient: true, error: outcome.failure === 'timeout' ? outcome.message : `network: ${outcome.message}` };
+  const { status, text } = outcome;
+  if (status < 200 || status >= 300) {
     // The provider's own message, short: it names the problem (bad model, bad key), never the conversation.
-    return { kind: 'failed', transient: transientStatus(response.status), error: `HTTP ${response.status}: ${text.slice(0, 300)}` };
+    return { kind: 'failed', transient: transientStatus(status), error: `HTTP ${status}: ${text.slice(0, 300)}` };
   }
   try {
     return readChatAnswer(JSON.parse(text));

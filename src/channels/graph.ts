@@ -1,6 +1,7 @@
 // Meta's Graph API, as the WhatsApp Cloud API and the Instagram Messaging API document it: the
 // request bodies of a text or template message, the send itself, and what a failure means
 // (passing, and worth retrying, or permanent).
+import { postJson } from '../http-client.js';
 
 /** Graph error codes that pass: rate limits, temporary unavailability, "try again later". */
 export const TRANSIENT_GRAPH_CODES: ReadonlySet<number> = new Set([1, 2, 4, 80007, 130429, 131000, 131016]);
@@ -83,23 +84,17 @@ export async function sendGraphMessage(options: {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
 }): Promise<SendResult> {
-  const timeout = AbortSignal.timeout(options.timeoutMs);
-  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
-  let response: Response;
-  let text: string;
-  try {
-    response = await fetch(`${options.baseUrl}/${encodeURIComponent(options.externalId)}/messages`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${options.accessToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(options.body),
-      signal,
-    });
-    text = await response.text();
-  } catch (err) {
-    if (options.signal?.aborted) throw err;
-    if (timeout.aborted) return { ok: false, transient: true, code: 'timeout', message: `no answer from the Graph API within ${options.timeoutMs} ms` };
-    return { ok: false, transient: true, code: 'network_error', message: `the Graph API could not be reached: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}` };
+  const outcome = await postJson(`${options.baseUrl}/${encodeURIComponent(options.externalId)}/messages`, {
+    headers: { authorization: `Bearer ${options.accessToken}` },
+    body: JSON.stringify(options.body),
+    timeoutMs: options.timeoutMs,
+    signal: options.signal,
+  });
+  if ('failure' in outcome) {
+    if (outcome.failure === 'timeout') return { ok: false, transient: true, code: 'timeout', message: `no answer from the Graph API within ${options.timeoutMs} ms` };
+    return { ok: false, transient: true, code: 'network_error', message: `the Graph API could not be reached: ${outcome.message}` };
   }
+  const { status, text } = outcome;
   let body: unknown;
   try {
     body = text === '' ? undefined : JSON.parse(text);
@@ -107,6 +102,6 @@ export async function sendGraphMessage(options: {
     body = undefined;
   }
   // Accepted is sent: retrying an answer without an id could deliver the message twice.
-  if (response.ok) return { ok: true, externalId: sentMessageId(body) ?? null };
-  return { ok: false, ...classifyGraphFailure(response.status, body) };
+  if (status >= 200 && status < 300) return { ok: true, externalId: sentMessageId(body) ?? null };
+  return { ok: false, ...classifyGraphFailure(status, body) };
 }
