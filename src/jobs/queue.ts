@@ -76,7 +76,7 @@ export interface ClaimGroups {
   otherwise: number;
 }
 
-/** How many due jobs, at least, a claim looks at to pick its jobs from. */
+/** How many due jobs, at least, a grouped claim looks at to pick its jobs from. */
 const GROUP_WINDOW = 256;
 
 /** What a claim took, and what the claimer needs to know to sleep until there is more. */
@@ -84,7 +84,7 @@ export interface Claim {
   jobs: Job[];
   /** When the queue's next job that waits (a retry, a delayed job) falls due; undefined when none does. */
   nextRunAt: Date | undefined;
-  /** True when due jobs were left in the queue by a group's allowance (they want a claim as soon as a slot frees). */
+  /** True when due jobs were left in the queue by a group's allowance or past the claim's window: they want a claim as soon as a slot frees. */
   leftBehind: boolean;
 }
 
@@ -93,8 +93,9 @@ export interface Claim {
  * attempt, in one statement (the claim_jobs function of migration 0008, which says what is due and
  * why the planner is told to read jobs_due_idx in order). A key's jobs run one at a time, in order,
  * across every instance; SKIP LOCKED lets concurrent claimers pass over each other's rows. Only the
- * first due jobs (GROUP_WINDOW or 4 x limit) are considered; with `groups`, each group's within its
- * allowance. The same statement says when the next waiting job falls due and whether due jobs were
+ * first `limit` due jobs are considered or, with `groups`, the first GROUP_WINDOW (or 4 x limit),
+ * each group's within its allowance: finding a due job can mean passing over many that wait behind
+ * their key, so the window is no larger than it needs to be. The same statement says when the next waiting job falls due and whether due jobs were
  * left behind, so an idle claimer knows how long it may sleep without asking again.
  */
 export async function claimJobs(
@@ -107,7 +108,7 @@ export async function claimJobs(
     select (c.job).*, c.left_behind, c.next_run_at
       from claim_jobs(${options.queue}::text, ${options.workerId}::text, ${options.limit}::int, ${Math.round(options.leaseMs)}::int,
                       ${groups?.field ?? null}::text, ${groups ? JSON.stringify(groups.allowance) : null}::jsonb,
-                      ${groups?.otherwise ?? options.limit}::int, ${Math.max(GROUP_WINDOW, 4 * options.limit)}::int) c`.execute(db);
+                      ${groups?.otherwise ?? options.limit}::int, ${groups ? Math.max(GROUP_WINDOW, 4 * options.limit) : options.limit}::int) c`.execute(db);
   const first = result.rows[0];
   const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job as Job);
   return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
