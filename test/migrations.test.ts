@@ -40,6 +40,7 @@ const ALL_MIGRATIONS = [
   '0006_events_and_webhooks',
   '0007_ai_agents',
   '0008_claim_jobs_function',
+  '0009_idempotency_keys_without_foreign_key',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
