@@ -734,8 +734,10 @@ export interface paths {
          *     (`+{from}`, named after `contacts[].profile.name` when new) or Instagram id (`sender.id`),
          *     join the open thread of the pair (one is opened if none is) and move `lastInboundAt`;
          *     non-text messages keep a readable `content` (`[image] caption`). Statuses move a message
-         *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`. Instagram
-         *     echoes (`is_echo`) and changes for another phone number are ignored; a signed body the
+         *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`. A status
+         *     of a message whose send Meta has not yet answered (a callback can overtake the answer) is
+         *     held and applied once the message has its id, in the order the statuses came; one that
+         *     still names no message after about 16 seconds is dropped. Instagram echoes (`is_echo`) and changes for another phone number are ignored; a signed body the
          *     service does not understand is logged and answered 200 with nothing stored.
          */
         post: operations["receiveMetaWebhook"];

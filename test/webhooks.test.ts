@@ -287,13 +287,54 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
     });
   });
 
-  it('when a status names an unknown message, then it is ignored', async () => {
-    const { ws, meta, phone } = await sentMessage();
+  it('when a status arrives before the answer to its send, then it is held and applied once the message has its id, in the order the statuses came', async () => {
+    const { ws, meta } = await whatsappChannel();
+    const phone = buildPhone();
+    const wamid = `wamid.early${Date.now()}`;
+    // Meta calls back about the message while its answer to the send is still on its way.
+    graph.answer((request) =>
+      request.externalId === meta.externalId
+        ? { status: 200, body: { messaging_product: 'whatsapp', contacts: [{ input: request.body.to, wa_id: request.body.to }], messages: [{ id: wamid }] }, delayMs: 400 }
+        : undefined,
+    );
+    try {
+      const { data: contact } = await ws.api.POST('/contacts', { body: buildContact({ phone }) });
+      const { data: message } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } } });
+      await waitFor('the send', () => graph.to(meta.externalId).length === 1);
+      const post = (status: string) => postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, status, phone.slice(1))] }), { appSecret: meta.appSecret });
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus('wamid.unknown', 'read', phone.slice(1))] }), { appSecret: meta.appSecret });
+      const answers = [await post('delivered'), await post('read')];
+      const whileSending = await statusOf(ws.workspaceId);
+      await waitFor('read', async () => (await statusOf(ws.workspaceId)).status === 'read');
+      const { data: events } = await ws.api.GET('/events', { params: { query: { type: 'message.updated', limit: 10 } } });
+
+      expect(answers.map((a) => a.status)).toEqual([200, 200]);
+      expect(whileSending).toEqual({ status: 'queued', error: null });
+      expect(events!.data.map((e) => e.data.object as { id: string; status: string }).map((m) => [m.id, m.status]).reverse()).toEqual([
+        [message!.id, 'sent'],
+        [message!.id, 'delivered'],
+        [message!.id, 'read'],
+      ]);
+    } finally {
+      graph.answer(undefined);
+    }
+  });
+
+  it('when a status names a message the channel never sent, then it changes nothing, and is dropped after its last look', async () => {
+    const { ws, meta, phone } = await sentMessage();
+    const wamid = `wamid.unknown${Date.now()}`;
+    const held = () => server.db.selectFrom('jobs').select(['id', 'attempts']).where('workspace_id', '=', ws.workspaceId).where('queue', '=', 'early-status').execute();
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'read', phone.slice(1))] }), { appSecret: meta.appSecret });
+    const heldAfterPost = await held();
+    // Skip to the last look rather than wait the 16 s of backoff.
+    await server.db.updateTable('jobs').set({ attempts: 4, run_at: new Date() }).where('id', '=', heldAfterPost[0]!.id).execute();
+    await waitFor('the held status dropped', async () => (await held()).length === 0);
 
     expect(res.status).toBe(200);
+    expect(heldAfterPost).toEqual([{ id: expect.any(String), attempts: 0 }]);
     expect(await statusOf(ws.workspaceId)).toEqual({ status: 'sent', error: null });
+    expect(logs.lines.filter((l) => l.msg === 'a status of a message this channel never sent was dropped' && l.externalId === wamid)).toHaveLength(1);
   });
 });
 

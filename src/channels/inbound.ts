@@ -6,15 +6,14 @@ import { enqueueReply, type AiReplies } from '../ai/replies.js';
 import { findChannelById } from '../db/channels.js';
 import { findOrCreateContact } from '../db/contacts.js';
 import { transact, type Db } from '../db/database.js';
-import { applyProviderStatus, externalIdExists, insertInboundMessage, type Message } from '../db/messages.js';
-import { messageRowToMessage } from '../db/messages.js';
+import { externalIdExists, insertInboundMessage, messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelRow, MessageRow } from '../db/schema.js';
 import { openThreadId, recordInbound } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { statusesBefore } from './rules.js';
 import { recordEvent } from '../events/record.js';
 import type { SecretBox } from './secrets.js';
+import { applyStatus, holdEarlyStatus } from './statuses.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
 
@@ -27,9 +26,8 @@ const INSTAGRAM_ID = /^[0-9A-Za-z_.-]+$/;
 export interface StoredEvents {
   messages: MessageRow[];
   duplicates: number;
-  statuses: number;
-  /** Statuses for unknown ids, or that would move a message back. */
-  staleStatuses: number;
+  /** Statuses applied; stale (they would move a message back); of unknown messages, held a while. */
+  statuses: Record<'applied' | 'stale' | 'unknown', number>;
 }
 
 /**
@@ -38,17 +36,15 @@ export interface StoredEvents {
  * them, in the same transaction.
  */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
-  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: 0, staleStatuses: 0 };
+  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   if (events.length === 0) return stored;
   await transact(db, async (trx) => {
     for (const event of events) {
       const now = new Date();
       if (event.kind === 'status') {
-        const applied = await applyProviderStatus(trx, channel.workspace_id, channel.id, event.externalId, statusesBefore(event.status), event.status as never, event.error);
-        if (applied) {
-          stored.statuses++;
-          await recordEvent(trx, channel.workspace_id, 'message.updated', messageRowToMessage(applied), now);
-        } else stored.staleStatuses++;
+        const outcome = await applyStatus(trx, channel.workspace_id, channel.id, event, now);
+        if (outcome === 'unknown') await holdEarlyStatus(trx, channel.workspace_id, channel.id, event, now);
+        stored.statuses[outcome]++;
         continue;
       }
       if (await externalIdExists(trx, channel.workspace_id, channel.id, event.externalId)) {

@@ -1,6 +1,6 @@
-// Starts this process's job workers (message delivery, sandbox receipts, webhook deliveries, and AI
-// agents' replies when an AI_BASE_URL is configured) on one listener, and registers their stop with
-// the process's background work.
+// Starts this process's job workers (message delivery, sandbox receipts, statuses that came early,
+// webhook deliveries, and AI agents' replies when an AI_BASE_URL is configured) on one listener, and
+// registers their stop with the process's background work.
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
@@ -10,6 +10,7 @@ import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
 import { webhookHandler } from '../events/dispatcher.js';
 import { createJobListener } from './listen.js';
 import { aiReplyHandler } from '../ai/replies.js';
+import { earlyStatusHandler } from '../channels/statuses.js';
 import { startWorker, type Worker } from './worker.js';
 
 export type JobsConfig = Pick<
@@ -54,6 +55,7 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
       { ...common, concurrency: config.deliveryConcurrency },
     ),
     startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
+    startWorker(earlyStatusHandler(db, logger), { ...common, concurrency: 8 }),
     startWorker(
       webhookHandler({
         db,
