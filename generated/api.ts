@@ -695,7 +695,9 @@ export interface paths {
          * Retry a delivery
          * @description Sends the delivery again now, whatever its status; the answer is the delivery, `pending`,
          *     before the attempt is made. A failed delivery that fails again stays `failed` (no further
-         *     automatic retries); a pending one keeps its schedule.
+         *     automatic retries); a pending one keeps its schedule. While an attempt is still running,
+         *     the retry waits for it (two attempts of a delivery never overlap): when that attempt
+         *     succeeds, nothing more is sent, and when it fails, the next attempt is made at once.
          *     Needs the `webhooks:write` scope.
          */
         post: operations["retryWebhookDelivery"];

@@ -174,6 +174,27 @@ describe('delivery', () => {
     expect(receiver.to(path)).toHaveLength(4);
   });
 
+  it('when a delivery is retried by hand while its attempt is still running, then the retry waits for it (two attempts never overlap) and one more attempt follows it', async () => {
+    const ws = await createWorkspace(server);
+    const { endpoint: created, path } = await endpoint(ws);
+    let sent = 0;
+    receiver.answer((r) => (r.path === path && sent++ === 0 ? { status: 503, delayMs: 800 } : undefined));
+    await createContact(ws);
+    await receiver.waitFor(1, path);
+    const [running] = await deliveries(ws, created.id);
+
+    const { response } = await ws.api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: created.id, deliveryId: running!.id } } });
+    const [succeeded] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'succeeded', 'delivery succeeded');
+    await new Promise((r) => setTimeout(r, 500));
+    const [first, second, ...more] = receiver.to(path);
+
+    expect(response.status).toBe(202);
+    expect(more).toEqual([]);
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(800);
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    expect(succeeded).toMatchObject({ status: 'succeeded', attempts: 2, lastResponseStatus: 204 });
+  });
+
   it('when a failed delivery is retried by hand and fails again, then it is failed again with one more attempt and no new schedule', async () => {
     const ws = await createWorkspace(server);
     const { endpoint: created, path } = await endpoint(ws);

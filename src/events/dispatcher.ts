@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import type { SecretBox } from '../channels/secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { finishJob, type Job } from '../jobs/queue.js';
+import { finishJob, JOBS_CHANNEL, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
@@ -66,6 +66,8 @@ interface EndpointSlots {
 const WAIT_FOR_SLOT_MS = 250;
 /** An endpoint whose oldest running attempt is older than this is slow: its extra jobs step aside at once. */
 const SLOW_MS = 1_000;
+/** How often a manual retry looks whether the attempt it waits for has ended. */
+const OTHER_ATTEMPT_POLL_MS = 250;
 
 export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
   const { db } = options;
@@ -165,7 +167,36 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
        where workspace_id = ${job.workspace_id} and id = ${payload.endpointId}`.execute(db);
   }
 
+  /**
+   * A manual retry asked for while another job of the delivery was running its attempt: it waits
+   * for that attempt to end (two attempts of one delivery never overlap); then, when that job
+   * stays for a retry, makes it due now in its place, and when the delivery has succeeded since
+   * the retry was asked for, it is done. Undefined when it should make its attempt.
+   */
+  async function deferToOtherJob(job: Job, payload: WebhookJobPayload): Promise<JobResult | undefined> {
+    const { rows } = await sql<{ id: string; running: boolean }>`
+      select id, coalesce(locked_until > now(), false) as running from jobs
+       where workspace_id = ${job.workspace_id} and queue = ${WEBHOOK_QUEUE} and payload->>'deliveryId' = ${payload.deliveryId} and id <> ${job.id}`.execute(db);
+    if (rows.length === 0) {
+      const { rows: delivered } = await sql`
+        select 1 from webhook_deliveries
+         where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId} and status = 'succeeded' and last_attempt_at >= ${job.created_at}::timestamptz`.execute(db);
+      return delivered.length > 0 ? { kind: 'done' } : undefined;
+    }
+    if (rows.some((row) => row.running)) return { kind: 'later', runAt: new Date(Date.now() + OTHER_ATTEMPT_POLL_MS) };
+    await sql`
+      with due as (
+        update jobs set run_at = now() where workspace_id = ${job.workspace_id} and id = any(${rows.map((row) => row.id)}::uuid[]) returning queue
+      )
+      select pg_notify(${JOBS_CHANNEL}, queue) from due`.execute(db);
+    return { kind: 'done' };
+  }
+
   async function attempt(job: Job, payload: WebhookJobPayload, signal: AbortSignal): Promise<JobResult> {
+    if (payload.manual) {
+      const deferred = await deferToOtherJob(job, payload);
+      if (deferred) return deferred;
+    }
     const target = await loadTarget(db, job.workspace_id, payload.deliveryId);
     // The endpoint or the event is gone (deleted, purged), or another job already settled it.
     if (!target || (target.status !== 'pending' && !payload.manual)) return { kind: 'done' };
