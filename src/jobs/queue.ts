@@ -95,8 +95,9 @@ export interface Claim {
  * across every instance; SKIP LOCKED lets concurrent claimers pass over each other's rows. Only the
  * first `limit` due jobs are considered or, with `groups`, the first GROUP_WINDOW (or 4 x limit),
  * each group's within its allowance: finding a due job can mean passing over many that wait behind
- * their key, so the window is no larger than it needs to be. The same statement says when the next waiting job falls due and whether due jobs were
- * left behind, so an idle claimer knows how long it may sleep without asking again.
+ * their key, so the window is no larger than it needs to be. The same statement says when the next
+ * waiting job falls due and whether due jobs were left behind, so an idle claimer knows how long it
+ * may sleep without asking again.
  */
 export async function claimJobs(
   db: Db,
