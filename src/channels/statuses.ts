@@ -46,12 +46,11 @@ export async function applyStatus(db: Db, workspaceId: string, channelId: string
  * transaction that received it. Statuses of one message are looked at in the order they came.
  */
 export async function holdEarlyStatus(db: Db, workspaceId: string, channelId: string, status: ProviderStatus, now: Date): Promise<void> {
-  const payload: EarlyStatusPayload = { channelId, externalId: status.externalId, status: status.status, ...(status.error && { error: status.error }) };
   await enqueueJob(db, {
     workspaceId,
     queue: EARLY_STATUS_QUEUE,
     orderingKey: `${channelId}:${status.externalId}`,
-    payload: { ...payload },
+    payload: { channelId, externalId: status.externalId, status: status.status, ...(status.error && { error: status.error }) } satisfies EarlyStatusPayload,
     runAt: new Date(now.getTime() + EARLY_STATUS_RETRY_MS),
     createdAt: now,
   });
