@@ -4469,8 +4469,17 @@ export interface operations {
     verifyMetaWebhook: {
         parameters: {
             query: {
+                /** @example subscribe */
                 "hub.mode": "subscribe";
+                /**
+                 * @description The channel's `verifyToken`, as typed into Meta's dashboard.
+                 * @example verify-2f6c1b0e
+                 */
                 "hub.verify_token": string;
+                /**
+                 * @description Meta's value to echo.
+                 * @example 1158201444
+                 */
                 "hub.challenge": string;
             };
             header?: never;
