@@ -1,6 +1,7 @@
 // The job queue on its own (src/jobs): jobs of one key run one at a time in order, a claim is
-// exclusive until its lease runs out, retries wait their backoff and end in giveUp, and stopping
-// finishes or releases what is held. On the run's database (PostgreSQL or PGlite).
+// exclusive until its lease runs out, a running job's lease is renewed (and a job whose lease was
+// taken meanwhile is aborted), retries wait their backoff and end in giveUp (expected ones logged at
+// debug only), and stopping finishes or releases what is held. On the run's database (PostgreSQL or PGlite).
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +10,7 @@ import { createJobListener } from '../src/jobs/listen.js';
 import { claimJobs, enqueueJob, finishJob, releaseJob, type Job } from '../src/jobs/queue.js';
 import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
 import { createLogger } from '../src/logger.js';
-import { waitFor } from './helpers/processes.js';
+import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
 import { databaseUrl, openDatabase } from './helpers/server.js';
 
 let db: Db;
@@ -164,7 +165,7 @@ describe('the worker', () => {
     try {
       await enqueueJob(db, { workspaceId, queue, payload: {} });
 
-      await waitFor('given up', () => gaveUp.length === 1, 5_000);
+      await waitFor('given up and settled', () => gaveUp.length === 1 && worker.running() === 0, 5_000);
 
       expect(tries).toHaveLength(3);
       expect(gaveUp).toEqual(['try 3']);
@@ -198,6 +199,111 @@ describe('the worker', () => {
 
       expect(ran[1]! - ran[0]!).toBeGreaterThanOrEqual(90);
       expect(ran[1]! - ran[0]!).toBeLessThan(2_000);
+    } finally {
+      await worker.stop(AbortSignal.timeout(1_000));
+    }
+  });
+
+  it('when a job runs for several leases, then its worker renews the lease and no other worker can claim it meanwhile', async () => {
+    const queue = queueName();
+    const leaseMs = 600;
+    let finish!: () => void;
+    const running = new Promise<void>((resolve) => (finish = resolve));
+    let runs = 0;
+    const worker = startWorker(
+      handler(queue, async () => {
+        runs++;
+        await running;
+        return { kind: 'done' };
+      }),
+      { ...options, db, leaseMs },
+    );
+    try {
+      await enqueueJob(db, { workspaceId, queue, payload: {} });
+      await waitFor('running', () => runs === 1);
+      const [claimed] = await storedJobs(queue);
+      const leases: number[] = [];
+      const claimsByOthers: Job[] = [];
+
+      // Past two more leases: without renewal the job would have been free to claim twice over.
+      await waitFor(
+        'two leases past the first',
+        async () => {
+          const [row] = await storedJobs(queue);
+          leases.push(row!.locked_until!.getTime());
+          claimsByOthers.push(...(await claimJobs(db, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 })).jobs);
+          return Date.now() > claimed!.locked_until!.getTime() + 2 * leaseMs;
+        },
+        10_000,
+      );
+      finish();
+      await waitFor('finished', () => worker.running() === 0);
+
+      expect(claimed).toMatchObject({ locked_by: worker.id, attempts: 1 });
+      expect(claimsByOthers).toEqual([]);
+      expect(Math.max(...leases)).toBeGreaterThan(claimed!.locked_until!.getTime() + leaseMs);
+      expect(runs).toBe(1);
+      expect(await storedJobs(queue)).toEqual([]);
+    } finally {
+      finish();
+      await worker.stop(AbortSignal.timeout(1_000));
+    }
+  });
+
+  it('when a running job is taken by another instance (its lease ran out), then the job is aborted and its outcome is not recorded', async () => {
+    const queue = queueName();
+    const logs = new LogCapture();
+    let aborted = false;
+    let started = false;
+    const worker = startWorker(
+      handler(queue, (_job, signal) => {
+        started = true;
+        return new Promise((_, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }),
+        );
+      }),
+      { ...options, db, logger: createLogger('info', logs.destination), leaseMs: 300 },
+    );
+    try {
+      await enqueueJob(db, { workspaceId, queue, payload: {} });
+      await waitFor('running', () => started);
+      // As when the database was out of reach for longer than the lease: the lease runs out and another instance claims the job.
+      await sql`update jobs set locked_until = now() - interval '1 second' where queue = ${queue}`.execute(db);
+      const { jobs: [taken] } = await claimJobs(db, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 });
+
+      await waitFor('aborted', () => aborted && worker.running() === 0, 5_000);
+
+      expect(taken).toMatchObject({ locked_by: 'other', attempts: 2 });
+      expect(await storedJobs(queue)).toEqual([expect.objectContaining({ id: taken!.id, locked_by: 'other', attempts: 2, last_error: null })]);
+      expect(logs.matching(/^another instance took a running job/, LEVEL.warn)).toEqual([expect.objectContaining({ jobId: taken!.id })]);
+    } finally {
+      await worker.stop(AbortSignal.timeout(1_000));
+    }
+  });
+
+  it('when a job retries as expected and is given up, then its retries are logged at debug and nothing above', async () => {
+    const queue = queueName();
+    const logs = new LogCapture();
+    const gaveUp: string[] = [];
+    const worker = startWorker(handler(queue, async () => ({ kind: 'retry', error: 'not yet', expected: true }), gaveUp), {
+      ...options,
+      db,
+      logger: createLogger('debug', logs.destination),
+    });
+    try {
+      const jobId = await enqueueJob(db, { workspaceId, queue, payload: {} });
+
+      await waitFor('given up and settled', () => gaveUp.length === 1 && worker.running() === 0, 5_000);
+
+      const lines = logs.lines.filter((line) => line.jobId === jobId);
+      expect(lines.map((line) => [line.level, line.msg])).toEqual([
+        [LEVEL.debug, 'job failed; will retry'],
+        [LEVEL.debug, 'job failed; will retry'],
+        [LEVEL.debug, 'job failed on its last attempt; giving up'],
+      ]);
     } finally {
       await worker.stop(AbortSignal.timeout(1_000));
     }

@@ -66,15 +66,17 @@ export function earlyStatusHandler(db: Db, logger: Logger): QueueHandler {
       const { channelId, ...status } = job.payload as unknown as EarlyStatusPayload;
       return transact(db, async (trx) => {
         if ((await applyStatus(trx, job.workspace_id, channelId, status, new Date())) === 'unknown') {
-          return { kind: 'retry', error: 'no message has this id yet' } as const;
+          // Waiting is what a held status is for: its looks are not failures worth a log line each.
+          return { kind: 'retry', error: 'no message has this id yet', expected: true } as const;
         }
         await finishJob(trx, job);
         return { kind: 'finished' } as const;
       });
     },
+    // The one line a held status ever logs (its looks before are logged at debug by the worker).
     async giveUp(job) {
       const { channelId, externalId, status } = job.payload as unknown as EarlyStatusPayload;
-      logger.info({ channelId, externalId, status }, 'a status of a message this channel never sent was dropped');
+      logger.info({ channelId, externalId, status, jobId: job.id }, 'a status of a message this channel never sent was dropped');
       await finishJob(db, job);
     },
   };

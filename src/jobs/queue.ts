@@ -1,6 +1,7 @@
 // The durable job queue: a PostgreSQL table (jobs) written in the transaction of the change that
-// needs the work, claimed with FOR UPDATE SKIP LOCKED under a lease, one job at a time per ordering
-// key, and announced with NOTIFY so idle workers wake at once. Plain functions taking db first.
+// needs the work, claimed with FOR UPDATE SKIP LOCKED under a short lease that its worker renews
+// while the job runs, one job at a time per ordering key, and announced with NOTIFY so idle workers
+// wake at once. Plain functions taking db first.
 import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
@@ -113,6 +114,23 @@ export async function claimJobs(
   const first = result.rows[0];
   const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job as Job);
   return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
+}
+
+/**
+ * Extends the leases `workerId` still holds among `jobs` (its running jobs) to `leaseMs` from now,
+ * in one statement, and says which it holds: a job missing from the answer was finished or put
+ * back (by its own run), or taken by another instance after its lease ran out (the database was
+ * out of reach for longer than the lease). A lease is short so that a dead process's jobs are
+ * taken again soon; its live holder keeps it by calling this well within it.
+ */
+export async function renewLeases(db: Db, workerId: string, jobs: readonly Job[], leaseMs: number): Promise<Set<string>> {
+  if (jobs.length === 0) return new Set();
+  const result = await sql<{ id: string }>`
+    update jobs set locked_until = now() + ${Math.round(leaseMs)}::int * interval '1 millisecond'
+      from unnest(${jobs.map((job) => job.workspace_id)}::uuid[], ${jobs.map((job) => job.id)}::uuid[]) as mine (workspace_id, id)
+     where jobs.workspace_id = mine.workspace_id and jobs.id = mine.id and jobs.locked_by = ${workerId}
+    returning jobs.id`.execute(db);
+  return new Set(result.rows.map((row) => row.id));
 }
 
 const held = (job: Job) => sql`workspace_id = ${job.workspace_id} and id = ${job.id} and locked_by = ${job.locked_by}`;

@@ -1,13 +1,15 @@
 // Runs one queue's jobs in this process: claims what is due (up to `concurrency` at a time), runs
-// each, then finishes, retries (with backoff) or gives it up. It sleeps until a notification, a
-// retry falling due or the poll interval; stopping stops claiming, lets running jobs finish until
-// the deadline, and then aborts them and releases their claims for another instance.
+// each, then finishes, retries (with backoff) or gives it up. While jobs run it renews their leases
+// every third of a lease, so a process that dies leaves them to another instance within one lease,
+// however long a job takes. It sleeps until a notification, a retry falling due or the poll
+// interval; stopping stops claiming, lets running jobs finish until the deadline, and then aborts
+// them and releases their claims for another instance.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
-import { claimJobs, finishJob, postponeJob, releaseJob, retryJob, type ClaimGroups, type Job } from './queue.js';
+import { claimJobs, finishJob, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type Job } from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -15,8 +17,12 @@ export type JobResult =
   | { kind: 'done' }
   /** Done, and the job already deleted itself (finishJob) in the transaction of its effect. */
   | { kind: 'finished' }
-  /** A passing failure: try again after the backoff, or give up after the last attempt. */
-  | { kind: 'retry'; error: string }
+  /**
+   * A passing failure: try again after the backoff, or give up after the last attempt. `expected`
+   * when waiting is the job's normal course (a held status whose message has no provider id yet):
+   * its retries and its last attempt are logged at debug only, and giveUp says what was given up.
+   */
+  | { kind: 'retry'; error: string; expected?: boolean }
   /** Not tried (e.g. its target is busy): run it again at `runAt`, the attempt not counted. */
   | { kind: 'later'; runAt: Date };
 
@@ -39,6 +45,7 @@ export interface WorkerOptions {
   logger: Logger;
   listener?: JobListener | undefined;
   concurrency: number;
+  /** How long a claim holds a job; the worker renews it every third of that while the job runs. */
   leaseMs: number;
   pollMs: number;
 }
@@ -64,11 +71,22 @@ const sleep = (ms: number, wake: AbortSignal): Promise<void> =>
     wake.addEventListener('abort', done, { once: true });
   });
 
+/** A job this worker runs. */
+interface Running {
+  job: Job;
+  abort: AbortController;
+  done: Promise<void>;
+  /** Its outcome is being recorded: a renewal that misses it saw that, not a lost lease. */
+  settling: boolean;
+  /** Another instance took it (its lease ran out): it is aborted and its outcome is not recorded. */
+  lost: boolean;
+}
+
 export function startWorker(handler: QueueHandler, options: WorkerOptions): Worker {
   const { db, logger } = options;
   const id = `${handler.queue}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const log = logger.child({ worker: id });
-  const inFlight = new Map<string, { job: Job; abort: AbortController; done: Promise<void> }>();
+  const inFlight = new Map<string, Running>();
   let stopping = false;
   let wake = new AbortController();
   const poke = (): void => wake.abort();
@@ -87,12 +105,12 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       return;
     }
     if (job.attempts >= handler.maxAttempts) {
-      log.warn({ jobId: job.id, attempts: job.attempts, error: result.error }, 'job failed on its last attempt; giving up');
+      log[result.expected ? 'debug' : 'warn']({ jobId: job.id, attempts: job.attempts, error: result.error }, 'job failed on its last attempt; giving up');
       await handler.giveUp(job, result.error);
       return;
     }
     const delay = retryDelayMs(job.attempts, handler.retryBaseMs);
-    log.info({ jobId: job.id, attempts: job.attempts, retryInMs: delay, error: result.error }, 'job failed; will retry');
+    log[result.expected ? 'debug' : 'info']({ jobId: job.id, attempts: job.attempts, retryInMs: delay, error: result.error }, 'job failed; will retry');
     await retryJob(db, job, new Date(Date.now() + delay), result.error);
   }
 
@@ -101,13 +119,15 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
   // back for later (the wake-up time changes): the worker then sleeps on instead of claiming again.
   let tookAllDue = false;
 
-  async function runOne(job: Job, abort: AbortController): Promise<void> {
+  async function runOne(entry: Running): Promise<void> {
+    const { job, abort } = entry;
     let rescheduled = true;
     try {
       let result: JobResult;
       try {
         result = await handler.run(job, abort.signal);
       } catch (err) {
+        if (entry.lost) return leftToTheNewHolder(job);
         if (abort.signal.aborted) {
           await releaseJob(db, job);
           return;
@@ -115,10 +135,15 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         result = { kind: 'retry', error: JSON.stringify({ code: 'internal_error', message: (err as Error).message ?? String(err) }) };
         log.error({ err, jobId: job.id }, 'job threw');
       }
+      if (entry.lost) {
+        if (result.kind !== 'finished') leftToTheNewHolder(job);
+        return;
+      }
       if (abort.signal.aborted && result.kind === 'retry') {
         await releaseJob(db, job);
         return;
       }
+      entry.settling = true;
       await settle(job, result);
       rescheduled = result.kind === 'retry' || result.kind === 'later';
     } catch (err) {
@@ -126,7 +151,49 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       log.warn({ err: (err as Error).message, jobId: job.id }, 'could not record a job outcome; its lease will run out');
     } finally {
       inFlight.delete(job.id);
+      if (inFlight.size === 0) stopRenewing();
       if (rescheduled || job.ordering_key !== null || !tookAllDue) poke();
+    }
+  }
+
+  function leftToTheNewHolder(job: Job): void {
+    log.warn({ jobId: job.id }, 'another instance took a running job (its lease ran out); its outcome is left to that one');
+  }
+
+  // Lease renewal: one statement for all running jobs every third of a lease, and only while jobs
+  // run (an idle worker costs what it did). A running job whose lease was taken meanwhile (the
+  // database was out of reach for longer than the lease) is aborted: another instance runs it now.
+  let renewal: NodeJS.Timeout | undefined;
+  let renewing = false;
+  let renewFailures = 0;
+
+  function startRenewing(): void {
+    if (renewal || inFlight.size === 0) return;
+    renewal = setInterval(() => void renew(), Math.max(1, Math.floor(options.leaseMs / 3)));
+    renewal.unref();
+  }
+
+  function stopRenewing(): void {
+    clearInterval(renewal);
+    renewal = undefined;
+  }
+
+  async function renew(): Promise<void> {
+    const entries = [...inFlight.values()].filter((entry) => !entry.settling && !entry.lost);
+    if (renewing || entries.length === 0) return;
+    renewing = true;
+    try {
+      const kept = await renewLeases(db, id, entries.map((entry) => entry.job), options.leaseMs);
+      renewFailures = 0;
+      for (const entry of entries) {
+        if (kept.has(entry.job.id) || entry.settling || inFlight.get(entry.job.id) !== entry) continue;
+        entry.lost = true;
+        entry.abort.abort();
+      }
+    } catch (err) {
+      if (renewFailures++ === 0) log.warn({ err: (err as Error).message }, 'cannot renew the leases of running jobs; retrying');
+    } finally {
+      renewing = false;
     }
   }
 
@@ -170,11 +237,11 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         break;
       }
       for (const job of claimed) {
-        const abort = new AbortController();
-        const entry = { job, abort, done: Promise.resolve() };
+        const entry: Running = { job, abort: new AbortController(), done: Promise.resolve(), settling: false, lost: false };
         inFlight.set(job.id, entry);
-        entry.done = runOne(job, abort);
+        entry.done = runOne(entry);
       }
+      startRenewing();
       if (claimed.length > 0 && claimed.length === room) continue;
       // Fewer than asked: nothing else is due now. Sleep until a notification, a finished job (its
       // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
