@@ -740,7 +740,8 @@ export interface paths {
          *     of a message whose send Meta has not yet answered (a callback can overtake the answer) is
          *     held and applied once the message has its id, in the order the statuses came; one that
          *     still names no message after about 16 seconds is dropped. Instagram echoes (`is_echo`) and changes for another phone number are ignored; a signed body the
-         *     service does not understand is logged and answered 200 with nothing stored.
+         *     service does not understand (not JSON, nested more than 32 levels deep, or not a delivery) is
+         *     logged and answered 200 with nothing stored.
          */
         post: operations["receiveMetaWebhook"];
         delete?: never;

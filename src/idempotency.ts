@@ -6,6 +6,7 @@ import { transact, type Db } from './db/database.js';
 import { isResultInTheWay, lockAndFindResult, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
 import { JsonText } from './db/pagination.js';
 import { ApiError } from './errors.js';
+import { MAX_JSON_DEPTH, tooDeep } from './json-scan.js';
 import type { Logger } from './logger.js';
 import type { BackgroundWork } from './shutdown.js';
 
@@ -20,16 +21,19 @@ interface Reply {
   body?: unknown;
 }
 
-/** JSON with object keys sorted, so the same body in another key order is the same body. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (typeof value === 'object' && value !== null) {
-    const entries = Object.keys(value)
-      .sort()
-      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
-    return `{${entries.join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
+/**
+ * JSON with object keys sorted, so the same body in another key order is the same body. Recursive,
+ * so bounded: a body reaching it passed the body check's MAX_JSON_DEPTH, and a deeper value is
+ * refused here too rather than run out of stack.
+ */
+function canonicalJson(value: unknown, depth = 0): string {
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value) ?? 'null';
+  if (depth >= MAX_JSON_DEPTH) throw tooDeep();
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item, depth + 1)).join(',')}]`;
+  const entries = Object.keys(value)
+    .sort()
+    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key], depth + 1)}`);
+  return `{${entries.join(',')}}`;
 }
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');

@@ -10,6 +10,7 @@ import { externalIdExists, insertInboundMessage, messageRowToMessage, type Messa
 import type { ChannelRow, MessageRow } from '../db/schema.js';
 import { openThreadId, recordInbound } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
+import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
 import { recordEvent } from '../events/record.js';
 import type { SecretBox } from './secrets.js';
@@ -107,9 +108,11 @@ export async function receiveMetaDelivery(
     throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
   }
   let body: unknown;
-  let json = true;
+  // Nested deeper than anything Meta sends: not parsed at all, as the API's bodies (see json-scan.ts).
+  const tooDeep = scanJson(raw).tooDeep;
+  let json = !tooDeep;
   try {
-    body = JSON.parse(raw.toString('utf8'));
+    if (json) body = JSON.parse(raw.toString('utf8'));
   } catch {
     json = false;
   }
@@ -117,7 +120,7 @@ export async function receiveMetaDelivery(
   if (!parsed) {
     // Its shape, not its content: a delivery holds customers' messages.
     const object = typeof body === 'object' && body !== null ? (body as { object?: unknown }).object : undefined;
-    const shape = !json ? 'not JSON' : typeof object === 'string' ? object.slice(0, 64) : typeof body;
+    const shape = tooDeep ? `nested deeper than ${MAX_JSON_DEPTH} levels` : !json ? 'not JSON' : typeof object === 'string' ? object.slice(0, 64) : typeof body;
     log.warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
     return undefined;
   }

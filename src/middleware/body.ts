@@ -1,17 +1,19 @@
 // The body (step 5 of openapi.yaml's "Order of checks"): only operations with a body read one; it must be
-// application/json (415), in UTF-8, well-formed (400 invalid_json) and at most 1 MiB (413). Text is
-// stored exactly as sent or refused: invalid UTF-8 and lone surrogates are a 400, never U+FFFD.
+// application/json in UTF-8 (415), well-formed and nested at most MAX_JSON_DEPTH deep (400
+// invalid_json) and at most 1 MiB (413). Text is stored exactly as sent or refused: invalid UTF-8 and
+// lone surrogates are a 400, never U+FFFD. Nothing a client sends can throw out of this middleware.
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
-
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+import { scanJson, tooDeep } from '../json-scan.js';
 
 interface BodyRequest extends IncomingMessage {
   /** Set while reading: the raw text holds a `\uD800`-style escape, so its strings need a look. */
   surrogateEscapes?: boolean;
 }
+
+const notUtf8 = (): ApiError => new ApiError(415, 'unsupported_media_type', 'Send the body as application/json in UTF-8.');
 
 function invalidText(path: string, message: string): ApiError {
   return new ApiError(400, 'validation_error', 'The request body is not valid Unicode text.', [{ path, message }]);
@@ -35,23 +37,37 @@ const parseJson = express.json({
   // Not strict: a JSON scalar is valid JSON that breaks the contract (400 validation_error), not broken JSON.
   strict: false,
   type: 'application/json',
+  // The raw bytes, before JSON.parse: the contract promises UTF-8, and the depth scan reads UTF-8
+  // (body-parser would also decode UTF-16 and UTF-32, whose bytes the scan cannot read).
   verify(req: BodyRequest, _res, buf, encoding) {
-    if (encoding === 'utf-8' && !isUtf8(buf)) {
-      throw invalidText('/body', `is not valid UTF-8 (byte ${firstInvalidByte(buf)})`);
-    }
-    req.surrogateEscapes = SURROGATE_ESCAPE.test(buf.toString('latin1'));
+    if (encoding !== 'utf-8') throw notUtf8();
+    if (!isUtf8(buf)) throw invalidText('/body', `is not valid UTF-8 (byte ${firstInvalidByte(buf)})`);
+    const scan = scanJson(buf);
+    if (scan.tooDeep) throw tooDeep();
+    req.surrogateEscapes = scan.surrogateEscape;
   },
 });
 
-/** The JSON pointer of the first string (or key) holding a lone surrogate, or undefined. */
-function loneSurrogateAt(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return value.isWellFormed() ? undefined : path;
-  if (typeof value !== 'object' || value === null) return undefined;
-  for (const [key, item] of Object.entries(value)) {
-    const at = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    if (!key.isWellFormed()) return at;
-    const found = loneSurrogateAt(item, at);
-    if (found !== undefined) return found;
+/**
+ * The JSON pointer of the first string (or key) holding a lone surrogate, in document order, or
+ * undefined. A loop over a stack of its own, not recursion: its depth costs heap, never call stack.
+ */
+function loneSurrogateAt(body: unknown): string | undefined {
+  const pending: Array<{ value: unknown; path: string }> = [{ value: body, path: '/body' }];
+  while (pending.length > 0) {
+    const { value, path } = pending.pop()!;
+    if (typeof value === 'string') {
+      if (!value.isWellFormed()) return path;
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    const entries = Object.entries(value);
+    // Pushed last to first, each key above its value, so they come off in document order.
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, item] = entries[i]!;
+      const at = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+      pending.push({ value: item, path: at }, { value: key, path: at });
+    }
   }
   return undefined;
 }
@@ -79,12 +95,22 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
+  // body-parser calls back from the request stream's events, outside Express's reach: anything
+  // thrown here would be uncaught and end the process. It goes to next() instead, a logged 500.
   parseJson(req, res, (err?: unknown) => {
-    if (err) return next(readError(err, req));
-    if ((req as BodyRequest).surrogateEscapes) {
-      const at = loneSurrogateAt(req.body, '/body');
-      if (at !== undefined) return next(invalidText(at, 'holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)'));
+    let failure: unknown;
+    try {
+      failure = err ? readError(err, req) : bodyProblem(req as BodyRequest & { body: unknown });
+    } catch (thrown) {
+      failure = thrown;
     }
-    next();
+    next(failure);
   });
 };
+
+/** What is wrong with a parsed body that the contract cannot tell: a lone surrogate. */
+function bodyProblem(req: BodyRequest & { body: unknown }): ApiError | undefined {
+  if (!req.surrogateEscapes) return undefined;
+  const at = loneSurrogateAt(req.body);
+  return at === undefined ? undefined : invalidText(at, 'holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)');
+}
