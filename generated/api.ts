@@ -600,8 +600,12 @@ export interface paths {
          * Create a webhook endpoint
          * @description Registers a URL that receives the workspace's events of the given types (`["*"]`: all),
          *     signed as the Standard Webhooks specification says. The answer carries the endpoint's
-         *     `secret` (`whsec_` + base64 of 32 random bytes): it is shown this once, store it. The URL
-         *     must be `https://` to a public address (the host name is resolved and every address checked;
+         *     `secret` (`whsec_` + base64 of 32 random bytes): it is shown this once, store it (the
+         *     service keeps it encrypted). Sent with an `Idempotency-Key`, a replay within 24 hours
+         *     answers this same 201, `secret` included (the stored answer is kept encrypted too), so a
+         *     lost answer loses no secret; a replay that reaches an instance unable to decrypt it is a
+         *     503 `service_unavailable`, retry later.
+         *     The URL must be `https://` to a public address (the host name is resolved and every address checked;
          *     private, loopback, link-local, CGNAT, unique-local and metadata addresses are refused, and
          *     checked again before each delivery) unless the operator allows private URLs; a refused URL is
          *     a 400 naming `/body/url`.
@@ -1793,7 +1797,10 @@ export interface components {
          *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
          *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
          *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-         *     stores nothing and may be retried with the same key.
+         *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+         *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+         *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+         *     503 `service_unavailable`, showing nothing of it: retry later.
          * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
          */
         IdempotencyKey: string;
@@ -1969,7 +1976,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -2257,7 +2267,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -2586,7 +2599,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -2782,7 +2798,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -2941,7 +2960,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3114,7 +3136,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3274,7 +3299,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -3669,7 +3697,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4119,7 +4150,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -4413,7 +4447,10 @@ export interface operations {
                  *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
                  *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
                  *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
-                 *     stores nothing and may be retried with the same key.
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
                  * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];

@@ -1,9 +1,20 @@
 // Idempotency-Key on POSTs: the request runs inside one transaction that takes the key, runs the
 // handler and stores its result, so the change and its stored result commit together or not at
-// all; a retry within 24 hours replays the result instead of changing anything again.
+// all; a retry within 24 hours replays the result instead of changing anything again. A result
+// whose answer holds a secret is stored sealed under SECRETS_KEY, as the secret itself is.
 import { createHash } from 'node:crypto';
+import { SecretsError, type SecretBox } from './channels/secrets.js';
 import { transact, type Db } from './db/database.js';
-import { isResultInTheWay, lockAndFindResult, purgeExpiredResults, storeResult, type IdempotencyScope } from './db/idempotency.js';
+import {
+  isResultInTheWay,
+  listStaleSealedResults,
+  lockAndFindResult,
+  purgeExpiredResults,
+  resealResult,
+  storeResult,
+  type IdempotencyScope,
+  type StoredResult,
+} from './db/idempotency.js';
 import { JsonText } from './db/pagination.js';
 import { ApiError } from './errors.js';
 import { MAX_JSON_DEPTH, tooDeep } from './json-scan.js';
@@ -19,6 +30,8 @@ export interface IdempotentRequest {
 interface Reply {
   status: number;
   body?: unknown;
+  /** The body holds a secret shown this once: stored for replays only sealed (see Reply in routes/handler.ts). */
+  holdsSecret?: boolean;
 }
 
 /**
@@ -38,16 +51,50 @@ function canonicalJson(value: unknown, depth = 0): string {
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
+/** The response text to store: sealed under `box` when the reply holds a secret. */
+function responseToStore(reply: Reply, box: SecretBox | undefined): Pick<StoredResult, 'response' | 'responseSealed'> {
+  const text = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
+  if (!reply.holdsSecret) return { response: text, responseSealed: false };
+  // Unreachable while every operation answering a secret needs the box itself to make it.
+  if (!box) throw new ApiError(503, 'service_unavailable', 'This answer holds a secret, and the operator has not configured SECRETS_KEY to keep it.');
+  return { response: box.seal(text), responseSealed: true };
+}
+
 /**
- * Runs `handle` once per key: the first request's reply is stored with its change; the same
- * request again answers that reply (`replayed`); another path or body under the key is a 422, and
- * a request while the first still runs a 409. A handler that throws stores nothing.
+ * The stored response's text, opened when sealed. One that does not open here (sealed under a key
+ * this instance lacks, say another instance's newer SECRETS_KEY during a rotation) is a 503 naming
+ * no secret: the integrator may retry, and an instance with the key answers it.
+ */
+function storedResponseText(stored: StoredResult, box: SecretBox | undefined): string {
+  if (!stored.responseSealed) return stored.response;
+  try {
+    if (!box) throw new SecretsError('SECRETS_KEY is not set');
+    return box.open(stored.response);
+  } catch (err) {
+    if (!(err instanceof SecretsError)) throw err;
+    const keyId = stored.response.split('.')[1] ?? '';
+    throw new ApiError(
+      503,
+      'service_unavailable',
+      `The stored result of this Idempotency-Key holds a secret sealed under key ${keyId}, which this instance cannot open; retry later.`,
+      undefined,
+      { 'Retry-After': '5' },
+    );
+  }
+}
+
+/**
+ * Runs `handle` once per key: the first request's reply is stored with its change (sealed under
+ * `box` when the reply holds a secret); the same request again answers that reply (`replayed`);
+ * another path or body under the key is a 422, and a request while the first still runs a 409. A
+ * handler that throws stores nothing.
  */
 export async function runIdempotent<R extends Reply>(
   db: Db,
   scope: IdempotencyScope,
   request: IdempotentRequest,
   handle: (db: Db) => Promise<R>,
+  box: SecretBox | undefined,
 ): Promise<{ reply: R | { status: number; body?: JsonText<unknown> }; replayed: boolean }> {
   const bodySha256 = sha256(canonicalJson(request.body));
   const attempt = () =>
@@ -63,12 +110,12 @@ export async function runIdempotent<R extends Reply>(
             { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
           ]);
         }
-        const body = stored.response === '' ? undefined : new JsonText(stored.response);
+        const text = storedResponseText(stored, box);
+        const body = text === '' ? undefined : new JsonText(text);
         return { reply: { status: stored.status, ...(body && { body }) }, replayed: true };
       }
       const reply = await handle(trx);
-      const response = reply.body === undefined ? '' : reply.body instanceof JsonText ? reply.body.text : JSON.stringify(reply.body);
-      await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, response });
+      await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, ...responseToStore(reply, box) });
       return { reply, replayed: false };
     });
   try {
@@ -79,6 +126,19 @@ export async function runIdempotent<R extends Reply>(
     if (isResultInTheWay(err)) return attempt();
     throw err;
   }
+}
+
+/**
+ * Re-seals under the current SECRETS_KEY every stored result of the last 24 hours that another key
+ * (SECRETS_KEY_PREVIOUS) sealed (npm run secrets:rotate, with the channels' and endpoints' secrets);
+ * one stored again meanwhile is left for the next run.
+ */
+export async function rotateSealedResults(db: Db, box: SecretBox): Promise<{ resealed: number; remaining: number }> {
+  let resealed = 0;
+  for (const result of await listStaleSealedResults(db, box.keyId)) {
+    if (await resealResult(db, result, box.seal(box.open(result.response)))) resealed++;
+  }
+  return { resealed, remaining: (await listStaleSealedResults(db, box.keyId)).length };
 }
 
 /**

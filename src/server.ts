@@ -14,8 +14,8 @@ import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
 import { startExpiredResultPurge } from './idempotency.js';
 import { startEventPurge } from './events/purge.js';
-import { createSecretBox, loadOrCreateKeyFile, type SecretBox } from './channels/secrets.js';
-import { anyMetaChannel } from './db/channels.js';
+import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './channels/secrets.js';
+import { sealedKeysInUse } from './db/sealed-keys.js';
 import { startJobs } from './jobs/start.js';
 
 function baseUrl(config: Config, server: Server): string {
@@ -26,17 +26,25 @@ function baseUrl(config: Config, server: Server): string {
 }
 
 /**
- * The key channel secrets are sealed with: SECRETS_KEY, or outside production a key file made under
- * ./data at first start. In production without SECRETS_KEY there is none, and the service refuses
- * to start once a channel is connected to Meta (its secrets could not be opened).
+ * The key secrets are sealed with: SECRETS_KEY, or outside production a key file made under ./data
+ * at first start; in production without SECRETS_KEY there is none. The service refuses to start
+ * when a stored sealed value (a channel's, an endpoint's, a stored answer's) names a key it lacks:
+ * every request needing it would fail.
  */
 async function secretBox(config: Config, db: Db): Promise<SecretBox | undefined> {
-  if (config.secretsKey) return createSecretBox(config.secretsKey, config.secretsKeyPrevious);
-  if (config.nodeEnv !== 'production') return createSecretBox(loadOrCreateKeyFile(path.dirname(config.pgliteDir)));
-  if (await anyMetaChannel(db)) {
-    throw new ConfigError('SECRETS_KEY is not set, but channels connected to Meta need it to open their secrets; set the key they were sealed with');
+  let box: SecretBox | undefined;
+  let lacking = ', but SECRETS_KEY is not set';
+  if (config.secretsKey) {
+    box = createSecretBox(config.secretsKey, config.secretsKeyPrevious);
+    lacking = ', which is neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS';
+  } else if (config.nodeEnv !== 'production') {
+    const dataDir = path.dirname(config.pgliteDir);
+    box = createSecretBox(loadOrCreateKeyFile(dataDir));
+    lacking = `, which is not the key in ${path.join(dataDir, 'secrets.key')} (SECRETS_KEY is not set)`;
   }
-  return undefined;
+  const problem = unopenableSecrets(box, await sealedKeysInUse(db), lacking);
+  if (problem) throw new ConfigError(problem);
+  return box;
 }
 
 async function runWorker(config: Config, logger: Logger, migrate: boolean): Promise<void> {

@@ -170,7 +170,7 @@ describe.skipIf(!databaseUrl)('SECRETS_KEY in production (needs DATABASE_URL)', 
     const { code, stderr } = await exitOf({});
 
     expect(code).toBe(2);
-    expect(stderr).toMatch(/configuration error: SECRETS_KEY is not set, but channels connected to Meta need it/);
+    expect(stderr).toMatch(/configuration error: 1 channel secret is sealed under key 00000000, but SECRETS_KEY is not set; start it with the key/);
   }, START_MS + 10_000);
 
   it('when it is malformed, then the service refuses to start, saying what it must be', async () => {

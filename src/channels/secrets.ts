@@ -1,9 +1,12 @@
-// Channel secrets at rest: AES-256-GCM (node:crypto) under SECRETS_KEY. A sealed value names the key
-// that sealed it, so values sealed under a previous key (SECRETS_KEY_PREVIOUS) still open after a
-// rotation, and `npm run secrets:rotate` re-seals them under the current key.
+// Secrets at rest (channels' Meta secrets, webhook endpoints' secrets, stored answers holding one):
+// AES-256-GCM (node:crypto) under SECRETS_KEY. A sealed value names the key that sealed it, so values
+// sealed under a previous key (SECRETS_KEY_PREVIOUS) still open after a rotation, `npm run
+// secrets:rotate` re-seals them under the current key, and a start with keys that open none of them
+// is refused.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { SealedKeyUse, SealedKind } from '../db/sealed-keys.js';
 
 const VERSION = 'v1';
 const IV_BYTES = 12;
@@ -19,6 +22,8 @@ export interface SecretBox {
   open(sealed: string): string;
   /** Whether the value was sealed under another key than the current one. */
   isStale(sealed: string): boolean;
+  /** Whether it holds the key of this id (the current or a previous one). */
+  hasKey(keyId: string): boolean;
 }
 
 /** The id a sealed value carries for its key: 8 hex characters of the key's SHA-256. */
@@ -68,7 +73,37 @@ export function createSecretBox(current: Buffer, previous: readonly Buffer[] = [
     isStale(sealed) {
       return idOf(sealed) !== keyId;
     },
+    hasKey(id) {
+      return keys.has(id);
+    },
   };
+}
+
+const KIND_WORDS: Record<SealedKind, [one: string, many: string]> = {
+  channel: ['channel secret', 'channel secrets'],
+  webhookEndpoint: ['webhook endpoint secret', 'webhook endpoint secrets'],
+  idempotencyResult: ['stored Idempotency-Key answer holding a secret', 'stored Idempotency-Key answers holding a secret'],
+};
+
+/**
+ * Why the service must not start with `box`, or undefined when it opens every sealed value in
+ * `uses`: e.g. "3 channel secrets and 1 webhook endpoint secret are sealed under key 1a2b3c4d,
+ * which is neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS". `lacking` ends each key's sentence
+ * (", which is neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS"; ", but SECRETS_KEY is not set").
+ */
+export function unopenableSecrets(box: SecretBox | undefined, uses: readonly SealedKeyUse[], lacking: string): string | undefined {
+  const missing = new Map<string, SealedKeyUse[]>();
+  for (const use of uses) {
+    if (box?.hasKey(use.keyId)) continue;
+    missing.set(use.keyId, [...(missing.get(use.keyId) ?? []), use]);
+  }
+  if (missing.size === 0) return undefined;
+  const sentences = [...missing].map(([keyId, found]) => {
+    const parts = found.map(({ kind, count }) => `${count} ${KIND_WORDS[kind][count === 1 ? 0 : 1]}`);
+    const verb = found.length === 1 && found[0]!.count === 1 ? 'is' : 'are';
+    return `${parts.join(' and ')} ${verb} sealed under key ${keyId}${lacking}`;
+  });
+  return `${sentences.join('; ')}; start it with the key they were sealed with (as SECRETS_KEY, or in SECRETS_KEY_PREVIOUS while secrets:rotate moves them to a new key)`;
 }
 
 /**

@@ -16,7 +16,9 @@ export interface StoredResult {
   path: string;
   bodySha256: string;
   status: number;
+  /** The body's JSON text ('' for none), or, when `responseSealed`, that text sealed under SECRETS_KEY. */
   response: string;
+  responseSealed: boolean;
 }
 
 /**
@@ -31,13 +33,13 @@ export interface StoredResult {
 export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope): Promise<{ locked: boolean; stored: StoredResult | undefined }> {
   const { rows } = await sql<{ locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null }>`
     select pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) as locked,
-           k.method, k.path, k.body_sha256 as "bodySha256", k.status, k.response
+           k.method, k.path, k.body_sha256 as "bodySha256", k.status, k.response, k.response_sealed as "responseSealed"
       from (select 1) as one
       left join idempotency_keys k
         on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
        and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})${sql.raw(WITH_BEGIN)}`.execute(trx);
-  const { locked, method, path, bodySha256, status, response } = rows[0]!;
-  const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response! };
+  const { locked, method, path, bodySha256, status, response, responseSealed } = rows[0]!;
+  const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
   return { locked, stored };
 }
 
@@ -55,8 +57,9 @@ export async function storeResult(trx: Transaction<Database>, scope: Idempotency
          and created_at <= now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})
       returning 1
     )
-    insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response)
-    select ${scope.workspaceId}::uuid, ${scope.apiKeyId}::uuid, ${scope.key}, ${result.method}, ${result.path}, ${result.bodySha256}, ${result.status}::smallint, ${result.response}
+    insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response, response_sealed)
+    select ${scope.workspaceId}::uuid, ${scope.apiKeyId}::uuid, ${scope.key}, ${result.method}, ${result.path}, ${result.bodySha256}, ${result.status}::smallint, ${result.response},
+           ${result.responseSealed}::boolean
       from (select count(*) from expired) as cleared${sql.raw(WITH_COMMIT)}`.execute(trx);
 }
 
@@ -73,4 +76,38 @@ export async function purgeExpiredResults(db: Db): Promise<number> {
     .where('created_at', '<=', sql<Date>`now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`)
     .executeTakeFirst();
   return Number(result.numDeletedRows);
+}
+
+/** A stored result whose response is sealed, as listStaleSealedResults finds it. */
+export interface SealedResult extends IdempotencyScope {
+  response: string;
+}
+
+/**
+ * The results of the last 24 hours whose response is sealed under another key than `keyId` (the
+ * partial index idempotency_keys_sealed lists the sealed ones alone). Older ones are never replayed
+ * and are purged within the hour: they are left alone.
+ */
+export function listStaleSealedResults(db: Db, keyId: string): Promise<SealedResult[]> {
+  return db
+    .selectFrom('idempotency_keys')
+    .select(['workspace_id as workspaceId', 'api_key_id as apiKeyId', 'key', 'response'])
+    .where('response_sealed', '=', true)
+    .where('created_at', '>', sql<Date>`now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`)
+    .where('response', 'not like', `v1.${keyId}.%`)
+    .execute();
+}
+
+/** Replaces a sealed response by `after` unless it changed meanwhile (expired and stored again); whether it did. */
+export async function resealResult(db: Db, result: SealedResult, after: string): Promise<boolean> {
+  const updated = await db
+    .updateTable('idempotency_keys')
+    .set({ response: after })
+    .where('workspace_id', '=', result.workspaceId)
+    .where('api_key_id', '=', result.apiKeyId)
+    .where('key', '=', result.key)
+    .where('response_sealed', '=', true)
+    .where('response', '=', result.response)
+    .executeTakeFirst();
+  return updated.numUpdatedRows > 0n;
 }

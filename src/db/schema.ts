@@ -202,8 +202,10 @@ export interface IdempotencyKeyTable {
   path: string;
   body_sha256: string;
   status: number;
-  /** The response body as sent (JSON text). */
+  /** The response body as sent (JSON text), or sealed under SECRETS_KEY when response_sealed. */
   response: string;
+  /** Whether `response` is sealed (an answer holding a secret); false by default. */
+  response_sealed: ColumnType<boolean, boolean | undefined, boolean>;
   /** Renewed when an expired key is used again. */
   created_at: Timestamp;
 }

@@ -21,11 +21,18 @@ type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 20
 export type PathParams<K extends OperationId> = Defined<Op<K>['parameters']['path']>;
 export type Query<K extends OperationId> = Defined<Op<K>['parameters']['query']>;
 export type Body<K extends OperationId> = Op<K> extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
+/**
+ * Says whether a body holds a secret shown only in this answer (the contract's `secret` field, as
+ * a new webhook endpoint's): its reply must say `holdsSecret: true`, so the result an
+ * Idempotency-Key stores for replays is kept sealed under SECRETS_KEY, as the secret itself is.
+ */
+type SecretFlag<B> = [B] extends [never] ? unknown : 'secret' extends keyof B ? { holdsSecret: true } : { holdsSecret?: never };
+
 /** A body is the contract's type, or JSON text already holding it (lists, answered by PostgreSQL). */
 export type Reply<K extends OperationId> = {
   [S in SuccessStatus<K>]: S extends 204
     ? { status: 204 }
-    : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> };
+    : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> } & SecretFlag<JsonOf<Op<K>['responses'][S]>>;
 }[SuccessStatus<K>];
 
 /** Where the key stands in its rate-limit window, this request counted. */
@@ -38,7 +45,7 @@ export interface RateLimitState {
 
 /** What handlers use besides the database, made once at start-up. */
 export interface Services {
-  /** Seals and opens channel secrets; absent when the operator configured no SECRETS_KEY. */
+  /** Seals and opens secrets (channels', webhook endpoints', stored answers holding one); absent when the operator configured no SECRETS_KEY. */
   secrets?: SecretBox | undefined;
   /** Queues AI agents' replies to inbound messages; absent when no AI_BASE_URL is configured. */
   ai?: AiReplies | undefined;
@@ -63,7 +70,7 @@ export type Handler<K extends OperationId> = (call: Call<K>) => Promise<Reply<K>
 /** Every operation of the contract, each with its handler: a missing one fails the type check. */
 export type Handlers = { [K in OperationId]: Handler<K> };
 
-type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown }>;
+type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown; holdsSecret?: boolean }>;
 
 /**
  * Runs the matched operation's handler and sends what it returns. JSON text goes out as it is,
@@ -95,7 +102,7 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
     } else {
       const scope = { workspaceId: req.auth!.workspaceId, apiKeyId: req.auth!.keyId, key };
       const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body };
-      const result = await runIdempotent(db, scope, request, handle);
+      const result = await runIdempotent(db, scope, request, handle, services.secrets);
       reply = result.reply;
       if (result.replayed) res.set('Idempotent-Replayed', 'true');
     }

@@ -20,7 +20,8 @@ export const webhookEndpointHandlers: Pick<
   },
 
   async createWebhookEndpoint({ db, auth, body, services }) {
-    return { status: 201, body: await endpoints.createEndpoint(db, services.secrets, auth.workspaceId, body, services.allowPrivateWebhookUrls ?? false) };
+    const created = await endpoints.createEndpoint(db, services.secrets, auth.workspaceId, body, services.allowPrivateWebhookUrls ?? false);
+    return { status: 201, body: created, holdsSecret: true };
   },
 
   async getWebhookEndpoint({ db, auth, params }) {
