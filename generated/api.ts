@@ -743,9 +743,16 @@ export interface paths {
          *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`. A status
          *     of a message whose send Meta has not yet answered (a callback can overtake the answer) is
          *     held and applied once the message has its id, in the order the statuses came; one that
-         *     still names no message after about 16 seconds is dropped. Instagram echoes (`is_echo`) and changes for another phone number are ignored; a signed body the
-         *     service does not understand (not JSON, nested more than 32 levels deep, or not a delivery) is
-         *     logged and answered 200 with nothing stored.
+         *     still names no message after about 16 seconds is dropped. Instagram echoes (`is_echo`) are
+         *     ignored, and so is what is not for the channel's Meta account: a WhatsApp change whose
+         *     `metadata.phone_number_id` is missing or another number's, an Instagram entry (`entry[].id`)
+         *     or message (`recipient.id`) for another account. An item that cannot be stored as sent (a
+         *     text or id holding U+0000 or a lone surrogate, an id over 1,024 bytes) is skipped on its own
+         *     and logged, never its content (a profile name that cannot be stored leaves the contact named
+         *     after the phone): the rest of the delivery is stored and answered 200, as a retry would
+         *     fare no better. A signed body the service does not understand (not JSON, nested more than
+         *     32 levels deep, or not a delivery) is logged and answered 200 with nothing stored; a
+         *     database that cannot take the delivery for now answers 5xx, and Meta sends it again.
          */
         post: operations["receiveMetaWebhook"];
         delete?: never;
@@ -1087,7 +1094,8 @@ export interface components {
             verifyToken?: components["schemas"]["MetaSecret"];
         };
         /**
-         * @description The WhatsApp `phone_number_id` or the Instagram account id (IGID).
+         * @description The WhatsApp `phone_number_id` or the Instagram account id (IGID). One account is connected
+         *     to one channel of its type, across all workspaces: another channel's is a 409 `conflict`.
          * @example 106540352242922
          */
         MetaExternalId: string;
@@ -2646,7 +2654,21 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["IdempotencyKeyInProgress"];
+            /**
+             * @description `conflict`: the Meta account (`meta.externalId` of this `type`) is already connected to
+             *     another channel, of this workspace or another; an account connects to one channel only
+             *     (turn the other back to the `sandbox` first). `idempotency_key_in_progress`: a request
+             *     with this `Idempotency-Key` is still running; retry shortly. Nothing is stored.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
@@ -2759,22 +2781,17 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            /** @description The request would change the channel's `type`. */
+            /**
+             * @description `conflict`: the request would change the channel's `type`, or connect it to a Meta account
+             *     (`meta.externalId` of the channel's type) already connected to another channel, of this
+             *     workspace or another; an account connects to one channel only. Nothing changes.
+             */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "code": "conflict",
-                     *         "message": "A channel's type cannot change; create another channel.",
-                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };

@@ -1,11 +1,13 @@
 // Channels: sandbox or connected to Meta; creating, reading and changing them; Meta secrets are
 // write-only (never in a response or a log line) and stored sealed.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../src/channels/secrets.js';
 import { createChannel, rotateChannelSecrets } from '../src/channels/settings.js';
 import { createDatabase } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
+import { migrateToLatest, migrations } from '../src/db/migrate.js';
 import { provision } from '../src/provisioning.js';
 import { clientFor, createWorkspace, ISO_MS, request, UUID } from './helpers/api.js';
 import { LogCapture } from './helpers/processes.js';
@@ -28,7 +30,8 @@ let sequence = 0;
 function metaSettings() {
   const n = `${Date.now()}${sequence++}`;
   return {
-    externalId: `1065403522${n.slice(-5)}`,
+    // Unique across test files too: a Meta account connects to one channel of all workspaces.
+    externalId: `1065${randomInt(10 ** 11, 10 ** 12)}`,
     accessToken: `EAAtoken${n}SECRET`,
     appSecret: `appsecret${n}SECRET`,
     verifyToken: `verify${n}SECRET`,
@@ -186,6 +189,71 @@ describe('POST /channels', () => {
   });
 });
 
+describe('POST /channels: one channel per Meta account', () => {
+  const taken = (error: unknown) =>
+    expect(error).toEqual({
+      error: {
+        code: 'conflict',
+        message: 'This Meta account is already connected to another channel.',
+        details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
+        requestId: expect.any(String),
+      },
+    });
+
+  it('when the Meta account is connected to a channel of another workspace, or of the same one, then it answers 409 conflict and stores nothing', async () => {
+    const first = await createWorkspace(server);
+    const second = await createWorkspace(server);
+    const meta = metaSettings();
+    const created = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
+
+    const elsewhere = await second.api.POST('/channels', { body: { type: 'whatsapp', name: 'Outro', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const again = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'De novo', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+
+    expect(created.response.status).toBe(201);
+    expect([elsewhere.response.status, again.response.status]).toEqual([409, 409]);
+    taken(elsewhere.error);
+    taken(again.error);
+    expect(await storedChannels(second.workspaceId)).toHaveLength(2);
+    expect((await storedChannels(first.workspaceId)).map((r) => r.external_id)).toEqual([null, null, meta.externalId]);
+  });
+
+  it('when two workspaces connect the same Meta account at once, then one gets 201 and the other 409', async () => {
+    const workspaces = await Promise.all([createWorkspace(server), createWorkspace(server)]);
+    const { externalId } = metaSettings();
+
+    const answers = await Promise.all(
+      workspaces.map((ws) => ws.api.POST('/channels', { body: { type: 'instagram', name: 'Instagram Loja', provider: 'meta', meta: { ...metaSettings(), externalId } } })),
+    );
+
+    expect(answers.map((a) => a.response.status).sort()).toEqual([201, 409]);
+    taken(answers.find((a) => a.response.status === 409)!.error);
+    const rows = await server.db.selectFrom('channels').select('workspace_id').where('external_id', '=', externalId).execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it('when the same externalId is connected on the other type, then it is another account: 201', async () => {
+    const ws = await createWorkspace(server);
+    const meta = metaSettings();
+
+    const whatsapp = await ws.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp', provider: 'meta', meta } });
+    const instagram = await ws.api.POST('/channels', { body: { type: 'instagram', name: 'Instagram', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+
+    expect([whatsapp.response.status, instagram.response.status]).toEqual([201, 201]);
+  });
+
+  it('when the channel holding a Meta account goes back to the sandbox, then another workspace may connect the account', async () => {
+    const first = await createWorkspace(server);
+    const second = await createWorkspace(server);
+    const meta = metaSettings();
+    const { data: channel } = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
+
+    await first.api.PATCH('/channels/{id}', { params: { path: { id: channel!.id } }, body: { provider: 'sandbox' } });
+    const { response } = await second.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+
+    expect(response.status).toBe(201);
+  });
+});
+
 describe('GET /channels/{id}', () => {
   it('when the channel is of another workspace or unknown, then it answers 404', async () => {
     const a = await createWorkspace(server);
@@ -275,6 +343,31 @@ describe('PATCH /channels/{id}', () => {
     expect((await storedChannels(ws.workspaceId))[0]).toMatchObject({ type: 'whatsapp', name: 'WhatsApp' });
   });
 
+  it('when a channel would connect to a Meta account another channel holds, then it answers 409 and stays as it was; its own account again is a 200', async () => {
+    const { ws, meta, channel } = await metaChannel();
+    const other = await createWorkspace(server);
+    const sibling = (await ws.api.POST('/channels', { body: { type: 'whatsapp', name: 'Outro número', provider: 'meta', meta: metaSettings() } })).data!;
+
+    const fromSandbox = await other.api.PATCH('/channels/{id}', { params: { path: { id: other.channels[0]!.id } }, body: { provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const repointed = await ws.api.PATCH('/channels/{id}', { params: { path: { id: sibling.id } }, body: { meta: { externalId: meta.externalId } } });
+    const same = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channel.id } }, body: { name: 'WhatsApp Vendas 2', meta: { externalId: meta.externalId } } });
+
+    expect([fromSandbox.response.status, repointed.response.status, same.response.status]).toEqual([409, 409, 200]);
+    for (const { error } of [fromSandbox, repointed]) {
+      expect(error).toEqual({
+        error: {
+          code: 'conflict',
+          message: 'This Meta account is already connected to another channel.',
+          details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
+          requestId: expect.any(String),
+        },
+      });
+    }
+    expect((await storedChannels(other.workspaceId))[0]).toMatchObject({ provider: 'sandbox', external_id: null, secrets: null });
+    expect((await storedChannels(ws.workspaceId)).find((r) => r.id === sibling.id)).toMatchObject({ external_id: sibling.externalId, updated_at: new Date(sibling.updatedAt) });
+    expect(same.data).toMatchObject({ name: 'WhatsApp Vendas 2', externalId: meta.externalId });
+  });
+
   it('when the channel is of another workspace, then it answers 404 and nothing changes', async () => {
     const a = await createWorkspace(server);
     const b = await createWorkspace(server);
@@ -331,6 +424,42 @@ describe('rotating SECRETS_KEY (npm run secrets:rotate)', () => {
       const row = await db.selectFrom('channels').select('secrets').where('id', '=', channel.id).executeTakeFirstOrThrow();
       // The new key alone opens it now: the previous one can be dropped.
       expect(JSON.parse(createSecretBox(newKey).open(row.secrets!))).toEqual({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+    } finally {
+      await db.destroy();
+    }
+  });
+});
+
+describe('migration 0010 (one channel per Meta account)', () => {
+  it('when two channels already share a Meta account, then it stops naming them, and applies once one is back in the sandbox', async () => {
+    const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+    try {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+      expect((await migrator.migrateTo('0009_idempotency_keys_without_foreign_key')).error).toBeUndefined();
+      const workspaces = [randomUUID(), randomUUID()];
+      for (const id of workspaces) await sql`insert into workspaces (id, name) values (${id}, 'W')`.execute(db);
+      const channel = async (workspaceId: string, type: string, externalId: string | null) => {
+        const id = randomUUID();
+        const provider = externalId === null ? 'sandbox' : 'meta';
+        const secrets = externalId === null ? null : 'v1.sealed';
+        await sql`insert into channels (workspace_id, id, type, name, provider, external_id, secrets, created_at, updated_at)
+                  values (${workspaceId}, ${id}, ${type}, 'C', ${provider}, ${externalId}, ${secrets}, clock_timestamp(), now())`.execute(db);
+        return id;
+      };
+      const older = await channel(workspaces[0]!, 'whatsapp', '106540352242922');
+      const newer = await channel(workspaces[1]!, 'whatsapp', '106540352242922');
+      await channel(workspaces[1]!, 'instagram', '106540352242922');
+      await channel(workspaces[0]!, 'whatsapp', null);
+      await channel(workspaces[1]!, 'whatsapp', null);
+
+      const refused = await migrateToLatest(db).then(() => undefined, (err: Error) => err.message);
+      await sql`update channels set provider = 'sandbox', external_id = null, secrets = null where id = ${newer}`.execute(db);
+      const applied = await migrateToLatest(db);
+
+      expect(refused).toContain(`migration 0010_one_channel_per_meta_account failed: a Meta account may be connected to one channel only, and these are connected to several (oldest first): whatsapp 106540352242922: channels ${older}, ${newer}. `);
+      expect(applied[0]).toBe('0010_one_channel_per_meta_account');
+      const duplicate = await channel(workspaces[1]!, 'whatsapp', '106540352242922').then(() => undefined, (err: { code?: string; constraint?: string }) => [err.code, err.constraint]);
+      expect(duplicate).toEqual(['23505', 'channels_meta_account_key']);
     } finally {
       await db.destroy();
     }

@@ -41,6 +41,7 @@ const ALL_MIGRATIONS = [
   '0007_ai_agents',
   '0008_claim_jobs_function',
   '0009_idempotency_keys_without_foreign_key',
+  '0010_one_channel_per_meta_account',
   '0011_sealed_idempotency_results',
 ];
 

@@ -2,6 +2,7 @@
 // over the raw body, WhatsApp messages and statuses, Instagram messaging, idempotency per provider
 // message id, and what is refused or ignored. Deliveries are built as Meta documents them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { createDatabase } from '../src/db/database.js';
 import { buildContact, buildPhone, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { createMetaChannel, postWebhook, type MetaChannel } from './helpers/channels.js';
@@ -29,6 +30,9 @@ const storedMessages = (workspaceId: string) =>
   server.db.selectFrom('messages').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
 const storedContacts = (workspaceId: string) =>
   server.db.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
+
+/** The reasons logged for each delivery to the channel whose parts were left out. */
+const ignoredParts = (channelId: string) => logs.lines.filter((l) => l.msg === 'webhook delivery: parts ignored' && l.channelId === channelId).map((l) => l.ignored);
 
 async function whatsappChannel(): Promise<{ ws: TestWorkspace; meta: MetaChannel }> {
   const ws = await createWorkspace(server);
@@ -229,6 +233,16 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
     expect(await storedMessages(ws.workspaceId)).toEqual([]);
   });
 
+  it('when a change names no phone_number_id, then it is ignored and logged: it may be any number\'s', async () => {
+    const { ws, meta } = await whatsappChannel();
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(null, whatsappText(buildPhone().slice(1), 'Oi')), { appSecret: meta.appSecret });
+
+    expect(res.status).toBe(200);
+    expect(await storedMessages(ws.workspaceId)).toEqual([]);
+    expect(ignoredParts(meta.channel.id)).toEqual([['a change without metadata.phone_number_id']]);
+  });
+
   it('when a signed delivery cannot be understood, then it answers 200, stores nothing and logs it', async () => {
     const { ws, meta } = await whatsappChannel();
 
@@ -358,6 +372,23 @@ describe('POST /webhooks/meta/{channelId}: Instagram', () => {
     expect(byInstagramId!.data.map((c) => c.id)).toEqual([contacts[0]!.id]);
   });
 
+  it("when an entry, or a message in the channel's entry, is for another Instagram account, then it is ignored and logged", async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const other = `1784${Date.now()}99`;
+    const customer = `1784${Date.now()}1`;
+    const mine = instagramText(meta.externalId, customer, 'Para vocês');
+    const toOther = instagramText(other, customer, 'Para a outra conta');
+    const inOtherEntry = instagramText(other, customer, 'Também para a outra');
+    const payload = { object: 'instagram', entry: [{ id: meta.externalId, time: Date.now(), messaging: [mine.event, toOther.event] }, { id: other, time: Date.now(), messaging: [inOtherEntry.event] }] };
+
+    const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
+
+    expect(res.status).toBe(200);
+    expect((await storedMessages(ws.workspaceId)).map((m) => m.external_id)).toEqual([mine.mid]);
+    expect(ignoredParts(meta.channel.id)).toEqual([[`an Instagram message to account ${other}, not this channel's`, `an entry for Instagram account ${other}, not this channel's`]]);
+  });
+
   it('when a WhatsApp delivery reaches an Instagram channel, then it is not understood and stores nothing', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'instagram');
@@ -366,5 +397,126 @@ describe('POST /webhooks/meta/{channelId}: Instagram', () => {
 
     expect(res.status).toBe(200);
     expect(await storedMessages(ws.workspaceId)).toEqual([]);
+  });
+});
+
+describe('POST /webhooks/meta/{channelId}: items that cannot be stored', () => {
+  const phones = () => Array.from({ length: 5 }, () => buildPhone().slice(1));
+
+  it('when a WhatsApp batch mixes good messages with a text or a name holding U+0000 and ids too long to index, then it answers 200, stores the good ones and logs each bad one by its reason, never its content', async () => {
+    const { ws, meta } = await whatsappChannel();
+    const [a, b, c, d, e] = phones();
+    const good = whatsappText(a!, 'Bom dia', 'Ana Souza');
+    const nulText = whatsappText(b!, 'segredo\u0000do cliente', 'Bruno Lima');
+    const nulName = whatsappText(c!, 'Oi, tudo bem?', 'Car\u0000la');
+    const longId = whatsappText(d!, 'Oi', 'Davi Rocha', `wamid.${'A'.repeat(3000)}`);
+    const last = whatsappText(e!, 'Tchau', 'Eva Dias');
+    const parts = [good, nulText, nulName, longId, last];
+    const payload = whatsappDelivery(meta.externalId, {
+      contacts: parts.flatMap((p) => p.contacts),
+      messages: parts.flatMap((p) => p.messages),
+      statuses: [whatsappStatus(`wamid.${'B'.repeat(3000)}`, 'delivered', a!)],
+    });
+
+    const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
+
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ received: true });
+    expect((await storedMessages(ws.workspaceId)).map((m) => [m.external_id, m.content])).toEqual([
+      [good.id, 'Bom dia'],
+      [nulName.id, 'Oi, tudo bem?'],
+      [last.id, 'Tchau'],
+    ]);
+    // The name that cannot be stored is metadata: the phone names the contact.
+    expect((await storedContacts(ws.workspaceId)).map((c) => [c.phone, c.name])).toEqual([
+      [`+${a}`, 'Ana Souza'],
+      [`+${c}`, `+${c}`],
+      [`+${e}`, 'Eva Dias'],
+    ]);
+    expect(ignoredParts(meta.channel.id)).toEqual([
+      [
+        'a profile name that cannot be stored (U+0000, a lone surrogate, or too long): the phone names the contact',
+        'a message whose text holds U+0000 or a lone surrogate, so it cannot be stored as sent',
+        'a message whose id cannot be stored (over 1024 bytes, U+0000 or a lone surrogate)',
+        'a status whose id or status cannot be stored (over 1024 bytes, U+0000 or a lone surrogate)',
+      ],
+    ]);
+    const logged = logs.lines.map((line) => JSON.stringify(line)).join('\n');
+    expect(logged).not.toContain('segredo');
+    expect(logged).not.toContain('A'.repeat(100));
+  });
+
+  it('when an Instagram batch holds a text with U+0000, a mid too long to index or a sender that is no Instagram id beside a good message, then only the good one is stored, with 200', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const customer = `1784${Date.now()}2`;
+    const good = instagramText(meta.externalId, customer, 'Vocês entregam em Campinas?');
+    const nulText = instagramText(meta.externalId, customer, 'segredo\u0000do cliente');
+    const longMid = instagramText(meta.externalId, customer, 'Oi');
+    (longMid.event as { message: { mid: string } }).message.mid = 'aWdf'.repeat(800);
+    const badSender = instagramText(meta.externalId, 'não é um id', 'Oi');
+
+    const res = await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [nulText.event, good.event, longMid.event, badSender.event]), { appSecret: meta.appSecret });
+
+    expect(res.status).toBe(200);
+    expect((await storedMessages(ws.workspaceId)).map((m) => [m.external_id, m.content])).toEqual([[good.mid, 'Vocês entregam em Campinas?']]);
+    expect(ignoredParts(meta.channel.id)).toEqual([
+      [
+        'an Instagram message whose text holds U+0000 or a lone surrogate, so it cannot be stored as sent',
+        'an Instagram message whose mid cannot be stored (over 1024 bytes, U+0000 or a lone surrogate)',
+        'an Instagram message whose sender is not an Instagram-scoped id',
+      ],
+    ]);
+  });
+
+  describe('when the database refuses what the parser let through', () => {
+    // The database's own refusal, of a value no check foresaw: a trigger refuses a message whose
+    // content is `refuse:<SQLSTATE>` with that SQLSTATE.
+    beforeAll(async () => {
+      await sql`create function test_refuse_marked_message() returns trigger language plpgsql as $$
+        begin
+          if new.content like 'refuse:%' then
+            raise exception 'refused by a test' using errcode = substr(new.content, 8, 5);
+          end if;
+          return new;
+        end $$`.execute(server.db);
+      await sql`create trigger test_refuse_marked_message before insert on messages for each row execute function test_refuse_marked_message()`.execute(server.db);
+    });
+    afterAll(async () => {
+      await sql`drop trigger test_refuse_marked_message on messages`.execute(server.db);
+      await sql`drop function test_refuse_marked_message()`.execute(server.db);
+    });
+
+    it('when it is a data error, then that item alone is skipped and logged, the rest is stored and Meta gets 200', async () => {
+      const { ws, meta } = await whatsappChannel();
+      const [a, b, c] = phones();
+      const parts = [whatsappText(a!, 'Primeira', 'Ana'), whatsappText(b!, 'refuse:22023', 'Bruno'), whatsappText(c!, 'Terceira', 'Carla')];
+      const payload = whatsappDelivery(meta.externalId, { contacts: parts.flatMap((p) => p.contacts), messages: parts.flatMap((p) => p.messages) });
+
+      const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
+      const again = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
+
+      expect([res.status, again.status]).toEqual([200, 200]);
+      expect((await storedMessages(ws.workspaceId)).map((m) => m.content)).toEqual(['Primeira', 'Terceira']);
+      const skipped = logs.lines.filter((l) => l.msg === 'webhook delivery: an item the database refused was skipped' && l.channelId === meta.channel.id);
+      expect(skipped.map((l) => [l.item, l.kind, l.sqlstate])).toEqual([
+        [1, 'message', '22023'],
+        [1, 'message', '22023'],
+      ]);
+    });
+
+    it('when it is not a data error (a statement timeout), then the delivery answers 503 and stores nothing, for Meta to retry', async () => {
+      const { ws, meta } = await whatsappChannel();
+      const [a, b] = phones();
+      const parts = [whatsappText(a!, 'Primeira', 'Ana'), whatsappText(b!, 'refuse:57014', 'Bruno')];
+      const payload = whatsappDelivery(meta.externalId, { contacts: parts.flatMap((p) => p.contacts), messages: parts.flatMap((p) => p.messages) });
+
+      const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
+
+      expect(res.status).toBe(503);
+      expect(res.body.error.code).toBe('service_unavailable');
+      expect(await storedMessages(ws.workspaceId)).toEqual([]);
+      expect(await storedContacts(ws.workspaceId)).toEqual([]);
+    });
   });
 });

@@ -1,5 +1,6 @@
 // What customers write, and what Meta says about our messages, stored: a webhook delivery (checked,
-// read, applied in one transaction, idempotent per provider message id) or a sandbox inbound.
+// read, applied in one transaction, or item by item when the database refuses one item; idempotent
+// per provider message id) or a sandbox inbound.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import { enqueueReply, type AiReplies } from '../ai/replies.js';
@@ -124,8 +125,53 @@ export async function receiveMetaDelivery(
     log.warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
     return undefined;
   }
-  if (parsed.ignored.length > 0) log.info({ channelId: channel.id, ignored: parsed.ignored.slice(0, 20) }, 'webhook delivery: parts ignored');
-  return storeInboundEvents(db, channel, parsed.events, ai);
+  if (parsed.ignored.length > 0) log.info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
+  return storeDelivery(db, channel, parsed.events, log, ai);
+}
+
+/** Each distinct reason once, with how many parts it left out (at most 20 reasons). */
+function reasonCounts(reasons: string[]): string[] {
+  const counts = new Map<string, number>();
+  for (const reason of reasons) counts.set(reason, (counts.get(reason) ?? 0) + 1);
+  return [...counts].slice(0, 20).map(([reason, count]) => (count > 1 ? `${reason} (${count} times)` : reason));
+}
+
+/**
+ * Whether the database refused a value itself (SQLSTATE class 22, data exception, or 54, program
+ * limit exceeded, as an index entry too large): the same item fails on every retry. A broken
+ * connection, a timeout or a serialization failure is not one: those may pass on Meta's retry.
+ */
+function isRefusedValue(err: unknown): err is { code: string } {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(code);
+}
+
+/**
+ * A delivery's events stored in one transaction; when the database refuses a value the parser let
+ * through, each event is stored on its own instead and those refused are skipped and logged (by
+ * position and kind: never their content), so one bad item cannot fail the delivery on every retry.
+ * Any other failure is thrown: the delivery is answered 5xx and Meta sends it again.
+ */
+async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger, ai?: AiReplies): Promise<StoredEvents> {
+  try {
+    return await storeInboundEvents(db, channel, events, ai);
+  } catch (err) {
+    if (!isRefusedValue(err)) throw err;
+  }
+  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
+  for (const [index, event] of events.entries()) {
+    try {
+      // With its own reply to queue: a later message of the thread makes an earlier reply's job a no-op.
+      const one = await storeInboundEvents(db, channel, [event], ai);
+      stored.messages.push(...one.messages);
+      stored.duplicates += one.duplicates;
+      for (const outcome of ['applied', 'stale', 'unknown'] as const) stored.statuses[outcome] += one.statuses[outcome];
+    } catch (err) {
+      if (!isRefusedValue(err)) throw err;
+      log.warn({ channelId: channel.id, item: index, kind: event.kind, sqlstate: err.code }, 'webhook delivery: an item the database refused was skipped');
+    }
+  }
+  return stored;
 }
 
 /** A customer's message on a sandbox channel, stored as a real inbound one is. */

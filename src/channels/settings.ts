@@ -12,7 +12,7 @@ import {
 } from '../db/channels.js';
 import { transact, type Db } from '../db/database.js';
 import type { ChannelRow } from '../db/schema.js';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError, isConstraintError, notFound } from '../errors.js';
 import type { SecretBox } from './secrets.js';
 
 type ChannelCreate = components['schemas']['ChannelCreate'];
@@ -42,16 +42,37 @@ export function openMetaSecrets(box: SecretBox | undefined, row: Pick<ChannelRow
   return JSON.parse(requireBox(box).open(row.secrets)) as MetaSecrets;
 }
 
+/** The unique index that keeps a Meta account (type, externalId) on one channel of all workspaces. */
+const ONE_CHANNEL_PER_META_ACCOUNT = 'channels_meta_account_key';
+
+/**
+ * 409 for a Meta account another channel holds, in this workspace or another (which one is not
+ * said: another workspace's channel is not the caller's to know of). The index decides, so two
+ * requests racing for one account get a 201 and a 409.
+ */
+async function oneChannelPerMetaAccount<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (!isConstraintError(err, '23505', ONE_CHANNEL_PER_META_ACCOUNT)) throw err;
+    throw new ApiError(409, 'conflict', 'This Meta account is already connected to another channel.', [
+      { path: '/body/meta/externalId', message: 'is connected to another channel' },
+    ]);
+  }
+}
+
 export async function createChannel(db: Db, box: SecretBox | undefined, workspaceId: string, input: ChannelCreate): Promise<Channel> {
   const meta = input.provider === 'meta' ? input.meta : undefined;
   const sealed = meta && requireBox(box).seal(JSON.stringify({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken }));
-  const row = await insertChannel(db, workspaceId, {
-    type: input.type,
-    name: input.name,
-    provider: input.provider,
-    externalId: meta?.externalId ?? null,
-    sealedSecrets: sealed ?? null,
-  });
+  const row = await oneChannelPerMetaAccount(
+    insertChannel(db, workspaceId, {
+      type: input.type,
+      name: input.name,
+      provider: input.provider,
+      externalId: meta?.externalId ?? null,
+      sealedSecrets: sealed ?? null,
+    }),
+  );
   return channelRowToChannel(row);
 }
 
@@ -91,13 +112,15 @@ export async function updateChannel(db: Db, box: SecretBox | undefined, workspac
         { path: '/body/meta', message: 'is only allowed on a meta channel' },
       ]);
     }
-    const updated = await updateChannelRow(trx, workspaceId, id, {
-      name: patch.name ?? row.name,
-      provider,
-      externalId,
-      sealedSecrets,
-      ...(patch.defaultAgentId !== undefined && { defaultAgentId: patch.defaultAgentId }),
-    });
+    const updated = await oneChannelPerMetaAccount(
+      updateChannelRow(trx, workspaceId, id, {
+        name: patch.name ?? row.name,
+        provider,
+        externalId,
+        sealedSecrets,
+        ...(patch.defaultAgentId !== undefined && { defaultAgentId: patch.defaultAgentId }),
+      }),
+    );
     return updated && channelRowToChannel(updated);
   });
 }

@@ -1,6 +1,8 @@
 // Meta's webhook deliveries read into events, as the WhatsApp Cloud API (`entry[].changes[].value`
 // with messages, statuses and contacts) and the Instagram Messaging API (`entry[].messaging[]`)
-// document them; and the X-Hub-Signature-256 check over the raw body. Pure: no I/O.
+// document them; and the X-Hub-Signature-256 check over the raw body. Pure: no I/O. A part for
+// another Meta account than the channel's, or one the database could not store as sent, is left
+// out on its own with the reason, so the rest of the delivery is stored.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { MessageError } from '../db/messages.js';
 
@@ -20,9 +22,17 @@ export type InboundEvent =
 
 export interface ParsedDelivery {
   events: InboundEvent[];
-  /** What was left out and why (logged, never stored). */
+  /** What was left out and why (logged, never stored): reasons, never a customer's content. */
   ignored: string[];
 }
+
+/**
+ * The longest provider id kept, in UTF-8 bytes. Meta's ids are far shorter; a message's id is a
+ * key of a btree index (messages_external_id_key), whose entries must fit a third of a page.
+ */
+export const MAX_PROVIDER_ID_BYTES = 1024;
+/** A contact name longer than this (in characters) is refused by the contacts API: not kept either. */
+const MAX_NAME_CHARS = 200;
 
 /** Whether `header` is `sha256=` and the hex HMAC-SHA256 of `body` under `appSecret`, compared in constant time. */
 export function signatureMatches(appSecret: string, body: Buffer, header: string | undefined): boolean {
@@ -36,6 +46,21 @@ type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 const objects = (value: unknown): Json[] => (Array.isArray(value) ? value.filter(isObject) : []);
 const text = (value: unknown): string | undefined => (typeof value === 'string' && value.trim() !== '' ? value : undefined);
+
+/**
+ * Whether PostgreSQL keeps `value` exactly as sent: it refuses U+0000 in text and jsonb (SQLSTATE
+ * 22021), and a lone surrogate would turn into U+FFFD.
+ */
+const storable = (value: string): boolean => value.isWellFormed() && !value.includes('\u0000');
+/** A provider id (wamid, mid) the database can store and index, or undefined. */
+const storableId = (value: string | undefined): string | undefined =>
+  value !== undefined && Buffer.byteLength(value) <= MAX_PROVIDER_ID_BYTES && storable(value) ? value : undefined;
+/** Metadata (a profile name, Meta's words about an error) that cannot be stored counts as absent. */
+const storableOrNone = (value: string | undefined): string | undefined => (value !== undefined && storable(value) ? value : undefined);
+/** An id of Meta's in a reason that is logged: short, whatever was sent. */
+const clip = (value: string): string => (value.length > 64 ? `${value.slice(0, 64)}…` : value);
+const INSTAGRAM_SCOPED_ID = /^[0-9A-Za-z_.-]{1,64}$/;
+const UNSTORABLE_TEXT = 'holds U+0000 or a lone surrogate, so it cannot be stored as sent';
 
 /** A Unix timestamp in seconds (WhatsApp, as a string) or milliseconds (Instagram). */
 function instant(value: unknown): Date | undefined {
@@ -84,16 +109,23 @@ export function whatsappContent(message: Json): string {
 }
 
 function whatsappChange(value: Json, channelExternalId: string | null, out: ParsedDelivery): void {
+  // Every messages change names its number; one that does not may be any number's.
   const phoneNumberId = isObject(value.metadata) ? text(value.metadata.phone_number_id) : undefined;
-  if (phoneNumberId && channelExternalId && phoneNumberId !== channelExternalId) {
-    out.ignored.push(`a change for phone_number_id ${phoneNumberId}, not this channel's`);
+  if (!phoneNumberId) {
+    out.ignored.push('a change without metadata.phone_number_id');
+    return;
+  }
+  if (phoneNumberId !== channelExternalId) {
+    out.ignored.push(`a change for phone_number_id ${clip(phoneNumberId)}, not this channel's`);
     return;
   }
   const names = new Map<string, string>();
   for (const contact of objects(value.contacts)) {
     const name = isObject(contact.profile) ? text(contact.profile.name) : undefined;
     const waId = text(contact.wa_id);
-    if (waId && name) names.set(waId, name);
+    if (!waId || !name) continue;
+    if (storable(name) && (name.length <= MAX_NAME_CHARS || [...name].length <= MAX_NAME_CHARS)) names.set(waId, name);
+    else out.ignored.push('a profile name that cannot be stored (U+0000, a lone surrogate, or too long): the phone names the contact');
   }
   for (const message of objects(value.messages)) {
     const id = text(message.id);
@@ -102,8 +134,17 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push('a message without an id or an E.164 sender');
       continue;
     }
+    if (!storableId(id)) {
+      out.ignored.push(`a message whose id cannot be stored (over ${MAX_PROVIDER_ID_BYTES} bytes, U+0000 or a lone surrogate)`);
+      continue;
+    }
+    const content = whatsappContent(message);
+    if (!storable(content)) {
+      out.ignored.push(`a message whose text ${UNSTORABLE_TEXT}`);
+      continue;
+    }
     const digits = from.replace(/^\+/, '');
-    out.events.push({ kind: 'message', externalId: id, from: { phone: `+${digits}` }, name: names.get(digits), content: whatsappContent(message), sentAt: instant(message.timestamp) });
+    out.events.push({ kind: 'message', externalId: id, from: { phone: `+${digits}` }, name: names.get(digits), content, sentAt: instant(message.timestamp) });
   }
   for (const status of objects(value.statuses)) {
     const id = text(status.id);
@@ -112,24 +153,39 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push('a status without an id');
       continue;
     }
+    if (!storableId(id) || !storable(name)) {
+      out.ignored.push(`a status whose id or status cannot be stored (over ${MAX_PROVIDER_ID_BYTES} bytes, U+0000 or a lone surrogate)`);
+      continue;
+    }
     const first = objects(status.errors)[0];
+    const code = String(first?.code ?? 'unknown');
     const error = first && {
-      code: String(first.code ?? 'unknown'),
-      message: [text(first.message) ?? text(first.title) ?? 'failed', isObject(first.error_data) ? text(first.error_data.details) : undefined].filter(Boolean).join(': '),
+      code: storable(code) ? code : 'unknown',
+      message: [
+        storableOrNone(text(first.message)) ?? storableOrNone(text(first.title)) ?? 'failed',
+        isObject(first.error_data) ? storableOrNone(text(first.error_data.details)) : undefined,
+      ]
+        .filter(Boolean)
+        .join(': '),
     };
     out.events.push({ kind: 'status', externalId: id, status: name, error });
   }
-  for (const error of objects(value.errors)) out.ignored.push(`a WhatsApp error notification (code ${String(error.code)})`);
+  for (const error of objects(value.errors)) out.ignored.push(`a WhatsApp error notification (code ${clip(String(error.code))})`);
 }
 
-function instagramMessaging(event: Json, out: ParsedDelivery): void {
+function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {
   const message = isObject(event.message) ? event.message : undefined;
   if (!message) {
-    out.ignored.push(`an Instagram event without a message (${Object.keys(event).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k)).join(', ') || 'empty'})`);
+    out.ignored.push(`an Instagram event without a message (${Object.keys(event).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k)).slice(0, 5).map(clip).join(', ') || 'empty'})`);
     return;
   }
   if (message.is_echo === true) {
     out.ignored.push('an Instagram echo of a message the account sent');
+    return;
+  }
+  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
+  if (recipient !== accountId) {
+    out.ignored.push(recipient ? `an Instagram message to account ${clip(recipient)}, not this channel's` : 'an Instagram message without a recipient');
     return;
   }
   const id = text(message.mid);
@@ -138,8 +194,20 @@ function instagramMessaging(event: Json, out: ParsedDelivery): void {
     out.ignored.push('an Instagram message without mid or sender');
     return;
   }
+  if (!storableId(id)) {
+    out.ignored.push(`an Instagram message whose mid cannot be stored (over ${MAX_PROVIDER_ID_BYTES} bytes, U+0000 or a lone surrogate)`);
+    return;
+  }
+  if (!INSTAGRAM_SCOPED_ID.test(sender)) {
+    out.ignored.push('an Instagram message whose sender is not an Instagram-scoped id');
+    return;
+  }
   const attachment = objects(message.attachments)[0];
   const content = text(message.text) ?? (attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
+  if (!storable(content)) {
+    out.ignored.push(`an Instagram message whose text ${UNSTORABLE_TEXT}`);
+    return;
+  }
   out.events.push({ kind: 'message', externalId: id, from: { instagramId: sender }, content, sentAt: instant(event.timestamp) });
 }
 
@@ -155,7 +223,7 @@ export function parseMetaWebhook(body: unknown, channel: { type: 'whatsapp' | 'i
     for (const entry of objects(body.entry)) {
       for (const change of objects(entry.changes)) {
         if (!isObject(change.value) || (change.field !== undefined && change.field !== 'messages')) {
-          out.ignored.push(`a change of field ${String(change.field)}`);
+          out.ignored.push(`a change of field ${clip(String(change.field))}`);
           continue;
         }
         whatsappChange(change.value, channel.externalId, out);
@@ -166,11 +234,17 @@ export function parseMetaWebhook(body: unknown, channel: { type: 'whatsapp' | 'i
   if (body.object === 'instagram') {
     if (channel.type !== 'instagram') return undefined;
     for (const entry of objects(body.entry)) {
-      for (const event of objects(entry.messaging)) instagramMessaging(event, out);
+      // entry.id is the Instagram professional account the entry is for, as recipient.id is.
+      const accountId = text(entry.id);
+      if (!accountId || accountId !== channel.externalId) {
+        out.ignored.push(accountId ? `an entry for Instagram account ${clip(accountId)}, not this channel's` : 'an Instagram entry without an id');
+        continue;
+      }
+      for (const event of objects(entry.messaging)) instagramMessaging(event, accountId, out);
       // Instagram API with Instagram Login may deliver the same event as a `messages` change.
       for (const change of objects(entry.changes)) {
-        if (change.field === 'messages' && isObject(change.value)) instagramMessaging(change.value, out);
-        else out.ignored.push(`a change of field ${String(change.field)}`);
+        if (change.field === 'messages' && isObject(change.value)) instagramMessaging(change.value, accountId, out);
+        else out.ignored.push(`a change of field ${clip(String(change.field))}`);
       }
     }
     return out;

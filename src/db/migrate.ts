@@ -11,6 +11,7 @@ import * as m0006 from './migrations/0006_events_and_webhooks.js';
 import * as m0007 from './migrations/0007_ai_agents.js';
 import * as m0008 from './migrations/0008_claim_jobs_function.js';
 import * as m0009 from './migrations/0009_idempotency_keys_without_foreign_key.js';
+import * as m0010 from './migrations/0010_one_channel_per_meta_account.js';
 import * as m0011 from './migrations/0011_sealed_idempotency_results.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
@@ -24,6 +25,7 @@ export const migrations: Record<string, Migration> = {
   '0007_ai_agents': m0007,
   '0008_claim_jobs_function': m0008,
   '0009_idempotency_keys_without_foreign_key': m0009,
+  '0010_one_channel_per_meta_account': m0010,
   '0011_sealed_idempotency_results': m0011,
 };
 

@@ -737,9 +737,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
   createChannel: {
     async check(ctx, ex, { body }) {
       const input = body as S['ChannelCreate'];
+      const meta = input.provider === 'meta' ? input.meta : undefined;
+      if (meta && ctx.model.channels.some((c) => c.type === input.type && c.externalId === meta.externalId)) {
+        return expectError(ex, 409, 'conflict', 'a Meta account another channel holds', '/body/meta/externalId');
+      }
       expectStatus(ex, 201, 'a valid channel');
       const channel = ex.res.body as Channel;
-      const meta = input.provider === 'meta' ? input.meta : undefined;
       const expected: Channel = {
         id: channel.id,
         type: input.type,
@@ -790,13 +793,17 @@ const plans: Partial<Record<OperationId, Plan>> = {
         if (missing.length > 0) return expectError(ex, 400, 'validation_error', 'connecting to Meta without every setting', `/body/meta/${missing[0]}`);
       }
       if (provider === 'sandbox' && input.meta !== undefined) return expectError(ex, 400, 'validation_error', 'Meta settings on a sandbox channel', '/body/meta');
+      const externalId = provider === 'meta' ? (input.meta?.externalId ?? before.externalId) : null;
+      if (externalId !== null && ctx.model.channels.some((c) => c.id !== before.id && c.type === before.type && c.externalId === externalId)) {
+        return expectError(ex, 409, 'conflict', 'a Meta account another channel holds', '/body/meta/externalId');
+      }
       expectStatus(ex, 200, 'a valid change of a channel of the workspace');
       const after = ex.res.body as Channel;
       const expected: Channel = {
         ...before,
         name: input.name ?? before.name,
         provider,
-        externalId: provider === 'meta' ? (input.meta?.externalId ?? before.externalId) : null,
+        externalId,
         webhookPath: provider === 'meta' ? `/webhooks/meta/${before.id}` : null,
         updatedAt: after.updatedAt,
       };

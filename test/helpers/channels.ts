@@ -1,6 +1,6 @@
 // Meta channels for tests: made through the API with settings unique to the test, and webhook
 // deliveries signed and posted to them as Meta would.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import type { components } from '../../generated/api.js';
 import { request, type RawResponse, type TestWorkspace } from './api.js';
 import { metaSignature } from './graph.js';
@@ -17,10 +17,12 @@ export interface MetaChannel {
 }
 
 let sequence = 0;
+const digits = (n: number, width: number): string => String(n).padStart(width, '0');
 
 export async function createMetaChannel(ws: TestWorkspace, type: 'whatsapp' | 'instagram'): Promise<MetaChannel> {
   const settings = {
-    externalId: `${type === 'whatsapp' ? '1065' : '1784'}${Date.now() % 1e9}${sequence++}`,
+    // Unique across test files too: an account connects to one channel of all workspaces.
+    externalId: `${type === 'whatsapp' ? '1065' : '1784'}${digits(Date.now() % 1e9, 9)}${digits(sequence++ % 1e4, 4)}${digits(randomInt(1e6), 6)}`,
     accessToken: `EAA${randomBytes(16).toString('hex')}`,
     appSecret: randomBytes(16).toString('hex'),
     verifyToken: `verify-${randomBytes(6).toString('hex')}`,

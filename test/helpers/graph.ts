@@ -115,27 +115,20 @@ export function metaSignature(appSecret: string, body: string | Buffer): string 
 }
 
 let waSequence = 0;
-/** A WhatsApp Cloud API `messages` delivery for a phone number id, as Meta documents it. */
-export function whatsappDelivery(phoneNumberId: string, value: { messages?: unknown[]; statuses?: unknown[]; contacts?: unknown[] }): Record<string, unknown> {
+/**
+ * A WhatsApp Cloud API `messages` delivery for a phone number id, as Meta documents it; with
+ * `phoneNumberId` null, a change without `metadata` (not Meta's shape: whose number is it?).
+ */
+export function whatsappDelivery(phoneNumberId: string | null, value: { messages?: unknown[]; statuses?: unknown[]; contacts?: unknown[] }): Record<string, unknown> {
+  const metadata = phoneNumberId === null ? {} : { metadata: { display_phone_number: '15550783881', phone_number_id: phoneNumberId } };
   return {
     object: 'whatsapp_business_account',
-    entry: [
-      {
-        id: '102290129340398',
-        changes: [
-          {
-            value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: phoneNumberId }, ...value },
-            field: 'messages',
-          },
-        ],
-      },
-    ],
+    entry: [{ id: '102290129340398', changes: [{ value: { messaging_product: 'whatsapp', ...metadata, ...value }, field: 'messages' }] }],
   };
 }
 
-/** A WhatsApp inbound text message from `from` (digits, no +) and the contacts entry naming them. */
-export function whatsappText(from: string, body: string, name?: string): { messages: unknown[]; contacts: unknown[]; id: string } {
-  const id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`;
+/** A WhatsApp inbound text message from `from` (digits, no +) and the contacts entry naming them; `id` when given, else a fresh wamid. */
+export function whatsappText(from: string, body: string, name?: string, id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`): { messages: unknown[]; contacts: unknown[]; id: string } {
   return {
     id,
     contacts: name ? [{ profile: { name }, wa_id: from }] : [],
