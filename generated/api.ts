@@ -1762,6 +1762,33 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /**
+         * @description This client (an IP address; IPv6 counts by its /56) failed this channel's check (a bad or
+         *     missing `X-Hub-Signature-256`, a wrong verify token) 30 times in a minute: its requests to
+         *     the channel's webhook get 429 `rate_limited` until that window ends, without their body
+         *     being read, and the connection is closed after the answer. Only failures are counted, per
+         *     channel: Meta signs every delivery, so its addresses are refused only on a channel whose
+         *     app secret is wrong (until the window ends once it is corrected), never on the others.
+         */
+        WebhookThrottled: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "rate_limited",
+                 *         "message": "Too many failed authentications from this client; retry in 42 seconds.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
         /** @description The database is unreachable; retry later. */
         ServiceUnavailable: {
             headers: {
@@ -4577,6 +4604,7 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["WebhookThrottled"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4679,6 +4707,7 @@ export interface operations {
             };
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["WebhookThrottled"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -57,7 +57,7 @@ export function createApp({ config, db, logger, redis, secrets }: AppDeps): Expr
   );
 
   // Meta's webhooks: outside /v1, no API key; the raw body is read there, before any JSON parsing.
-  app.use('/webhooks/meta', metaWebhooks({ db, secrets, ai: aiRepliesOf(config) }));
+  app.use('/webhooks/meta', metaWebhooks({ db, secrets, ai: aiRepliesOf(config), failedAuth: limits.webhookAuth }));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

@@ -1,7 +1,8 @@
 // Rate limits (openapi.yaml's "Rate limits", step 3 of its order of checks): per API key and plan in
 // a fixed window, counted in Redis when it is configured (one count across every instance) and in
-// process otherwise; and a limit on failed authentications per client IP. Both fail open when Redis
-// is down. Created once, at start-up.
+// process otherwise; and limits on failed authentications per client IP (API keys; Meta's webhook
+// signatures and verify tokens, per channel). All fail open when Redis is down. Created once, at
+// start-up.
 import { createHash } from 'node:crypto';
 import { ipKeyGenerator, MemoryStore, rateLimit, type AugmentedRequest, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
@@ -13,7 +14,7 @@ import type { Logger } from '../logger.js';
 
 export const PLAN_LIMITS: Record<Exclude<Plan, 'enterprise'>, number> = { free: 60, pro: 300 };
 
-const MAX_BLOCKED_IPS = 10_000;
+const MAX_BLOCKED_CLIENTS = 10_000;
 /** An IPv6 client is counted by its /56, as express-rate-limit does: one host holds a whole /64 or more. */
 const IPV6_SUBNET = 56;
 
@@ -54,9 +55,16 @@ function createStore(redis: Redis | undefined, prefix: string): Store {
 
 const seconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1000));
 
+/** What a FailedAuthLimiter says in its log line when a client crosses the limit. */
+export interface ThrottleWarning {
+  message: string;
+  /** The log field that names the scope, for a limiter that counts per client and scope. */
+  scopeField?: string;
+}
+
 /**
- * Counts failed authentications per client IP; past the limit the IP's failures get 429 until the
- * window ends (its requests with a valid key never reach here).
+ * Counts failed authentications per client IP (and per scope, such as a webhook's channel, when the
+ * caller gives one); past the limit the client gets 429 until the window ends. Only failures count.
  */
 export class FailedAuthLimiter {
   private readonly blockedUntil = new Map<string, number>();
@@ -65,41 +73,80 @@ export class FailedAuthLimiter {
     private readonly store: Store,
     private readonly limit: number,
     private readonly windowMs: number,
+    private readonly warning: ThrottleWarning = {
+      message: 'client throttled: too many failed authentications; its failures get 429 until the window ends',
+    },
   ) {}
 
-  /** A 429 while the IP is blocked (checked in process: no Redis round trip on the hot path). */
-  check(ip: string): ApiError | undefined {
-    const client = ipKeyGenerator(ip, IPV6_SUBNET);
-    const until = this.blockedUntil.get(client);
+  /** A 429 while the client is blocked (checked in process: no Redis round trip on the hot path). */
+  check(ip: string, scope?: string): ApiError | undefined {
+    const key = this.keyOf(ip, scope);
+    const until = this.blockedUntil.get(key);
     if (until === undefined) return undefined;
     if (until > Date.now()) return this.tooMany(until);
-    this.blockedUntil.delete(client);
+    this.blockedUntil.delete(key);
     return undefined;
+  }
+
+  /**
+   * For callers that must refuse before they can tell whether the attempt fails (a webhook, whose
+   * signature covers a body not read yet): a 429 once the client has used up its failures in the
+   * window, counted by any instance. Unless this process already refuses the client, it looks at
+   * the count (with Redis one round trip; a store error lets the request through). Each process
+   * that starts refusing a client logs it once, on `logs.log` (read only then: a request's logger
+   * is made on first use).
+   */
+  async checkBeforeAttempt(ip: string, logs: { readonly log: Logger }, scope?: string): Promise<ApiError | undefined> {
+    const blocked = this.check(ip, scope);
+    if (blocked) return blocked;
+    const key = this.keyOf(ip, scope);
+    let hits;
+    try {
+      hits = await this.store.get?.(key);
+    } catch {
+      return undefined;
+    }
+    const until = hits?.resetTime?.getTime();
+    if (!hits || hits.totalHits < this.limit || until === undefined || until <= Date.now()) return undefined;
+    this.warn(logs.log, ip, scope, hits.totalHits, until);
+    this.block(key, until);
+    return this.tooMany(until);
   }
 
   /**
    * Counts one failure; a 429 when it crosses the limit, undefined otherwise (and on store errors).
    * The failure that crosses it is logged, once per window across every instance sharing the count.
    */
-  async recordFailure(ip: string, log: Logger): Promise<ApiError | undefined> {
-    const client = ipKeyGenerator(ip, IPV6_SUBNET);
+  async recordFailure(ip: string, log: Logger, scope?: string): Promise<ApiError | undefined> {
+    const key = this.keyOf(ip, scope);
     let hits;
     try {
-      hits = await this.store.increment(client);
+      hits = await this.store.increment(key);
     } catch {
       return undefined;
     }
     if (hits.totalHits <= this.limit) return undefined;
     const until = hits.resetTime?.getTime() ?? Date.now() + this.windowMs;
-    if (hits.totalHits === this.limit + 1) {
-      log.warn(
-        { ip, client, failures: hits.totalHits, retryAfterSeconds: seconds(until - Date.now()) },
-        'client throttled: too many failed authentications; its failures get 429 until the window ends',
-      );
-    }
-    if (this.blockedUntil.size >= MAX_BLOCKED_IPS) this.blockedUntil.clear();
-    this.blockedUntil.set(client, until);
+    if (hits.totalHits === this.limit + 1) this.warn(log, ip, scope, hits.totalHits, until);
+    this.block(key, until);
     return this.tooMany(until);
+  }
+
+  private warn(log: Logger, ip: string, scope: string | undefined, failures: number, until: number): void {
+    const { message, scopeField } = this.warning;
+    const client = ipKeyGenerator(ip, IPV6_SUBNET);
+    const scoped = scopeField && scope !== undefined ? { [scopeField]: scope } : {};
+    log.warn({ ip, client, ...scoped, failures, retryAfterSeconds: seconds(until - Date.now()) }, message);
+  }
+
+  private keyOf(ip: string, scope: string | undefined): string {
+    const client = ipKeyGenerator(ip, IPV6_SUBNET);
+    return scope === undefined ? client : `${client}|${scope}`;
+  }
+
+  private block(key: string, until: number): void {
+    if (this.blockedUntil.size >= MAX_BLOCKED_CLIENTS) this.blockedUntil.clear();
+    this.blockedUntil.set(key, until);
   }
 
   private tooMany(until: number): ApiError {
@@ -112,7 +159,17 @@ export class FailedAuthLimiter {
 
 export interface RateLimits {
   perKey: RateLimitRequestHandler;
+  /** Failed API-key authentications per client IP. */
   failedAuth: FailedAuthLimiter;
+  /** Bad signatures and verify tokens on Meta's webhooks, per client IP and channel (a count of its own). */
+  webhookAuth: FailedAuthLimiter;
+}
+
+function failedAuthLimiter(redis: Redis | undefined, prefix: string, config: Config, warning?: ThrottleWarning): FailedAuthLimiter {
+  const windowMs = config.rateLimitWindowMs;
+  const store = createStore(redis, prefix);
+  Promise.resolve(store.init?.({ windowMs } as Options)).catch(() => {});
+  return new FailedAuthLimiter(store, config.failedAuthLimit, windowMs, warning);
 }
 
 export function createRateLimits({ config, redis, logger }: { config: Config; redis: Redis | undefined; logger: Logger }): RateLimits {
@@ -151,9 +208,13 @@ export function createRateLimits({ config, redis, logger }: { config: Config; re
     },
   });
 
-  const failedAuthStore = createStore(redis, `${config.redisPrefix}rl:authfail:`);
-  Promise.resolve(failedAuthStore.init?.({ windowMs } as Options)).catch(() => {});
-  const failedAuth = new FailedAuthLimiter(failedAuthStore, config.failedAuthLimit, windowMs);
+  const failedAuth = failedAuthLimiter(redis, `${config.redisPrefix}rl:authfail:`, config);
+  // Counted per channel as well as per address: Meta delivers every app's webhooks from the same
+  // addresses, so one channel with a wrong app secret must not get Meta refused for the others.
+  const webhookAuth = failedAuthLimiter(redis, `${config.redisPrefix}rl:webhookfail:`, config, {
+    message: "client throttled: too many bad signatures or verify tokens on a channel's webhook; its requests to it get 429 until the window ends",
+    scopeField: 'channelId',
+  });
 
-  return { perKey, failedAuth };
+  return { perKey, failedAuth, webhookAuth };
 }
