@@ -505,10 +505,14 @@ describe('POST /webhooks/meta/{channelId}: items that cannot be stored', () => {
       ]);
     });
 
-    it('when it is not a data error (a statement timeout), then the delivery answers 503 and stores nothing, for Meta to retry', async () => {
+    it.each([
+      ['a statement timeout', '57014'],
+      ['a serialization failure', '40001'],
+      ['a deadlock', '40P01'],
+    ])('when it is not a data error (%s), then the delivery answers 503 and stores nothing, for Meta to retry', async (_what, sqlstate) => {
       const { ws, meta } = await whatsappChannel();
       const [a, b] = phones();
-      const parts = [whatsappText(a!, 'Primeira', 'Ana'), whatsappText(b!, 'refuse:57014', 'Bruno')];
+      const parts = [whatsappText(a!, 'Primeira', 'Ana'), whatsappText(b!, `refuse:${sqlstate}`, 'Bruno')];
       const payload = whatsappDelivery(meta.externalId, { contacts: parts.flatMap((p) => p.contacts), messages: parts.flatMap((p) => p.messages) });
 
       const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });

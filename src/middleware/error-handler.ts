@@ -97,6 +97,11 @@ function fromDatabase(err: DatabaseError): ApiError | undefined {
     // statement_timeout (or a cancel): the database is too busy to answer in time.
     return new ApiError(503, 'service_unavailable', 'The database took too long to answer; retry later.', undefined, { 'Retry-After': '5' });
   }
+  if (code === '40001' || code === '40P01') {
+    // A serialization failure or a deadlock: the transaction was rolled back whole, and the same
+    // request again will most likely pass (Meta retries its webhooks on any non-200 anyway).
+    return new ApiError(503, 'service_unavailable', 'The request collided with a concurrent one; retry it.', undefined, { 'Retry-After': '1' });
+  }
   if (code.startsWith('08') || code.startsWith('57P') || CONNECTION_CODES.has(code) || CONNECTION_MESSAGES.test(err.message ?? '')) {
     return new ApiError(503, 'service_unavailable', 'The service is temporarily unavailable; retry later.', undefined, {
       'Retry-After': '5',
