@@ -16,6 +16,7 @@ import { startWorker, type Worker } from './worker.js';
 export type JobsConfig = Pick<
   Config,
   | 'databaseUrl'
+  | 'databaseDirectUrl'
   | 'metaGraphUrl'
   | 'metaGraphTimeoutMs'
   | 'deliveryRetryBaseMs'
@@ -40,7 +41,8 @@ export interface Jobs {
 
 export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger; secrets: SecretBox | undefined; background?: BackgroundWork }): Jobs {
   const { db, config, logger } = options;
-  const listener = createJobListener({ db, databaseUrl: config.databaseUrl, logger });
+  // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
+  const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
   const workers = [
     startWorker(
