@@ -16,6 +16,7 @@ import { startExpiredResultPurge } from './idempotency.js';
 import { startEventPurge } from './events/purge.js';
 import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './channels/secrets.js';
 import { sealedKeysInUse } from './db/sealed-keys.js';
+import { backoffMs } from './jobs/backoff.js';
 import { startJobs } from './jobs/start.js';
 
 function baseUrl(config: Config, server: Server): string {
@@ -132,7 +133,8 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   let stopping = false;
   let started = false;
   let workerFailed = false;
-  let restartDelayMs = 0;
+  /** Workers in a row that died before listening: their restarts back off. */
+  let earlyExits = 0;
   const live = new Set<number>();
   const listened = new Set<number>();
   const restarts = new Set<NodeJS.Timeout>();
@@ -151,7 +153,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   cluster.on('listening', (worker) => {
     started = true;
     listened.add(worker.id);
-    restartDelayMs = 0;
+    earlyExits = 0;
   });
   cluster.on('exit', (worker, code, signal) => {
     const diedListening = listened.delete(worker.id);
@@ -168,7 +170,8 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
       stop();
       return;
     }
-    restartDelayMs = diedListening ? 0 : Math.min(Math.max(restartDelayMs * 2, 1_000), 30_000);
+    earlyExits = diedListening ? 0 : earlyExits + 1;
+    const restartDelayMs = earlyExits === 0 ? 0 : backoffMs(earlyExits, { baseMs: 1_000, maxMs: 30_000, jitter: 0 });
     logger.error({ workerPid: worker.process.pid, code, signal, restartInMs: restartDelayMs }, 'worker exited; starting another');
     const timer = setTimeout(() => {
       restarts.delete(timer);

@@ -8,7 +8,7 @@ import { statusesBefore, templateContent, withinMessagingWindow } from '../src/c
 import { createSecretBox, parseKey } from '../src/channels/secrets.js';
 import { parseMetaWebhook, signatureMatches, whatsappContent } from '../src/channels/webhook.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { MAX_RETRY_DELAY_MS, retryDelayMs } from '../src/jobs/backoff.js';
+import { backoffMs, MAX_RETRY_DELAY_MS, retryDelayMs } from '../src/jobs/backoff.js';
 import { metaSignature } from './helpers/graph.js';
 
 describe('the 24-hour window', () => {
@@ -46,6 +46,13 @@ describe('backoff', () => {
     expect(retryDelayMs(11, 1_000, 0.5)).toBe(MAX_RETRY_DELAY_MS);
     expect(retryDelayMs(10, 1_000, 0.999)).toBe(MAX_RETRY_DELAY_MS);
     expect(retryDelayMs(1_000, 1_000, 0.5)).toBe(MAX_RETRY_DELAY_MS);
+  });
+
+  it('when another caller backs off without jitter or with its own, then it doubles from its base up to its cap', () => {
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => backoffMs(n, { baseMs: 250, maxMs: 5_000, jitter: 0 }, 0.9))).toEqual([250, 500, 1_000, 2_000, 4_000, 5_000, 5_000]);
+    expect(backoffMs(2, { baseMs: 1_000, maxMs: 30_000, jitter: 0.1 }, 0)).toBe(1_800);
+    expect(backoffMs(2, { baseMs: 1_000, maxMs: 30_000, jitter: 0.1 }, 0.999_999)).toBe(2_200);
+    expect(backoffMs(1, { baseMs: 0, maxMs: 30_000, jitter: 0 })).toBe(1);
   });
 });
 

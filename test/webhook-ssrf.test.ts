@@ -5,7 +5,7 @@
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress, resolveTarget } from '../src/events/ssrf.js';
+import { isPublicAddress, resolveTarget } from '../src/outbound/ssrf.js';
 import { buildContact, createWorkspace, request } from './helpers/api.js';
 import { waitFor } from './helpers/processes.js';
 import { WebhookReceiver } from './helpers/receiver.js';
@@ -17,11 +17,13 @@ describe('public addresses', () => {
     '100.64.0.1', '100.127.255.254', '0.0.0.0', '224.0.0.1', '255.255.255.255', '192.0.2.1', '198.18.0.1',
     '::1', '::', 'fe80::1', 'fc00::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:8.8.8.8', '64:ff9b::7f00:1', '2002:7f00:1::1',
     '2001:db8::1', 'ff02::1', 'not-an-address',
+    // outside what the address library names: benchmarking, IETF protocol assignments, documentation, outside 2000::/3
+    '198.19.255.255', '2001:2::1', '2001:20::1', '3fff::1', '100::1', '::127.0.0.1', '4000::1',
   ])('when the address is %s, then it is not public', (address) => {
     expect(isPublicAddress(address)).toBe(false);
   });
 
-  it.each(['8.8.8.8', '93.184.216.34', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e'])(
+  it.each(['8.8.8.8', '93.184.216.34', '172.32.0.1', '100.128.0.1', '198.20.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '2001:4860:4860::8888'])(
     'when the address is %s, then it is public',
     (address) => {
       expect(isPublicAddress(address)).toBe(true);

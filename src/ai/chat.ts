@@ -1,10 +1,10 @@
 // The AI agent's call: an OpenAI-compatible Chat Completions request (OpenAI, Azure, Ollama, vLLM)
-// built from the agent and the thread (pure), sent as one plain POST (src/http-client.ts), and its
+// built from the agent and the thread (pure), sent as one plain POST (src/outbound/http.ts), and its
 // answer read as text to send, a handoff to a person, or a failure (passing or not). A plain POST
 // rather than the `openai` package: one request and one JSON shape, and the durable queue already
 // retries with backoff across restarts and instances, which the package's in-process retries would
 // only multiply.
-import { postJson } from '../http-client.js';
+import { postJson } from '../outbound/http.js';
 
 /** The tool an agent calls to pass the conversation to a person. */
 export const HANDOFF_TOOL = 'handoff_to_human';
@@ -16,6 +16,8 @@ export const CONTEXT_MESSAGES = 20;
 export const MAX_REPLY_CHARS = 4096;
 /** The longest reason a history entry keeps (as PATCH /threads/{id} accepts). */
 export const MAX_REASON_CHARS = 500;
+/** The most of the provider's answer that is read; a longer one is a network failure. */
+const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -112,6 +114,7 @@ export async function completeChat(call: ChatCall): Promise<ChatAnswer> {
     headers: call.apiKey ? { authorization: `Bearer ${call.apiKey}` } : {},
     body: JSON.stringify(call.body),
     timeoutMs: call.timeoutMs,
+    maxBodyBytes: MAX_ANSWER_BYTES,
     signal: call.signal,
   });
   if ('failure' in outcome) return { kind: 'failed', transient: true, error: outcome.failure === 'timeout' ? outcome.message : `network: ${outcome.message}` };

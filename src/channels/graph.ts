@@ -1,7 +1,10 @@
 // Meta's Graph API, as the WhatsApp Cloud API and the Instagram Messaging API document it: the
 // request bodies of a text or template message, the send itself, and what a failure means
 // (passing, and worth retrying, or permanent).
-import { postJson } from '../http-client.js';
+import { postJson } from '../outbound/http.js';
+
+/** The most of Graph's answer that is read; a longer one is a network failure. */
+const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** Graph error codes that pass: rate limits, temporary unavailability, "try again later". */
 export const TRANSIENT_GRAPH_CODES: ReadonlySet<number> = new Set([1, 2, 4, 80007, 130429, 131000, 131016]);
@@ -88,6 +91,7 @@ export async function sendGraphMessage(options: {
     headers: { authorization: `Bearer ${options.accessToken}` },
     body: JSON.stringify(options.body),
     timeoutMs: options.timeoutMs,
+    maxBodyBytes: MAX_ANSWER_BYTES,
     signal: options.signal,
   });
   if ('failure' in outcome) {

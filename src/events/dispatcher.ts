@@ -13,7 +13,7 @@ import { finishJob, JOBS_CHANNEL, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
-import { RefusedUrlError, resolveTarget } from './ssrf.js';
+import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
 /** An endpoint whose attempts have all failed for this long is disabled. */
 export const DISABLE_AFTER_MS = 5 * 86_400_000;

@@ -12,7 +12,7 @@ import { ApiError, notFound } from '../errors.js';
 import { JOBS_CHANNEL } from '../jobs/queue.js';
 import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
 import { newWebhookSecret } from './sender.js';
-import { checkUrlShape, RefusedUrlError, resolveTarget } from './ssrf.js';
+import { checkUrlShape, RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
 export type WebhookEndpoint = components['schemas']['WebhookEndpoint'];
 export type WebhookEndpointCreated = components['schemas']['WebhookEndpointCreated'];

@@ -4,6 +4,7 @@
 import pg from 'pg';
 import { embeddedDatabaseOf, type Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
+import { backoffMs } from './backoff.js';
 import { JOBS_CHANNEL } from './queue.js';
 
 export interface JobListener {
@@ -34,7 +35,7 @@ export function createJobListener(options: { db: Db; databaseUrl: string | undef
 function pgListener(url: string, logger: Logger, notify: (queue: string) => void, subscribers: Array<(queue: string) => void>): JobListener {
   let client: pg.Client | undefined;
   let closed = false;
-  let retryMs = 0;
+  let failures = 0;
   let timer: NodeJS.Timeout | undefined;
   let warned = false;
 
@@ -57,7 +58,7 @@ function pgListener(url: string, logger: Logger, notify: (queue: string) => void
         return;
       }
       client = next;
-      retryMs = 0;
+      failures = 0;
       if (warned) logger.info('job notifications are back');
       warned = false;
       // Jobs may have been added while the connection was down: look now.
@@ -71,11 +72,11 @@ function pgListener(url: string, logger: Logger, notify: (queue: string) => void
   };
   const schedule = (): void => {
     if (closed || timer) return;
-    retryMs = Math.min(Math.max(retryMs * 2, 250), 5_000);
+    failures += 1;
     timer = setTimeout(() => {
       timer = undefined;
       void connect();
-    }, retryMs);
+    }, backoffMs(failures, { baseMs: 250, maxMs: 5_000, jitter: 0 }));
     timer.unref();
   };
   void connect();

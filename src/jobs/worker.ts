@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { retryDelayMs } from './backoff.js';
+import { backoffMs, retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
 import { claimJobs, finishJob, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type Job } from './queue.js';
 
@@ -246,7 +246,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       // Fewer than asked: nothing else is due now. Sleep until a notification, a finished job (its
       // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
       // (the signal is already aborted).
-      let waitMs = failures > 0 ? Math.min(options.pollMs * 2 ** failures, 30_000) : options.pollMs;
+      let waitMs = failures > 0 ? backoffMs(failures + 1, { baseMs: options.pollMs, maxMs: 30_000, jitter: 0 }) : options.pollMs;
       if (nextRunAt) waitMs = Math.min(waitMs, Math.max(0, nextRunAt.getTime() - Date.now()));
       const signal = wake.signal;
       if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);

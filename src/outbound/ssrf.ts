@@ -1,66 +1,58 @@
-// Where webhooks may go: `https://` to public addresses only (unless the operator allows private
-// URLs). A host name is resolved and EVERY address checked; the request then connects to the
-// address that was checked (pinned), so a DNS answer that changes in between (rebinding) cannot
-// send it elsewhere. Checked when an endpoint is saved and again before each attempt.
+// Where webhooks (and, next, media downloads) may go: `https://` to public addresses only (unless
+// the operator allows private URLs). A host name is resolved and EVERY address checked; the request
+// then connects to the address that was checked (pinned: `pinTo` of ./http.ts), so a DNS answer
+// that changes in between (rebinding) cannot send it elsewhere. Webhook URLs are checked when an
+// endpoint is saved and again before each attempt.
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
+import type { PinnedAddress } from './http.js';
 
 /** Why a URL is refused, in words for the integrator. */
 export class RefusedUrlError extends Error {}
 
-/** Global unicast IPv6 is 2000::/3; within it these are special-purpose, not the public internet. */
-const V6_PUBLIC = new net.BlockList();
-V6_PUBLIC.addSubnet('2000::', 3, 'ipv6');
-const V6_SPECIAL = new net.BlockList();
-for (const [prefix, bits] of [
-  ['2001::', 23], // IETF protocol assignments: Teredo 2001::/32, benchmarking, ORCHID...
-  ['2001:db8::', 32], // documentation
-  ['2002::', 16], // 6to4: embeds an IPv4 address
-  ['3fff::', 20], // documentation
-] as const) {
-  V6_SPECIAL.addSubnet(prefix, bits, 'ipv6');
-}
-
-/** IPv4 ranges that are not the public internet (RFC 6890 and friends). */
-const V4_SPECIAL = new net.BlockList();
-for (const [prefix, bits] of [
-  ['0.0.0.0', 8], // "this network"
-  ['10.0.0.0', 8], // private
-  ['100.64.0.0', 10], // CGNAT
-  ['127.0.0.0', 8], // loopback
-  ['169.254.0.0', 16], // link-local, cloud metadata (169.254.169.254)
-  ['172.16.0.0', 12], // private
-  ['192.0.0.0', 24], // IETF protocol assignments
-  ['192.0.2.0', 24], // documentation
-  ['192.88.99.0', 24], // 6to4 relay
-  ['192.168.0.0', 16], // private
-  ['198.18.0.0', 15], // benchmarking
-  ['198.51.100.0', 24], // documentation
-  ['203.0.113.0', 24], // documentation
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, broadcast
-] as const) {
-  V4_SPECIAL.addSubnet(prefix, bits, 'ipv4');
-}
+// The special-purpose ranges come from ipaddr.js (`range()`: private, loopback, linkLocal,
+// carrierGradeNat, uniqueLocal, multicast, unspecified, broadcast, reserved (documentation, 6to4
+// relay, 240/4), ipv4Mapped, rfc6145, rfc6052, 6to4, teredo). The version express depends on
+// predates a few that its later majors name, so these are added here; an upgrade of ipaddr.js
+// makes them redundant, never wrong.
+const V4_UNNAMED = [ipaddr.IPv4.parseCIDR('198.18.0.0/15')]; // benchmarking
+/** Global unicast IPv6 is 2000::/3; ipaddr.js calls anything outside its named ranges unicast. */
+const V6_GLOBAL = ipaddr.IPv6.parseCIDR('2000::/3');
+const V6_UNNAMED = [
+  ipaddr.IPv6.parseCIDR('2001::/23'), // IETF protocol assignments: benchmarking, ORCHID, AMT... (Teredo is named)
+  ipaddr.IPv6.parseCIDR('3fff::/20'), // documentation
+];
 
 /**
  * True when `address` (an IP literal) is a public unicast address. Everything else is refused:
  * private, loopback, link-local, CGNAT, unique-local (fc00::/7, so also fd00:ec2::254), multicast,
- * IPv4-mapped and -translated IPv6 (::ffff:0:0/96, 64:ff9b::/96, outside 2000::/3), and the
- * documentation and benchmarking ranges.
+ * IPv4-mapped and -translated IPv6 (::ffff:0:0/96, 64:ff9b::/96, outside 2000::/3), 6to4 and
+ * Teredo, and the documentation and benchmarking ranges.
  */
 export function isPublicAddress(address: string): boolean {
-  const family = net.isIP(address);
-  if (family === 4) return !V4_SPECIAL.check(address, 'ipv4');
-  if (family === 6) return V6_PUBLIC.check(address, 'ipv6') && !V6_SPECIAL.check(address, 'ipv6');
-  return false;
+  try {
+    switch (net.isIP(address)) {
+      case 4: {
+        const v4 = ipaddr.IPv4.parse(address);
+        return v4.range() === 'unicast' && !V4_UNNAMED.some((range) => v4.match(range));
+      }
+      case 6: {
+        const v6 = ipaddr.IPv6.parse(address);
+        return v6.range() === 'unicast' && v6.match(V6_GLOBAL) && !V6_UNNAMED.some((range) => v6.match(range));
+      }
+      default:
+        return false;
+    }
+  } catch {
+    // A form node takes but ipaddr.js cannot read (an unusual zone id): not provably public.
+    return false;
+  }
 }
 
-export interface CheckedTarget {
+/** A URL whose host was checked; `address` (pinned for the request: `pinTo`) is the one to connect to. */
+export interface CheckedTarget extends PinnedAddress {
   url: URL;
-  /** The address to connect to: checked, and pinned for the request. */
-  address: string;
-  family: 4 | 6;
 }
 
 /** A bare host: [::1] -> ::1. */
