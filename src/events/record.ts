@@ -7,7 +7,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import type { EventRow } from '../db/schema.js';
-import { JOBS_CHANNEL } from '../jobs/queue.js';
+import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -48,7 +48,7 @@ export async function recordEvent(trx: Db, workspaceId: string, type: EventType,
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
     ), ${recording(workspaceId, id, type, now)}
-    select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added`.execute(trx);
+    select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(trx);
   return id;
 }
 
@@ -69,11 +69,11 @@ export async function recordChangeEvent(
   const id = uuidv7();
   const result = await sql<{ recorded: boolean }>`
     with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, now)}
-    select exists (select 1 from event) as recorded, (select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added)`.execute(db);
+    select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(db);
   return result.rows[0]?.recorded ?? false;
 }
 
-/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`). */
+/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`, the queue's builder). */
 function recording(workspaceId: string, id: string, type: EventType, now: Date): RawBuilder<unknown> {
   return sql`event as (
       insert into events (workspace_id, id, type, data, contact_id, created_at)
@@ -92,11 +92,14 @@ function recording(workspaceId: string, id: string, type: EventType, now: Date):
       select ${workspaceId}::uuid, t.delivery_id, t.endpoint_id, ${id}::uuid, 'pending', 0, ${now}::timestamptz, ${now}::timestamptz
         from targets t
     ), jobs_added as (
-      insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
-      select ${workspaceId}::uuid, t.job_id, ${WEBHOOK_QUEUE}, jsonb_build_object('deliveryId', t.delivery_id, 'endpointId', t.endpoint_id),
-             ${now}::timestamptz, ${now}::timestamptz
-        from targets t
-      returning 1
+      ${enqueueEachQuery(WEBHOOK_QUEUE, {
+        workspaceId,
+        from: sql`targets t`,
+        id: sql`t.job_id`,
+        payload: { deliveryId: sql`t.delivery_id`, endpointId: sql`t.endpoint_id` },
+        runAt: now,
+        createdAt: now,
+      })}
     )`;
 }
 
