@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
+import type { ReplyPayload } from '../jobs/kinds.js';
 import { enqueueWhen, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
@@ -17,12 +18,6 @@ import { AI_UNAVAILABLE, chatRequest, completeChat, CONTEXT_MESSAGES } from './c
 import { agentMayAnswer, readReplyContext, recentLines, type ReplyContext } from './context.js';
 
 export const AI_REPLY_QUEUE = 'ai-reply';
-
-export interface ReplyPayload {
-  threadId: string;
-  /** The inbound message the job answers. */
-  messageId: string;
-}
 
 /** What queuing replies needs; undefined (no AI_BASE_URL) means agents never answer. */
 export interface AiReplies {

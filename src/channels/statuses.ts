@@ -23,11 +23,6 @@ export interface ProviderStatus {
   error?: MessageError | undefined;
 }
 
-/** A held status, with the channel it came on. */
-export interface EarlyStatusPayload extends ProviderStatus {
-  channelId: string;
-}
-
 /**
  * Applies a status to the channel's outbound message with that provider id, with its event:
  * `applied`; `stale` when the message is already at or past it (statuses only move forward);

@@ -11,7 +11,8 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
-import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
+import type { WebhookJobPayload } from '../jobs/kinds.js';
+import { WEBHOOK_QUEUE } from './record.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from './ssrf.js';
 

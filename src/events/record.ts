@@ -21,16 +21,6 @@ export const EVENT_RETENTION_DAYS = 30;
 /** A UUIDv7 made by PostgreSQL (time-ordered like the service's own ids), for rows a statement fans out. */
 const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
 
-/** The payload of a delivery job. */
-export interface WebhookJobPayload {
-  deliveryId: string;
-  endpointId: string;
-  /** A manual retry (POST .../retry) of a delivery that was no longer pending. */
-  manual?: boolean;
-  /** It had failed: a failed manual retry fails it again, with no new schedule. */
-  wasFailed?: boolean;
-}
-
 /** The contact an event is about: erasing them scrubs it. */
 function contactOf(type: EventType, object: Record<string, unknown>): string | null {
   if (type === 'contact.created') return object.id as string;

@@ -17,10 +17,6 @@ export const SANDBOX_RECEIPT_QUEUE = 'sandbox-receipt';
 /** How long a sandbox message stays `sent` before it is `delivered`. */
 export const SANDBOX_DELIVERY_DELAY_MS = 300;
 
-export interface DeliveryPayload {
-  messageId: string;
-}
-
 /** The delivery job of a new outbound message; call it in the message's transaction. */
 export async function enqueueDelivery(db: Db, message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date }): Promise<void> {
   await enqueue(

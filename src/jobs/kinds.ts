@@ -1,10 +1,38 @@
 // The registry of job kinds: every queue the service runs, with the payload type of its jobs, and
 // the recurring schedules. Adding a job (enqueue) and handling one (QueueHandler<kind>) are checked
-// against it, and start.ts must start a worker for each kind.
-import type { ReplyPayload } from '../ai/replies.js';
-import type { EarlyStatusPayload } from '../channels/statuses.js';
-import type { WebhookJobPayload } from '../events/record.js';
-import type { DeliveryPayload } from './deliveries.js';
+// against it, and start.ts must start a worker for each kind. It imports no capability (they import
+// it), so the payload types are declared here.
+import type { MessageError } from '../db/messages.js';
+
+/** A message's delivery, and a sandbox message's receipt. */
+export interface DeliveryPayload {
+  messageId: string;
+}
+
+/** A Meta status held until its message has Meta's id, with the channel it came on. */
+export interface EarlyStatusPayload {
+  channelId: string;
+  externalId: string;
+  status: string;
+  error?: MessageError | undefined;
+}
+
+/** An attempt of a webhook delivery. */
+export interface WebhookJobPayload {
+  deliveryId: string;
+  endpointId: string;
+  /** A manual retry (POST .../retry) of a delivery that was no longer pending. */
+  manual?: boolean;
+  /** It had failed: a failed manual retry fails it again, with no new schedule. */
+  wasFailed?: boolean;
+}
+
+/** An AI agent's reply. */
+export interface ReplyPayload {
+  threadId: string;
+  /** The inbound message the job answers. */
+  messageId: string;
+}
 
 /**
  * Each kind (the jobs table's `queue`) and what its jobs carry. A payload is written only by
