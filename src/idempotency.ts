@@ -18,8 +18,7 @@ import {
 import { JsonText } from './db/pagination.js';
 import { ApiError } from './errors.js';
 import { MAX_JSON_DEPTH, tooDeep } from './json-scan.js';
-import type { Logger } from './logger.js';
-import type { BackgroundWork } from './shutdown.js';
+import type { ScheduledTask } from './jobs/recurring.js';
 
 export interface IdempotentRequest {
   method: string;
@@ -142,22 +141,10 @@ export async function rotateSealedResults(db: Db, box: SecretBox): Promise<{ res
 }
 
 /**
- * Deletes stored results past their 24 hours, at start and then every `everyMs`; registered with
- * the process's background work, so a stopping process waits for a purge under way.
+ * Deletes stored results past their 24 hours: the task of the 'purge-idempotency-keys' schedule
+ * (jobs/kinds.ts), run hourly by one instance of the cluster.
  */
-export function startExpiredResultPurge(db: Db, logger: Logger, background: BackgroundWork, everyMs = 3_600_000): void {
-  const purge = () =>
-    purgeExpiredResults(db).then(
-      (deleted) => {
-        if (deleted > 0) logger.info({ deleted }, 'expired idempotency keys purged');
-      },
-      (err: unknown) => logger.warn({ err }, 'purging expired idempotency keys failed; next try in an hour'),
-    );
-  let running = purge();
-  const timer = setInterval(() => (running = purge()), everyMs);
-  timer.unref();
-  background.register('idempotency-purge', async () => {
-    clearInterval(timer);
-    await running;
-  });
-}
+export const purgeExpiredKeys: ScheduledTask = async (trx, logger) => {
+  const deleted = await purgeExpiredResults(trx);
+  if (deleted > 0) logger.info({ deleted }, 'expired idempotency keys purged');
+};

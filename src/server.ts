@@ -12,8 +12,6 @@ import { createLogger, type Logger } from './logger.js';
 import { createRedis } from './redis.js';
 import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
-import { startExpiredResultPurge } from './idempotency.js';
-import { startEventPurge } from './events/purge.js';
 import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './channels/secrets.js';
 import { sealedKeysInUse } from './db/sealed-keys.js';
 import { backoffMs } from './jobs/backoff.js';
@@ -68,8 +66,6 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
   const background = createBackgroundWork(logger);
-  startExpiredResultPurge(db, logger, background);
-  startEventPurge(db, logger, background);
   const app = createApp({ config, db, logger, redis, secrets });
   const http = createHttpServer(app, config, logger);
   const { server } = http;

@@ -43,6 +43,7 @@ const ALL_MIGRATIONS = [
   '0009_idempotency_keys_without_foreign_key',
   '0010_one_channel_per_meta_account',
   '0011_sealed_idempotency_results',
+  '0012_jobs_of_no_workspace',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

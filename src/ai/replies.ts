@@ -8,7 +8,8 @@ import { sql } from 'kysely';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
-import { enqueueJobWhen, finishJob, type Job } from '../jobs/queue.js';
+import type { ReplyPayload } from '../jobs/kinds.js';
+import { enqueueWhen, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { sendMessage } from '../services/messages.js';
@@ -17,12 +18,6 @@ import { AI_UNAVAILABLE, chatRequest, completeChat, CONTEXT_MESSAGES } from './c
 import { agentMayAnswer, readReplyContext, recentLines, type ReplyContext } from './context.js';
 
 export const AI_REPLY_QUEUE = 'ai-reply';
-
-export interface ReplyPayload {
-  threadId: string;
-  /** The inbound message the job answers. */
-  messageId: string;
-}
 
 /** What queuing replies needs; undefined (no AI_BASE_URL) means agents never answer. */
 export interface AiReplies {
@@ -38,16 +33,11 @@ export function aiRepliesOf(config: Pick<Config, 'aiBaseUrl' | 'aiReplyDelayMs'>
  * its agent active (checked in the same statement). Keyed per thread: its jobs run one at a time.
  */
 export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, message: { thread_id: string; id: string; created_at: Date }): Promise<boolean> {
-  const id = await enqueueJobWhen(
+  const id = await enqueueWhen(
     db,
-    {
-      workspaceId,
-      queue: AI_REPLY_QUEUE,
-      orderingKey: `thread:${message.thread_id}`,
-      payload: { threadId: message.thread_id, messageId: message.id } satisfies ReplyPayload,
-      runAt: new Date(message.created_at.getTime() + ai.delayMs),
-      createdAt: message.created_at,
-    },
+    AI_REPLY_QUEUE,
+    { threadId: message.thread_id, messageId: message.id },
+    { workspaceId, orderingKey: `thread:${message.thread_id}`, runAt: new Date(message.created_at.getTime() + ai.delayMs), createdAt: message.created_at },
     db
       .selectFrom('threads as t')
       .innerJoin('agents as a', (join) => join.onRef('a.workspace_id', '=', 't.workspace_id').onRef('a.id', '=', 't.agent_id'))
@@ -68,13 +58,13 @@ const stillAnswering = (context: ReplyContext | undefined, payload: ReplyPayload
 
 class LostClaim extends Error {}
 
-export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: Logger }): QueueHandler {
+export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: Logger }): QueueHandler<typeof AI_REPLY_QUEUE> {
   const { db, config } = options;
   const log = options.logger.child({ queue: AI_REPLY_QUEUE });
 
   /** Unassigns the agent with `reason` (history, actor the agent), if the thread is still open and assigned to it. */
-  async function handOff(job: Job, agentId: string, reason: string): Promise<void> {
-    const { threadId } = job.payload as unknown as ReplyPayload;
+  async function handOff(job: Job<typeof AI_REPLY_QUEUE>, agentId: string, reason: string): Promise<void> {
+    const { threadId } = job.payload;
     await db.transaction().execute(async (trx) => {
       const context = await readReplyContext(trx, job.workspace_id, threadId, { lock: true });
       if (context?.status === 'open' && context.agentId === agentId) {
@@ -86,8 +76,8 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
   }
 
   /** Sends the answer as the agent's message, if the job is still the thread's to answer when it commits. */
-  async function reply(job: Job, agentId: string, text: string): Promise<void> {
-    const payload = job.payload as unknown as ReplyPayload;
+  async function reply(job: Job<typeof AI_REPLY_QUEUE>, agentId: string, text: string): Promise<void> {
+    const payload = job.payload;
     try {
       await db.transaction().execute(async (trx) => {
         const context = await readReplyContext(trx, job.workspace_id, payload.threadId, { lock: true });
@@ -111,7 +101,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
     retryBaseMs: config.deliveryRetryBaseMs,
 
     async run(job, signal) {
-      const payload = job.payload as unknown as ReplyPayload;
+      const payload = job.payload;
       const context = await readReplyContext(db, job.workspace_id, payload.threadId);
       if (!stillAnswering(context, payload)) return { kind: 'done' };
       const lines = await recentLines(db, job.workspace_id, payload.threadId, CONTEXT_MESSAGES);
@@ -137,7 +127,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
     },
 
     async giveUp(job) {
-      const payload = job.payload as unknown as ReplyPayload;
+      const payload = job.payload;
       const context = await readReplyContext(db, job.workspace_id, payload.threadId);
       if (context && agentMayAnswer(context) && context.agentId) await handOff(job, context.agentId, AI_UNAVAILABLE);
       else await finishJob(db, job);

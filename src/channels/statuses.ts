@@ -5,7 +5,7 @@
 import { transact, type Db } from '../db/database.js';
 import { applyProviderStatus, externalIdExists, messageRowToMessage, type MessageError } from '../db/messages.js';
 import { recordEvent } from '../events/record.js';
-import { enqueueJob, finishJob } from '../jobs/queue.js';
+import { enqueue, finishJob } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { statusesBefore } from './rules.js';
@@ -21,10 +21,6 @@ export interface ProviderStatus {
   externalId: string;
   status: string;
   error?: MessageError | undefined;
-}
-
-interface EarlyStatusPayload extends ProviderStatus {
-  channelId: string;
 }
 
 /**
@@ -46,24 +42,22 @@ export async function applyStatus(db: Db, workspaceId: string, channelId: string
  * transaction that received it. Statuses of one message are looked at in the order they came.
  */
 export async function holdEarlyStatus(db: Db, workspaceId: string, channelId: string, status: ProviderStatus, now: Date): Promise<void> {
-  await enqueueJob(db, {
-    workspaceId,
-    queue: EARLY_STATUS_QUEUE,
-    orderingKey: `${channelId}:${status.externalId}`,
-    payload: { channelId, externalId: status.externalId, status: status.status, ...(status.error && { error: status.error }) } satisfies EarlyStatusPayload,
-    runAt: new Date(now.getTime() + EARLY_STATUS_RETRY_MS),
-    createdAt: now,
-  });
+  await enqueue(
+    db,
+    EARLY_STATUS_QUEUE,
+    { channelId, externalId: status.externalId, status: status.status, ...(status.error && { error: status.error }) },
+    { workspaceId, orderingKey: `${channelId}:${status.externalId}`, runAt: new Date(now.getTime() + EARLY_STATUS_RETRY_MS), createdAt: now },
+  );
 }
 
 /** The held statuses: applied (or found stale) once their message has the id, else dropped. */
-export function earlyStatusHandler(db: Db, logger: Logger): QueueHandler {
+export function earlyStatusHandler(db: Db, logger: Logger): QueueHandler<typeof EARLY_STATUS_QUEUE> {
   return {
     queue: EARLY_STATUS_QUEUE,
     maxAttempts: EARLY_STATUS_ATTEMPTS,
     retryBaseMs: EARLY_STATUS_RETRY_MS,
     run(job) {
-      const { channelId, ...status } = job.payload as unknown as EarlyStatusPayload;
+      const { channelId, ...status } = job.payload;
       return transact(db, async (trx) => {
         if ((await applyStatus(trx, job.workspace_id, channelId, status, new Date())) === 'unknown') {
           // Waiting is what a held status is for: its looks are not failures worth a log line each.
@@ -75,7 +69,7 @@ export function earlyStatusHandler(db: Db, logger: Logger): QueueHandler {
     },
     // The one line a held status ever logs (its looks before are logged at debug by the worker).
     async giveUp(job) {
-      const { channelId, externalId, status } = job.payload as unknown as EarlyStatusPayload;
+      const { channelId, externalId, status } = job.payload;
       logger.info({ channelId, externalId, status, jobId: job.id }, 'a status of a message this channel never sent was dropped');
       await finishJob(db, job);
     },

@@ -13,6 +13,7 @@ import * as m0008 from './migrations/0008_claim_jobs_function.js';
 import * as m0009 from './migrations/0009_idempotency_keys_without_foreign_key.js';
 import * as m0010 from './migrations/0010_one_channel_per_meta_account.js';
 import * as m0011 from './migrations/0011_sealed_idempotency_results.js';
+import * as m0012 from './migrations/0012_jobs_of_no_workspace.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -27,6 +28,7 @@ export const migrations: Record<string, Migration> = {
   '0009_idempotency_keys_without_foreign_key': m0009,
   '0010_one_channel_per_meta_account': m0010,
   '0011_sealed_idempotency_results': m0011,
+  '0012_jobs_of_no_workspace': m0012,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

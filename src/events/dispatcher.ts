@@ -9,9 +9,10 @@ import { sql } from 'kysely';
 import type { SecretBox } from '../channels/secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { finishJob, JOBS_CHANNEL, type Job } from '../jobs/queue.js';
+import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
-import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
+import type { WebhookJobPayload } from '../jobs/kinds.js';
+import { WEBHOOK_QUEUE } from './record.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
@@ -69,7 +70,9 @@ const SLOW_MS = 1_000;
 /** How often a manual retry looks whether the attempt it waits for has ended. */
 const OTHER_ATTEMPT_POLL_MS = 250;
 
-export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
+type WebhookJob = Job<typeof WEBHOOK_QUEUE>;
+
+export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<typeof WEBHOOK_QUEUE> {
   const { db } = options;
   const slots = new Map<string, EndpointSlots>();
   const delays = options.retryDelaysMs.map((d) => Math.round(d));
@@ -121,9 +124,8 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
    * endpoint's failing streak (5 days of failures disable it, saying why), and the job finished or
    * put back for its retry. A manual retry of a failed delivery is one more attempt, not a new schedule.
    */
-  async function record(job: Job, payload: WebhookJobPayload, result: AttemptResult): Promise<void> {
+  async function record(job: WebhookJob, payload: WebhookJobPayload, result: AttemptResult): Promise<void> {
     const now = new Date();
-    const held = sql`jobs.workspace_id = ${job.workspace_id} and jobs.id = ${job.id} and jobs.locked_by = ${job.locked_by}`;
     if (result.ok) {
       await sql`
         with delivered as (
@@ -135,7 +137,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
           update webhook_endpoints set failing_since = null
            where workspace_id = ${job.workspace_id} and id = ${payload.endpointId} and failing_since is not null
         )
-        delete from jobs where ${held}`.execute(db);
+        ${finishJobQuery(job)}`.execute(db);
       return;
     }
     const final = Boolean(payload.manual && payload.wasFailed);
@@ -150,13 +152,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
                                       else ${now}::timestamptz + (${delays}::int[])[d.attempts + 1] * interval '1 millisecond' end
          where d.workspace_id = ${job.workspace_id} and d.id = ${payload.deliveryId}
         returning d.status, d.next_attempt_at
-      ), retried as (
-        update jobs set run_at = f.next_attempt_at, locked_by = null, locked_until = null, last_error = ${result.error}
-          from failed f
-         where ${held} and f.status = 'pending'
-      ), done as (
-        delete from jobs where ${held} and exists (select 1 from failed f where f.status = 'failed')
-      )
+      ), ${retryOrFinishJobQueries(job, { from: sql`failed f`, retryAt: sql`f.next_attempt_at`, error: result.error })}
       update webhook_endpoints
          set failing_since = coalesce(failing_since, ${now}::timestamptz),
              enabled = case when failing_since <= ${since}::timestamptz then false else enabled end,
@@ -173,10 +169,8 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
    * stays for a retry, makes it due now in its place, and when the delivery has succeeded since
    * the retry was asked for, it is done. Undefined when it should make its attempt.
    */
-  async function deferToOtherJob(job: Job, payload: WebhookJobPayload): Promise<JobResult | undefined> {
-    const { rows } = await sql<{ id: string; running: boolean }>`
-      select id, coalesce(locked_until > now(), false) as running from jobs
-       where workspace_id = ${job.workspace_id} and queue = ${WEBHOOK_QUEUE} and payload->>'deliveryId' = ${payload.deliveryId} and id <> ${job.id}`.execute(db);
+  async function deferToOtherJob(job: WebhookJob, payload: WebhookJobPayload): Promise<JobResult | undefined> {
+    const rows = await otherJobsLike(db, job, 'deliveryId');
     if (rows.length === 0) {
       const { rows: delivered } = await sql`
         select 1 from webhook_deliveries
@@ -184,15 +178,11 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
       return delivered.length > 0 ? { kind: 'done' } : undefined;
     }
     if (rows.some((row) => row.running)) return { kind: 'later', runAt: new Date(Date.now() + OTHER_ATTEMPT_POLL_MS) };
-    await sql`
-      with due as (
-        update jobs set run_at = now() where workspace_id = ${job.workspace_id} and id = any(${rows.map((row) => row.id)}::uuid[]) returning queue
-      )
-      select pg_notify(${JOBS_CHANNEL}, queue) from due`.execute(db);
+    await runJobsNow(db, job.workspace_id, rows.map((row) => row.id));
     return { kind: 'done' };
   }
 
-  async function attempt(job: Job, payload: WebhookJobPayload, signal: AbortSignal): Promise<JobResult> {
+  async function attempt(job: WebhookJob, payload: WebhookJobPayload, signal: AbortSignal): Promise<JobResult> {
     if (payload.manual) {
       const deferred = await deferToOtherJob(job, payload);
       if (deferred) return deferred;
@@ -243,7 +233,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
       return { field: 'endpointId', allowance, otherwise: 2 * cap };
     },
     async run(job, signal) {
-      const payload = job.payload as unknown as WebhookJobPayload;
+      const { payload } = job;
       const slot = await acquire(payload.endpointId);
       if (slot === undefined) return { kind: 'later', runAt: new Date(Date.now() + 500 + Math.floor(Math.random() * 1_000)) };
       try {
@@ -253,7 +243,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler {
       }
     },
     async giveUp(job, lastError) {
-      const payload = job.payload as unknown as WebhookJobPayload;
+      const { payload } = job;
       await db.transaction().execute(async (trx) => {
         await sql`
           update webhook_deliveries set status = 'failed', next_attempt_at = null, last_error = ${lastError}

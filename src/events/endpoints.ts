@@ -1,6 +1,5 @@
 // The integrator's webhook endpoints (secrets sealed as channel secrets are, shown once) and their
 // delivery logs, with the manual retry of a delivery.
-import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import { SecretsUnavailableError } from '../channels/settings.js';
@@ -9,8 +8,8 @@ import { transact, type Db } from '../db/database.js';
 import { listPage, listSource, type PageText } from '../db/pagination.js';
 import type { WebhookEndpointRow } from '../db/schema.js';
 import { ApiError, notFound } from '../errors.js';
-import { JOBS_CHANNEL } from '../jobs/queue.js';
-import { WEBHOOK_QUEUE, type WebhookJobPayload } from './record.js';
+import { runNowOrEnqueue } from '../jobs/queue.js';
+import { WEBHOOK_QUEUE } from './record.js';
 import { newWebhookSecret } from './sender.js';
 import { checkUrlShape, RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
@@ -201,25 +200,7 @@ export async function retryDelivery(db: Db, workspaceId: string, endpointId: str
       .executeTakeFirst();
     if (!row) return false;
     // A job still waiting for this delivery is made due now; otherwise a new one is added.
-    const moved = await sql`
-      update jobs set run_at = ${now}::timestamptz
-       where workspace_id = ${workspaceId} and queue = ${WEBHOOK_QUEUE} and payload->>'deliveryId' = ${id}
-         and (locked_until is null or locked_until < now())
-      returning id`.execute(trx);
-    if (moved.rows.length === 0) {
-      await trx
-        .insertInto('jobs')
-        .values({
-          workspace_id: workspaceId,
-          id: uuidv7(),
-          queue: WEBHOOK_QUEUE,
-          payload: JSON.stringify({ deliveryId: id, endpointId, manual: true, wasFailed: before.status === 'failed' } satisfies WebhookJobPayload),
-          run_at: now,
-          created_at: now,
-        })
-        .execute();
-    }
-    await sql`select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE})`.execute(trx);
+    await runNowOrEnqueue(trx, WEBHOOK_QUEUE, { deliveryId: id, endpointId, manual: true, wasFailed: before.status === 'failed' }, { workspaceId, field: 'deliveryId', now });
     return true;
   });
   return found ? getDelivery(db, workspaceId, endpointId, id) : undefined;

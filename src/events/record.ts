@@ -7,7 +7,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import type { EventRow } from '../db/schema.js';
-import { JOBS_CHANNEL } from '../jobs/queue.js';
+import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -20,16 +20,6 @@ export const EVENT_RETENTION_DAYS = 30;
 
 /** A UUIDv7 made by PostgreSQL (time-ordered like the service's own ids), for rows a statement fans out. */
 const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
-
-/** The payload of a delivery job. */
-export interface WebhookJobPayload {
-  deliveryId: string;
-  endpointId: string;
-  /** A manual retry (POST .../retry) of a delivery that was no longer pending. */
-  manual?: boolean;
-  /** It had failed: a failed manual retry fails it again, with no new schedule. */
-  wasFailed?: boolean;
-}
 
 /** The contact an event is about: erasing them scrubs it. */
 function contactOf(type: EventType, object: Record<string, unknown>): string | null {
@@ -48,7 +38,7 @@ export async function recordEvent(trx: Db, workspaceId: string, type: EventType,
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
     ), ${recording(workspaceId, id, type, now)}
-    select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added`.execute(trx);
+    select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(trx);
   return id;
 }
 
@@ -69,11 +59,11 @@ export async function recordChangeEvent(
   const id = uuidv7();
   const result = await sql<{ recorded: boolean }>`
     with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, now)}
-    select exists (select 1 from event) as recorded, (select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from jobs_added limit 1) as added)`.execute(db);
+    select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(db);
   return result.rows[0]?.recorded ?? false;
 }
 
-/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`). */
+/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`, the queue's builder). */
 function recording(workspaceId: string, id: string, type: EventType, now: Date): RawBuilder<unknown> {
   return sql`event as (
       insert into events (workspace_id, id, type, data, contact_id, created_at)
@@ -92,11 +82,14 @@ function recording(workspaceId: string, id: string, type: EventType, now: Date):
       select ${workspaceId}::uuid, t.delivery_id, t.endpoint_id, ${id}::uuid, 'pending', 0, ${now}::timestamptz, ${now}::timestamptz
         from targets t
     ), jobs_added as (
-      insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
-      select ${workspaceId}::uuid, t.job_id, ${WEBHOOK_QUEUE}, jsonb_build_object('deliveryId', t.delivery_id, 'endpointId', t.endpoint_id),
-             ${now}::timestamptz, ${now}::timestamptz
-        from targets t
-      returning 1
+      ${enqueueEachQuery(WEBHOOK_QUEUE, {
+        workspaceId,
+        from: sql`targets t`,
+        id: sql`t.job_id`,
+        payload: { deliveryId: sql`t.delivery_id`, endpointId: sql`t.endpoint_id` },
+        runAt: now,
+        createdAt: now,
+      })}
     )`;
 }
 

@@ -9,7 +9,7 @@ import { recordChangeEvent } from '../events/record.js';
 import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
-import { enqueueJob, finishJob, finishJobQuery, type Job } from './queue.js';
+import { enqueue, finishJob, finishJobQuery, type HeldJob } from './queue.js';
 import type { JobResult, QueueHandler } from './worker.js';
 
 export const DELIVERY_QUEUE = 'message-delivery';
@@ -17,19 +17,14 @@ export const SANDBOX_RECEIPT_QUEUE = 'sandbox-receipt';
 /** How long a sandbox message stays `sent` before it is `delivered`. */
 export const SANDBOX_DELIVERY_DELAY_MS = 300;
 
-export interface DeliveryPayload {
-  messageId: string;
-}
-
 /** The delivery job of a new outbound message; call it in the message's transaction. */
 export async function enqueueDelivery(db: Db, message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date }): Promise<void> {
-  await enqueueJob(db, {
-    workspaceId: message.workspace_id,
-    queue: DELIVERY_QUEUE,
-    orderingKey: `${message.channel_id}:${message.contact_id}`,
-    payload: { messageId: message.id } satisfies DeliveryPayload,
-    createdAt: message.created_at,
-  });
+  await enqueue(
+    db,
+    DELIVERY_QUEUE,
+    { messageId: message.id },
+    { workspaceId: message.workspace_id, orderingKey: `${message.channel_id}:${message.contact_id}`, createdAt: message.created_at },
+  );
 }
 
 export interface DeliveryOptions {
@@ -69,7 +64,7 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
  * and the job's end, in one statement: one round trip, and all or nothing. No event when the
  * message did not move.
  */
-async function settle(db: Db, job: Job, change: OperationNodeSource): Promise<JobResult> {
+async function settle(db: Db, job: HeldJob, change: OperationNodeSource): Promise<JobResult> {
   await recordChangeEvent(db, job.workspace_id, 'message.updated', {
     with: sql`changed as (${change}), finished as (${finishJobQuery(job)})`,
     source: messageEventSource('changed'),
@@ -77,10 +72,10 @@ async function settle(db: Db, job: Job, change: OperationNodeSource): Promise<Jo
   return { kind: 'finished' };
 }
 
-export function deliveryHandler(options: DeliveryOptions): QueueHandler {
+export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof DELIVERY_QUEUE> {
   const { db } = options;
 
-  const fail = (db: Db, job: Job, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> =>
+  const fail = (db: Db, job: HeldJob, target: { workspaceId: string; messageId: string }, error: MessageError): Promise<JobResult> =>
     settle(db, job, markFailed(db, target.workspaceId, target.messageId, error));
 
   return {
@@ -89,19 +84,14 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
     retryBaseMs: options.retryBaseMs,
 
     async run(job, signal) {
-      const { messageId } = job.payload as unknown as DeliveryPayload;
+      const { messageId } = job.payload;
       const target = await getDeliveryTarget(db, job.workspace_id, messageId);
       if (!target || target.message.status !== 'queued') return { kind: 'done' };
       const ids = { workspaceId: job.workspace_id, messageId };
 
       if (target.channel.provider === 'sandbox') {
         return db.transaction().execute(async (trx) => {
-          await enqueueJob(trx, {
-            workspaceId: job.workspace_id,
-            queue: SANDBOX_RECEIPT_QUEUE,
-            payload: { messageId } satisfies DeliveryPayload,
-            runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS),
-          });
+          await enqueue(trx, SANDBOX_RECEIPT_QUEUE, { messageId }, { workspaceId: job.workspace_id, runAt: new Date(Date.now() + SANDBOX_DELIVERY_DELAY_MS) });
           return settle(trx, job, markSent(trx, job.workspace_id, messageId, `sandbox.${messageId}`));
         });
       }
@@ -126,20 +116,20 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler {
     },
 
     async giveUp(job, lastError) {
-      const { messageId } = job.payload as unknown as DeliveryPayload;
+      const { messageId } = job.payload;
       await fail(db, job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
     },
   };
 }
 
 /** The sandbox's delivery receipt: a sent message becomes delivered. */
-export function sandboxReceiptHandler(db: Db): QueueHandler {
+export function sandboxReceiptHandler(db: Db): QueueHandler<typeof SANDBOX_RECEIPT_QUEUE> {
   return {
     queue: SANDBOX_RECEIPT_QUEUE,
     maxAttempts: 5,
     retryBaseMs: 1_000,
     async run(job) {
-      const { messageId } = job.payload as unknown as DeliveryPayload;
+      const { messageId } = job.payload;
       return settle(db, job, advanceStatus(db, job.workspace_id, messageId, ['sent'], 'delivered'));
     },
     async giveUp(job) {

@@ -1,37 +1,55 @@
 // The durable job queue: a PostgreSQL table (jobs) written in the transaction of the change that
 // needs the work, claimed with FOR UPDATE SKIP LOCKED under a short lease that its worker renews
 // while the job runs, one job at a time per ordering key, and announced with NOTIFY so idle workers
-// wake at once. Plain functions taking db first.
+// wake at once. The only module that reads or writes jobs or sends its NOTIFY: other rooms add jobs
+// with enqueue, or embed its statement builders in their own statements. Plain functions taking db first.
 import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
 import type { JobRow } from '../db/schema.js';
+import type { JobKind, JobPayloads, PayloadOf } from './kinds.js';
 
 /** The NOTIFY channel; the payload is the queue's name. */
 export const JOBS_CHANNEL = 'sf_jobs';
 
-export interface NewJob {
+/** Where a job runs: its workspace, its order, its time. */
+export interface JobOptions {
   workspaceId: string;
-  queue: string;
   /** Jobs with the same key run one at a time, oldest (createdAt, then id) first. */
   orderingKey?: string | undefined;
-  payload: Record<string, unknown>;
   /** Not before this instant (default: now). */
   runAt?: Date | undefined;
   /** Its place in its key's order (default: now); give the time of the change it belongs to. */
   createdAt?: Date | undefined;
 }
 
-export type Job = JobRow;
+export interface NewJob<Q extends string = string> extends JobOptions {
+  queue: Q;
+  payload: PayloadOf<Q>;
+}
+
+/** A claimed job of queue `Q`, its payload typed by the registry (kinds.ts). */
+export type Job<Q extends string = string> = Omit<JobRow, 'queue' | 'payload'> & { queue: Q; payload: PayloadOf<Q> };
+
+/** What the queue needs of a claimed job to end or move it: the claim that holds it. */
+export type HeldJob = Pick<JobRow, 'workspace_id' | 'id' | 'locked_by'>;
 
 /** A query builder, embedded in a statement as it is (the UPDATE of a job's effect). */
 type Compilable = OperationNodeSource;
 
+/** The job's row, while the claim `job` came from still holds it (not released, not taken after its lease ran out). */
+const held = (job: HeldJob) => sql`jobs.workspace_id = ${job.workspace_id} and jobs.id = ${job.id} and jobs.locked_by = ${job.locked_by}`;
+
+/** A job nobody runs now: never claimed, put back, or its lease ran out. */
+const waiting = sql`(jobs.locked_until is null or jobs.locked_until < now())`;
+
 /**
  * Adds a job and notifies the workers, in one statement. Call it with the transaction of the change
- * that needs the job: both commit or neither does, and NOTIFY is delivered at commit.
+ * that needs the job: both commit or neither does, and NOTIFY is delivered at commit. A registered
+ * kind's job is added with enqueue, which names the kind; this form also takes queues outside the
+ * registry (tests, the bench), and still checks a registered queue's payload against its type.
  */
-export async function enqueueJob(db: Db, job: NewJob): Promise<string> {
+export async function enqueueJob<Q extends string>(db: Db, job: NewJob<Q>): Promise<string> {
   const id = uuidv7();
   const now = new Date();
   await sql`
@@ -45,24 +63,59 @@ export async function enqueueJob(db: Db, job: NewJob): Promise<string> {
   return id;
 }
 
+/** Adds a job of `kind` with its payload (enqueueJob); in the transaction of the change that needs it. */
+export function enqueue<K extends JobKind>(db: Db, kind: K, payload: JobPayloads[K], options: JobOptions): Promise<string> {
+  return enqueueJob<JobKind>(db, { ...options, queue: kind, payload });
+}
+
 /**
- * Adds a job, as enqueueJob does, only when `when` (a select) finds a row: the check and the insert
- * are one statement, so the job follows the state it was decided on within the caller's transaction.
- * Undefined when nothing was added.
+ * Adds a job of `kind`, as enqueue does, only when `when` (a select) finds a row: the check and the
+ * insert are one statement, so the job follows the state it was decided on within the caller's
+ * transaction. Undefined when nothing was added.
  */
-export async function enqueueJobWhen(db: Db, job: NewJob, when: Compilable): Promise<string | undefined> {
+export async function enqueueWhen<K extends JobKind>(db: Db, kind: K, payload: JobPayloads[K], options: JobOptions, when: Compilable): Promise<string | undefined> {
   const id = uuidv7();
   const now = new Date();
   const result = await sql<{ queue: string }>`
     with added as (
       insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
-      select ${job.workspaceId}::uuid, ${id}::uuid, ${job.queue}, ${job.orderingKey ?? null}, ${JSON.stringify(job.payload)}::jsonb,
-             ${job.runAt ?? now}::timestamptz, ${job.createdAt ?? now}::timestamptz
+      select ${options.workspaceId}::uuid, ${id}::uuid, ${kind}, ${options.orderingKey ?? null}, ${JSON.stringify(payload)}::jsonb,
+             ${options.runAt ?? now}::timestamptz, ${options.createdAt ?? now}::timestamptz
        where exists (${when})
       returning queue
     )
     select pg_notify(${JOBS_CHANNEL}, queue), queue from added`.execute(db);
   return result.rows.length > 0 ? id : undefined;
+}
+
+/** Each payload field of a job kind as an SQL expression of the statement that adds the jobs. */
+export type PayloadColumns<P> = { [F in keyof P]: RawBuilder<unknown> };
+
+/**
+ * Statement builder: the INSERT of one job of `kind` per row of `from` (a FROM item of the caller's
+ * statement, typically one of its WITH queries), to embed as a WITH query of that statement
+ * (`name as (${enqueueEachQuery(...)})`, returning a row per job added), so the jobs commit with
+ * whatever made their rows. `id` and the payload's fields are expressions over `from`; the payload's
+ * fields are those of the kind's registered type. Pair it with notifyAddedQuery in the same statement.
+ */
+export function enqueueEachQuery<K extends JobKind>(
+  kind: K,
+  job: { workspaceId: string; from: RawBuilder<unknown>; id: RawBuilder<unknown>; payload: PayloadColumns<JobPayloads[K]>; runAt: Date; createdAt: Date },
+): RawBuilder<unknown> {
+  const fields = Object.entries(job.payload as Record<string, RawBuilder<unknown>>).map(([name, value]) => sql`${sql.lit(name)}, ${value}`);
+  return sql`insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
+      select ${job.workspaceId}::uuid, ${job.id}, ${kind}, jsonb_build_object(${sql.join(fields)}),
+             ${job.runAt}::timestamptz, ${job.createdAt}::timestamptz
+        from ${job.from}
+      returning 1`;
+}
+
+/**
+ * Statement builder: a scalar subquery that wakes `kind`'s workers (NOTIFY, at commit) when the WITH
+ * query `added` (an enqueueEachQuery) added any job, and does nothing when it added none.
+ */
+export function notifyAddedQuery(kind: JobKind, added: string): RawBuilder<unknown> {
+  return sql`(select pg_notify(${JOBS_CHANNEL}, ${kind}) from (select 1 from ${sql.table(added)} limit 1) as added)`;
 }
 
 /**
@@ -81,8 +134,8 @@ export interface ClaimGroups {
 const GROUP_WINDOW = 256;
 
 /** What a claim took, and what the claimer needs to know to sleep until there is more. */
-export interface Claim {
-  jobs: Job[];
+export interface Claim<Q extends string = string> {
+  jobs: Job<Q>[];
   /** When the queue's next job that waits (a retry, a delayed job) falls due; undefined when none does. */
   nextRunAt: Date | undefined;
   /** True when due jobs were left in the queue by a group's allowance or past the claim's window: they want a claim as soon as a slot frees. */
@@ -100,19 +153,20 @@ export interface Claim {
  * waiting job falls due and whether due jobs were left behind, so an idle claimer knows how long it
  * may sleep without asking again.
  */
-export async function claimJobs(
+export async function claimJobs<Q extends string>(
   db: Db,
-  options: { queue: string; workerId: string; limit: number; leaseMs: number; groups?: ClaimGroups | undefined },
-): Promise<Claim> {
+  options: { queue: Q; workerId: string; limit: number; leaseMs: number; groups?: ClaimGroups | undefined },
+): Promise<Claim<Q>> {
   const { groups } = options;
   // One row per claimed job, or a single row with a null job when none was: the look-ahead comes either way.
-  const result = await sql<Job & { next_run_at: Date | null; left_behind: boolean }>`
+  // Rows of `queue` hold the payloads enqueued for it, of its registered type: typed here, not re-validated.
+  const result = await sql<Job<Q> & { next_run_at: Date | null; left_behind: boolean }>`
     select (c.job).*, c.left_behind, c.next_run_at
       from claim_jobs(${options.queue}::text, ${options.workerId}::text, ${options.limit}::int, ${Math.round(options.leaseMs)}::int,
                       ${groups?.field ?? null}::text, ${groups ? JSON.stringify(groups.allowance) : null}::jsonb,
                       ${groups?.otherwise ?? options.limit}::int, ${groups ? Math.max(GROUP_WINDOW, 4 * options.limit) : options.limit}::int) c`.execute(db);
   const first = result.rows[0];
-  const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job as Job);
+  const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job);
   return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
 }
 
@@ -123,7 +177,7 @@ export async function claimJobs(
  * out of reach for longer than the lease). A lease is short so that a dead process's jobs are
  * taken again soon; its live holder keeps it by calling this well within it.
  */
-export async function renewLeases(db: Db, workerId: string, jobs: readonly Job[], leaseMs: number): Promise<Set<string>> {
+export async function renewLeases(db: Db, workerId: string, jobs: readonly HeldJob[], leaseMs: number): Promise<Set<string>> {
   if (jobs.length === 0) return new Set();
   const result = await sql<{ id: string }>`
     update jobs set locked_until = now() + ${Math.round(leaseMs)}::int * interval '1 millisecond'
@@ -133,36 +187,131 @@ export async function renewLeases(db: Db, workerId: string, jobs: readonly Job[]
   return new Set(result.rows.map((row) => row.id));
 }
 
-const held = (job: Job) => sql`workspace_id = ${job.workspace_id} and id = ${job.id} and locked_by = ${job.locked_by}`;
-
 /** Deletes a finished job, if this claim still holds it; use the transaction that records its effect. */
-export async function finishJob(db: Db, job: Job): Promise<boolean> {
+export async function finishJob(db: Db, job: HeldJob): Promise<boolean> {
   const result = await sql`delete from jobs where ${held(job)}`.execute(db);
   return (result.numAffectedRows ?? 0n) > 0n;
 }
 
-/** The deletion of a finished job, if this claim still holds it: a WITH query of the statement that records its effect. */
-export function finishJobQuery(job: Job): RawBuilder<unknown> {
+/**
+ * Statement builder: the deletion of a finished job, if this claim still holds it, to embed in the
+ * statement that records its effect (as a WITH query, or as its main statement after its WITH list).
+ */
+export function finishJobQuery(job: HeldJob): RawBuilder<unknown> {
   return sql`delete from jobs where ${held(job)}`;
 }
 
+/**
+ * Statement builder: a job's next step decided by its effect, as two WITH queries (`job_retried`,
+ * `job_finished`) of the statement that records the effect. `retryAt` is an expression over `from`
+ * (a WITH query of that statement with one row): a time puts the job back to run again then,
+ * keeping `error`; null finishes it; no row leaves it held.
+ */
+export function retryOrFinishJobQueries(job: HeldJob, next: { from: RawBuilder<unknown>; retryAt: RawBuilder<unknown>; error: string }): RawBuilder<unknown> {
+  return sql`job_retried as (
+        update jobs set run_at = ${next.retryAt}, locked_by = null, locked_until = null, last_error = ${next.error}
+          from ${next.from}
+         where ${held(job)} and ${next.retryAt} is not null
+      ), job_finished as (
+        delete from jobs where ${held(job)} and exists (select 1 from ${next.from} where ${next.retryAt} is null)
+      )`;
+}
+
 /** Puts a failed job back to run again at `runAt`, keeping its error. */
-export async function retryJob(db: Db, job: Job, runAt: Date, error: string): Promise<void> {
+export async function retryJob(db: Db, job: HeldJob, runAt: Date, error: string): Promise<void> {
   await sql`
     update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, last_error = ${error}
      where ${held(job)}`.execute(db);
 }
 
 /** Gives a claimed job back untried (the process is stopping): the attempt does not count. */
-export async function releaseJob(db: Db, job: Job): Promise<void> {
+export async function releaseJob(db: Db, job: HeldJob): Promise<void> {
   await sql`
     update jobs set locked_by = null, locked_until = null, attempts = greatest(attempts - 1, 0)
      where ${held(job)}`.execute(db);
 }
 
 /** Gives a claimed job back untried, to run again at `runAt`: the attempt does not count. */
-export async function postponeJob(db: Db, job: Job, runAt: Date): Promise<void> {
+export async function postponeJob(db: Db, job: HeldJob, runAt: Date): Promise<void> {
   await sql`
     update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, attempts = greatest(attempts - 1, 0)
      where ${held(job)}`.execute(db);
+}
+
+/**
+ * The other jobs of `job`'s queue and workspace whose payload has the same `field`, and whether
+ * each is running now (claimed, its lease not run out).
+ */
+export async function otherJobsLike<Q extends string>(db: Db, job: Job<Q>, field: keyof PayloadOf<Q> & string): Promise<Array<{ id: string; running: boolean }>> {
+  const value = String(job.payload[field]);
+  const { rows } = await sql<{ id: string; running: boolean }>`
+    select id, coalesce(locked_until > now(), false) as running from jobs
+     where workspace_id = ${job.workspace_id} and queue = ${job.queue} and payload->>${field}::text = ${value} and id <> ${job.id}`.execute(db);
+  return rows;
+}
+
+/** Makes the workspace's jobs `ids` due now and wakes their workers, in one statement. */
+export async function runJobsNow(db: Db, workspaceId: string, ids: readonly string[]): Promise<void> {
+  await sql`
+    with due as (
+      update jobs set run_at = now() where workspace_id = ${workspaceId} and id = any(${ids}::uuid[]) returning queue
+    )
+    select pg_notify(${JOBS_CHANNEL}, queue) from due`.execute(db);
+}
+
+/**
+ * Runs now the waiting jobs of `kind` in the workspace whose payload has `payload[field]`, or, when
+ * none waits (none left, or its one is running), adds a job with `payload`; wakes the workers. One
+ * statement; in the caller's transaction.
+ */
+export async function runNowOrEnqueue<K extends JobKind>(
+  db: Db,
+  kind: K,
+  payload: JobPayloads[K],
+  options: { workspaceId: string; field: keyof JobPayloads[K] & string; now: Date },
+): Promise<void> {
+  const { workspaceId, field, now } = options;
+  const value = String(payload[field]);
+  await sql`
+    with moved as (
+      update jobs set run_at = ${now}::timestamptz
+       where workspace_id = ${workspaceId} and queue = ${kind} and payload->>${field}::text = ${value} and ${waiting}
+      returning 1
+    ), added as (
+      insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
+      select ${workspaceId}::uuid, ${uuidv7()}::uuid, ${kind}, ${JSON.stringify(payload)}::jsonb, ${now}::timestamptz, ${now}::timestamptz
+       where not exists (select 1 from moved)
+    )
+    select pg_notify(${JOBS_CHANNEL}, ${kind})`.execute(db);
+}
+
+/**
+ * Adds a job with a fixed id unless it is there already (a recurring schedule's), and wakes the
+ * workers when it was added: instances starting together add it once.
+ */
+export async function enqueueOnce<K extends JobKind>(db: Db, kind: K, id: string, payload: JobPayloads[K], options: JobOptions): Promise<boolean> {
+  const now = new Date();
+  const result = await sql`
+    with added as (
+      insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
+      values (${options.workspaceId}::uuid, ${id}::uuid, ${kind}, ${options.orderingKey ?? null}, ${JSON.stringify(payload)}::jsonb,
+              ${options.runAt ?? now}::timestamptz, ${options.createdAt ?? now}::timestamptz)
+      on conflict do nothing
+      returning queue
+    )
+    select pg_notify(${JOBS_CHANNEL}, queue) from added`.execute(db);
+  return result.rows.length > 0;
+}
+
+/**
+ * Moves a held job to run again `afterMs` from its transaction's start, as new (no attempts, no
+ * error), instead of deleting it: a recurring job's end, in the transaction of its run's work.
+ * False when the claim no longer holds it.
+ */
+export async function rescheduleJob(db: Db, job: HeldJob, afterMs: number, error: string | null = null): Promise<boolean> {
+  const result = await sql`
+    update jobs set run_at = now() + ${Math.round(afterMs)}::int * interval '1 millisecond',
+                    locked_by = null, locked_until = null, attempts = 0, last_error = ${error}
+     where ${held(job)}`.execute(db);
+  return (result.numAffectedRows ?? 0n) > 0n;
 }

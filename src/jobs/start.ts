@@ -1,5 +1,6 @@
-// Starts this process's job workers (message delivery, sandbox receipts, statuses that came early,
-// webhook deliveries, and AI agents' replies when an AI_BASE_URL is configured) on one listener, and
+// Starts this process's job workers, one per kind of the registry (kinds.ts): message delivery,
+// sandbox receipts, statuses that came early, webhook deliveries, AI agents' replies when an
+// AI_BASE_URL is configured, and the recurring schedules (the purges), on one listener; and
 // registers their stop with the process's background work.
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
@@ -11,7 +12,11 @@ import { webhookHandler } from '../events/dispatcher.js';
 import { createJobListener } from './listen.js';
 import { aiReplyHandler } from '../ai/replies.js';
 import { earlyStatusHandler } from '../channels/statuses.js';
-import { startWorker, type Worker } from './worker.js';
+import { purgeEvents } from '../events/purge.js';
+import { purgeExpiredKeys } from '../idempotency.js';
+import type { JobKind, ScheduleName } from './kinds.js';
+import { recurringHandler } from './recurring.js';
+import { startWorker, type QueueHandler, type Worker } from './worker.js';
 
 export type JobsConfig = Pick<
   Config,
@@ -39,14 +44,25 @@ export interface Jobs {
   stop(deadline: AbortSignal): Promise<void>;
 }
 
-export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger; secrets: SecretBox | undefined; background?: BackgroundWork }): Jobs {
+/** Each kind's handler and how many of its jobs run at once here; undefined: this process runs none. */
+type Workers = { [K in JobKind]: { handler: QueueHandler<K>; concurrency: number } | undefined };
+
+export function startJobs(options: {
+  db: Db;
+  config: JobsConfig;
+  logger: Logger;
+  secrets: SecretBox | undefined;
+  background?: BackgroundWork;
+  /** Other intervals for the recurring schedules (tests). */
+  scheduleEveryMs?: Partial<Record<ScheduleName, number>>;
+}): Jobs {
   const { db, config, logger } = options;
   // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
   const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
-  const workers = [
-    startWorker(
-      deliveryHandler({
+  const kinds: Workers = {
+    'message-delivery': {
+      handler: deliveryHandler({
         db,
         secrets: options.secrets,
         graphUrl: config.metaGraphUrl,
@@ -54,12 +70,12 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
         maxAttempts: config.deliveryMaxAttempts,
         retryBaseMs: config.deliveryRetryBaseMs,
       }),
-      { ...common, concurrency: config.deliveryConcurrency },
-    ),
-    startWorker(sandboxReceiptHandler(db), { ...common, concurrency: 8 }),
-    startWorker(earlyStatusHandler(db, logger), { ...common, concurrency: 8 }),
-    startWorker(
-      webhookHandler({
+      concurrency: config.deliveryConcurrency,
+    },
+    'sandbox-receipt': { handler: sandboxReceiptHandler(db), concurrency: 8 },
+    'early-status': { handler: earlyStatusHandler(db, logger), concurrency: 8 },
+    'webhook-delivery': {
+      handler: webhookHandler({
         db,
         secrets: options.secrets,
         retryDelaysMs: config.webhookRetryDelaysMs,
@@ -67,10 +83,15 @@ export function startJobs(options: { db: Db; config: JobsConfig; logger: Logger;
         endpointConcurrency: config.webhookEndpointConcurrency,
         logger,
       }),
-      { ...common, concurrency: config.webhookConcurrency },
-    ),
-  ];
-  if (config.aiBaseUrl) workers.push(startWorker(aiReplyHandler({ db, config, logger }), { ...common, concurrency: config.aiConcurrency }));
+      concurrency: config.webhookConcurrency,
+    },
+    'ai-reply': config.aiBaseUrl ? { handler: aiReplyHandler({ db, config, logger }), concurrency: config.aiConcurrency } : undefined,
+    recurring: {
+      handler: recurringHandler({ db, logger, tasks: { 'purge-events': purgeEvents, 'purge-idempotency-keys': purgeExpiredKeys }, everyMs: options.scheduleEveryMs }),
+      concurrency: 2,
+    },
+  };
+  const workers = Object.values(kinds).flatMap((kind) => (kind ? [startWorker(kind.handler, { ...common, concurrency: kind.concurrency })] : []));
   let stopped: Promise<void> | undefined;
   const jobs: Jobs = {
     workers,

@@ -26,13 +26,19 @@ export type JobResult =
   /** Not tried (e.g. its target is busy): run it again at `runAt`, the attempt not counted. */
   | { kind: 'later'; runAt: Date };
 
-export interface QueueHandler {
-  queue: string;
+/** What runs the jobs of queue `Q` (a kind of kinds.ts: its jobs' payloads are typed). */
+export interface QueueHandler<Q extends string = string> {
+  queue: Q;
   maxAttempts: number;
   retryBaseMs: number;
-  run(job: Job, signal: AbortSignal): Promise<JobResult>;
+  run(job: Job<Q>, signal: AbortSignal): Promise<JobResult>;
   /** The last attempt failed too: record the failure, and finishJob in the same transaction. */
-  giveUp(job: Job, lastError: string): Promise<void>;
+  giveUp(job: Job<Q>, lastError: string): Promise<void>;
+  /**
+   * Runs once before the worker's first claim, and again before the next claim while it fails
+   * (e.g. adding the recurring schedules' jobs).
+   */
+  prepare?(): Promise<void>;
   /**
    * What it can take now, per group of jobs (e.g. per webhook endpoint): the claim leaves the
    * jobs over it in the queue instead of handing them over to be put back.
@@ -72,8 +78,8 @@ const sleep = (ms: number, wake: AbortSignal): Promise<void> =>
   });
 
 /** A job this worker runs. */
-interface Running {
-  job: Job;
+interface Running<Q extends string> {
+  job: Job<Q>;
   abort: AbortController;
   done: Promise<void>;
   /** Its outcome is being recorded: a renewal that misses it saw that, not a lost lease. */
@@ -82,11 +88,11 @@ interface Running {
   lost: boolean;
 }
 
-export function startWorker(handler: QueueHandler, options: WorkerOptions): Worker {
+export function startWorker<Q extends string>(handler: QueueHandler<Q>, options: WorkerOptions): Worker {
   const { db, logger } = options;
   const id = `${handler.queue}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const log = logger.child({ worker: id });
-  const inFlight = new Map<string, Running>();
+  const inFlight = new Map<string, Running<Q>>();
   let stopping = false;
   let wake = new AbortController();
   const poke = (): void => wake.abort();
@@ -94,7 +100,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
     if (queue === handler.queue || queue === '*') poke();
   });
 
-  async function settle(job: Job, result: JobResult): Promise<void> {
+  async function settle(job: Job<Q>, result: JobResult): Promise<void> {
     if (result.kind === 'finished') return;
     if (result.kind === 'later') {
       await postponeJob(db, job, result.runAt);
@@ -119,7 +125,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
   // back for later (the wake-up time changes): the worker then sleeps on instead of claiming again.
   let tookAllDue = false;
 
-  async function runOne(entry: Running): Promise<void> {
+  async function runOne(entry: Running<Q>): Promise<void> {
     const { job, abort } = entry;
     let rescheduled = true;
     try {
@@ -156,7 +162,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
     }
   }
 
-  function leftToTheNewHolder(job: Job): void {
+  function leftToTheNewHolder(job: Job<Q>): void {
     log.warn({ jobId: job.id }, 'another instance took a running job (its lease ran out); its outcome is left to that one');
   }
 
@@ -205,6 +211,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
 
   async function loop(): Promise<void> {
     let failures = 0;
+    let prepared = false;
     while (!stopping) {
       const free = options.concurrency - inFlight.size;
       if (free > 0 && free < batch && inFlight.size > 0) {
@@ -218,10 +225,14 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
       }
       freeSince = undefined;
       const room = free;
-      let claimed: Job[] = [];
+      let claimed: Job<Q>[] = [];
       let nextRunAt: Date | undefined;
       if (room > 0) {
         try {
+          if (!prepared) {
+            await handler.prepare?.();
+            prepared = true;
+          }
           const claim = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs, groups: handler.claimGroups?.() });
           claimed = claim.jobs;
           nextRunAt = claim.nextRunAt;
@@ -237,7 +248,7 @@ export function startWorker(handler: QueueHandler, options: WorkerOptions): Work
         break;
       }
       for (const job of claimed) {
-        const entry: Running = { job, abort: new AbortController(), done: Promise.resolve(), settling: false, lost: false };
+        const entry: Running<Q> = { job, abort: new AbortController(), done: Promise.resolve(), settling: false, lost: false };
         inFlight.set(job.id, entry);
         entry.done = runOne(entry);
       }

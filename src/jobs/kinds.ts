@@ -1,0 +1,78 @@
+// The registry of job kinds: every queue the service runs, with the payload type of its jobs, and
+// the recurring schedules. Adding a job (enqueue) and handling one (QueueHandler<kind>) are checked
+// against it, and start.ts must start a worker for each kind. It imports no capability (they import
+// it), so the payload types are declared here.
+import type { MessageError } from '../db/messages.js';
+
+/** A message's delivery, and a sandbox message's receipt. */
+export interface DeliveryPayload {
+  messageId: string;
+}
+
+/** A Meta status held until its message has Meta's id, with the channel it came on. */
+export interface EarlyStatusPayload {
+  channelId: string;
+  externalId: string;
+  status: string;
+  error?: MessageError | undefined;
+}
+
+/** An attempt of a webhook delivery. */
+export interface WebhookJobPayload {
+  deliveryId: string;
+  endpointId: string;
+  /** A manual retry (POST .../retry) of a delivery that was no longer pending. */
+  manual?: boolean;
+  /** It had failed: a failed manual retry fails it again, with no new schedule. */
+  wasFailed?: boolean;
+}
+
+/** An AI agent's reply. */
+export interface ReplyPayload {
+  threadId: string;
+  /** The inbound message the job answers. */
+  messageId: string;
+}
+
+/**
+ * Each kind (the jobs table's `queue`) and what its jobs carry. A payload is written only by
+ * enqueue (or a statement builder of queue.ts) from this type, and read back from our own table:
+ * the type is its check, it is not validated again when claimed.
+ */
+export interface JobPayloads {
+  /** An outbound message to send (jobs/deliveries.ts). */
+  'message-delivery': DeliveryPayload;
+  /** A sandbox message's delivery receipt (jobs/deliveries.ts). */
+  'sandbox-receipt': DeliveryPayload;
+  /** A Meta status that came before its message had Meta's id (channels/statuses.ts). */
+  'early-status': EarlyStatusPayload;
+  /** An attempt of a webhook delivery (events/dispatcher.ts). */
+  'webhook-delivery': WebhookJobPayload;
+  /** An AI agent's reply to an inbound message (ai/replies.ts). */
+  'ai-reply': ReplyPayload;
+  /** The next run of a recurring schedule (jobs/recurring.ts). */
+  recurring: RecurringPayload;
+}
+
+export type JobKind = keyof JobPayloads;
+
+/** The payload of a queue's jobs: its registered type, or any JSON object for a queue outside the registry (tests, the bench). */
+export type PayloadOf<Q extends string> = Q extends JobKind ? JobPayloads[Q] : Record<string, unknown>;
+
+/**
+ * Recurring work, run once per interval by whichever instance of the cluster claims it: each
+ * schedule is one job (a fixed id), whose run does the work and moves the same job to its next run
+ * in one transaction. Its task is given in start.ts.
+ */
+export const SCHEDULES = {
+  /** Events older than EVENT_RETENTION_DAYS, and their deliveries (events/purge.ts). */
+  'purge-events': { everyMs: 3_600_000 },
+  /** Idempotency-Key results past their 24 hours (idempotency.ts). */
+  'purge-idempotency-keys': { everyMs: 3_600_000 },
+} as const satisfies Record<string, { everyMs: number }>;
+
+export type ScheduleName = keyof typeof SCHEDULES;
+
+export interface RecurringPayload {
+  schedule: ScheduleName;
+}
