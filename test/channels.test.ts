@@ -438,12 +438,15 @@ describe('migration 0010 (one channel per Meta account)', () => {
       expect((await migrator.migrateTo('0009_idempotency_keys_without_foreign_key')).error).toBeUndefined();
       const workspaces = [randomUUID(), randomUUID()];
       for (const id of workspaces) await sql`insert into workspaces (id, name) values (${id}, 'W')`.execute(db);
+      // Each a second after the last: "oldest first" must not hang on the clock's resolution (PGlite's can tie).
+      let createdAt = Date.parse('2026-01-01T00:00:00Z');
       const channel = async (workspaceId: string, type: string, externalId: string | null) => {
         const id = randomUUID();
+        createdAt += 1_000;
         const provider = externalId === null ? 'sandbox' : 'meta';
         const secrets = externalId === null ? null : 'v1.sealed';
         await sql`insert into channels (workspace_id, id, type, name, provider, external_id, secrets, created_at, updated_at)
-                  values (${workspaceId}, ${id}, ${type}, 'C', ${provider}, ${externalId}, ${secrets}, clock_timestamp(), now())`.execute(db);
+                  values (${workspaceId}, ${id}, ${type}, 'C', ${provider}, ${externalId}, ${secrets}, ${new Date(createdAt)}, now())`.execute(db);
         return id;
       };
       const older = await channel(workspaces[0]!, 'whatsapp', '106540352242922');

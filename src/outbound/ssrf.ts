@@ -12,17 +12,11 @@ import type { PinnedAddress } from './http.js';
 export class RefusedUrlError extends Error {}
 
 // The special-purpose ranges come from ipaddr.js (`range()`: private, loopback, linkLocal,
-// carrierGradeNat, uniqueLocal, multicast, unspecified, broadcast, reserved (documentation, 6to4
-// relay, 240/4), ipv4Mapped, rfc6145, rfc6052, 6to4, teredo). The version express depends on
-// predates a few that its later majors name, so these are added here; an upgrade of ipaddr.js
-// makes them redundant, never wrong.
-const V4_UNNAMED = [ipaddr.IPv4.parseCIDR('198.18.0.0/15')]; // benchmarking
-/** Global unicast IPv6 is 2000::/3; ipaddr.js calls anything outside its named ranges unicast. */
+// carrierGradeNat, uniqueLocal, multicast, unspecified, broadcast, reserved (documentation,
+// benchmarking, 6to4 relay, 240/4), ipv4Mapped, rfc6145, rfc6052, 6to4, teredo, benchmarking, amt,
+// as112, orchid, segmentRouting, ...): whatever it does not call unicast is refused. One rule is
+// ours: IPv6 outside 2000::/3 is not allocated for global unicast, which ipaddr.js still calls unicast.
 const V6_GLOBAL = ipaddr.IPv6.parseCIDR('2000::/3');
-const V6_UNNAMED = [
-  ipaddr.IPv6.parseCIDR('2001::/23'), // IETF protocol assignments: benchmarking, ORCHID, AMT... (Teredo is named)
-  ipaddr.IPv6.parseCIDR('3fff::/20'), // documentation
-];
 
 /**
  * True when `address` (an IP literal) is a public unicast address. Everything else is refused:
@@ -35,11 +29,11 @@ export function isPublicAddress(address: string): boolean {
     switch (net.isIP(address)) {
       case 4: {
         const v4 = ipaddr.IPv4.parse(address);
-        return v4.range() === 'unicast' && !V4_UNNAMED.some((range) => v4.match(range));
+        return v4.range() === 'unicast';
       }
       case 6: {
         const v6 = ipaddr.IPv6.parse(address);
-        return v6.range() === 'unicast' && v6.match(V6_GLOBAL) && !V6_UNNAMED.some((range) => v6.match(range));
+        return v6.range() === 'unicast' && v6.match(V6_GLOBAL);
       }
       default:
         return false;
