@@ -104,7 +104,7 @@ export interface ChatCall {
   apiKey: string | undefined;
   body: Record<string, unknown>;
   timeoutMs: number;
-  /** The worker's: aborted when the process stops (the call then throws, and the job is released). */
+  /** The worker's: aborted when the process stops (the call then throws, and the job is released) or when another instance took the job (its outcome is then not recorded). */
   signal: AbortSignal;
 }
 
