@@ -189,16 +189,18 @@ describe('POST /channels', () => {
   });
 });
 
+/** The 409 of a Meta account another channel holds. */
+const taken = (error: unknown) =>
+  expect(error).toEqual({
+    error: {
+      code: 'conflict',
+      message: 'This Meta account is already connected to another channel.',
+      details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
+      requestId: expect.any(String),
+    },
+  });
+
 describe('POST /channels: one channel per Meta account', () => {
-  const taken = (error: unknown) =>
-    expect(error).toEqual({
-      error: {
-        code: 'conflict',
-        message: 'This Meta account is already connected to another channel.',
-        details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
-        requestId: expect.any(String),
-      },
-    });
 
   it('when the Meta account is connected to a channel of another workspace, or of the same one, then it answers 409 conflict and stores nothing', async () => {
     const first = await createWorkspace(server);
@@ -354,14 +356,7 @@ describe('PATCH /channels/{id}', () => {
 
     expect([fromSandbox.response.status, repointed.response.status, same.response.status]).toEqual([409, 409, 200]);
     for (const { error } of [fromSandbox, repointed]) {
-      expect(error).toEqual({
-        error: {
-          code: 'conflict',
-          message: 'This Meta account is already connected to another channel.',
-          details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
-          requestId: expect.any(String),
-        },
-      });
+      taken(error);
     }
     expect((await storedChannels(other.workspaceId))[0]).toMatchObject({ provider: 'sandbox', external_id: null, secrets: null });
     expect((await storedChannels(ws.workspaceId)).find((r) => r.id === sibling.id)).toMatchObject({ external_id: sibling.externalId, updated_at: new Date(sibling.updatedAt) });
