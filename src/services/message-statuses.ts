@@ -1,0 +1,25 @@
+// A message's status moving (its delivery's outcome, the sandbox's receipt, Meta's statuses) with
+// its message.updated event, in one statement: message.updated is recorded here only. Apart from
+// services/messages.ts, which the delivery jobs' module imports for nothing of this.
+import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
+import type { Actor } from '../actor.js';
+import type { Db } from '../db/database.js';
+import { messageEventSource } from '../db/messages.js';
+import { recordChangeEvent } from '../events/record.js';
+
+/**
+ * The one emitter of message.updated. Runs `change` (an UPDATE of messages returning the message,
+ * e.g. db/messages.ts markSent), its event and `also` (more WITH queries, such as ending the job
+ * that made the change) in one statement: one round trip, all or nothing. True when the message
+ * moved (and its event was recorded); false when the UPDATE matched nothing.
+ */
+export async function moveMessage(db: Db, workspaceId: string, change: OperationNodeSource, actor: Actor, also?: RawBuilder<unknown>, now: Date = new Date()): Promise<boolean> {
+  return recordChangeEvent(
+    db,
+    workspaceId,
+    'message.updated',
+    { with: also ? sql`changed as (${change}), ${also}` : sql`changed as (${change})`, source: messageEventSource('changed') },
+    actor,
+    now,
+  );
+}
