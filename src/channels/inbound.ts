@@ -36,8 +36,8 @@ export interface StoredEvents {
 
 /**
  * Applies the events of one delivery in one transaction: all of them are stored, with their API
- * events (by the system: a customer's message and Meta's statuses), or none. With `ai`, each thread that got messages queues its agent's reply to the last of
- * them, in the same transaction.
+ * events (by the system: a customer's message and Meta's statuses), or none. With `ai`, each
+ * thread that got messages queues its agent's reply to the last of them, in the same transaction.
  */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };

@@ -31,7 +31,7 @@ export interface ProviderStatus {
  */
 export async function applyStatus(db: Db, workspaceId: string, channelId: string, status: ProviderStatus, now: Date): Promise<'applied' | 'stale' | 'unknown'> {
   const change = providerStatusChange(db, workspaceId, channelId, status.externalId, statusesBefore(status.status), status.status as never, status.error);
-  if (change && (await moveMessage(db, workspaceId, change, SYSTEM, undefined, now))) return 'applied';
+  if (change && (await moveMessage(db, workspaceId, change, SYSTEM, { now }))) return 'applied';
   return (await externalIdExists(db, workspaceId, channelId, status.externalId)) ? 'stale' : 'unknown';
 }
 

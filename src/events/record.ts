@@ -98,7 +98,7 @@ function recording(workspaceId: string, id: string, type: EventType, actor: Acto
 }
 
 /** An event's actor as the API shows it: null on events recorded before actors were. */
-export const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
+const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
 
 export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'created_at'>): Event {
   return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data, actor: actorOf(row) } } as Event;

@@ -66,7 +66,7 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
  * when the message did not move.
  */
 async function settle(db: Db, job: HeldJob, change: OperationNodeSource): Promise<JobResult> {
-  await moveMessage(db, job.workspace_id, change, SYSTEM, sql`finished as (${finishJobQuery(job)})`);
+  await moveMessage(db, job.workspace_id, change, SYSTEM, { also: sql`finished as (${finishJobQuery(job)})` });
   return { kind: 'finished' };
 }
 

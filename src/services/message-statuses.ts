@@ -13,13 +13,14 @@ import { recordChangeEvent } from '../events/record.js';
  * that made the change) in one statement: one round trip, all or nothing. True when the message
  * moved (and its event was recorded); false when the UPDATE matched nothing.
  */
-export async function moveMessage(db: Db, workspaceId: string, change: OperationNodeSource, actor: Actor, also?: RawBuilder<unknown>, now: Date = new Date()): Promise<boolean> {
-  return recordChangeEvent(
-    db,
-    workspaceId,
-    'message.updated',
-    { with: also ? sql`changed as (${change}), ${also}` : sql`changed as (${change})`, source: messageEventSource('changed') },
-    actor,
-    now,
-  );
+export async function moveMessage(
+  db: Db,
+  workspaceId: string,
+  change: OperationNodeSource,
+  actor: Actor,
+  options: { also?: RawBuilder<unknown>; now?: Date } = {},
+): Promise<boolean> {
+  const { also, now = new Date() } = options;
+  const changed = sql`changed as (${change})`;
+  return recordChangeEvent(db, workspaceId, 'message.updated', { with: also ? sql`${changed}, ${also}` : changed, source: messageEventSource('changed') }, actor, now);
 }
