@@ -818,7 +818,7 @@ export interface webhooks {
         put?: never;
         /**
          * thread.updated
-         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, or the system or an agent); the object is the thread after the change.
+         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
          *     Sent to each enabled endpoint subscribed to `thread.updated` (or `*`), signed with the endpoint's
          *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
          */
@@ -1431,7 +1431,7 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
-        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, or the system or an agent); the object is the thread after the change. */
+        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
         ThreadUpdatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
