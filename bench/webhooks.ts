@@ -15,6 +15,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
+import { SYSTEM } from '../src/actor.js';
 import { recordEvent } from '../src/events/record.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { WebhookReceiver } from '../test/helpers/receiver.js';
@@ -133,7 +134,7 @@ async function main(): Promise<void> {
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
       const id = `direct-${i}`;
-      directPending.push(recordEvent(db, key.workspaceId, 'nps.answered', { id }).then(() => void directAt.set(id, Date.now())));
+      directPending.push(recordEvent(db, key.workspaceId, 'nps.answered', { id }, SYSTEM).then(() => void directAt.set(id, Date.now())));
     }
     await Promise.all(directPending);
     await receiver.waitFor(direct0 + total, '/latency-direct', 60_000);
@@ -186,7 +187,7 @@ async function main(): Promise<void> {
 /** `events` events of `type` recorded in one transaction by the service's own recordEvent (each fanned out to its endpoints); when it committed. */
 async function commitBacklog(db: Db, workspaceId: string, type: 'thread.created' | 'thread.updated', events: number): Promise<number> {
   await db.transaction().execute(async (trx) => {
-    for (let i = 0; i < events; i++) await recordEvent(trx, workspaceId, type, { id: `bench-${i}`, status: 'open' });
+    for (let i = 0; i < events; i++) await recordEvent(trx, workspaceId, type, { id: `bench-${i}`, status: 'open' }, SYSTEM);
   });
   return Date.now();
 }

@@ -818,7 +818,7 @@ export interface webhooks {
         put?: never;
         /**
          * thread.updated
-         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, or the system or an agent); the object is the thread after the change.
+         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
          *     Sent to each enabled endpoint subscribed to `thread.updated` (or `*`), signed with the endpoint's
          *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
          */
@@ -1363,6 +1363,44 @@ export interface components {
             stages: components["schemas"]["FunnelStage"][];
         };
         /**
+         * @description Who made a change. `api_key`: a request made with an API key, `id` the key's id (`keyId` of
+         *     provisioning). `agent`: an AI agent (its reply, its handoff), `id` the agent's id.
+         *     `automation`: an automation's actions, `id` the automation's id. `system`: the service itself,
+         *     `id` null: what a customer's inbound message brings (their contact, a thread, the message),
+         *     the delivery of a message and its statuses from Meta or the sandbox.
+         *     Per event type: `contact.created` is the key of `POST /contacts`, or `system` for a customer
+         *     who wrote first; `thread.created` is whoever opened it (the key of `POST /threads`, the key
+         *     or agent whose message opened it, `system` for an inbound message); `thread.updated` is the
+         *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
+         *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
+         *     AI reply, or `system` for an inbound message; `message.updated` is always `system`;
+         *     `nps.answered` is the key of `POST /threads/{id}/nps`. A thread's history names the same
+         *     actor as the change's event.
+         * @example {
+         *       "type": "api_key",
+         *       "id": "01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"
+         *     }
+         * @example {
+         *       "type": "system",
+         *       "id": null
+         *     }
+         */
+        Actor: {
+            /** @enum {string} */
+            type: "api_key" | "agent" | "automation" | "system";
+            /**
+             * Format: uuid
+             * @description The API key's, agent's or automation's id; null for `system`.
+             */
+            id: string | null;
+        };
+        /**
+         * @description Who made the change the event records (see `Actor` for which actor each type gets). Null
+         *     only on events recorded before the service recorded actors (they are deleted 30 days later
+         *     like every event).
+         */
+        EventActor: components["schemas"]["Actor"] | null;
+        /**
          * @description The kind of change an event records.
          * @enum {string}
          */
@@ -1378,6 +1416,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Contact"];
+                actor: components["schemas"]["EventActor"];
             };
         };
         /** @description A thread was opened (`POST /threads`, a first message, or an inbound message). */
@@ -1389,9 +1428,10 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Thread"];
+                actor: components["schemas"]["EventActor"];
             };
         };
-        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, or the system or an agent); the object is the thread after the change. */
+        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
         ThreadUpdatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
@@ -1400,6 +1440,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Thread"];
+                actor: components["schemas"]["EventActor"];
             };
         };
         /** @description A message was added to a thread: outbound (`POST /messages`) or inbound (a customer wrote). */
@@ -1411,6 +1452,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Message"];
+                actor: components["schemas"]["EventActor"];
             };
         };
         /** @description A message's `status` moved (`sent`, `delivered`, `read`, `failed`) or it got an `error`. */
@@ -1422,6 +1464,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Message"];
+                actor: components["schemas"]["EventActor"];
             };
         };
         /** @description A thread's NPS answer was registered; the object is the thread with `npsScore` and `npsCreatedAt`. */
@@ -1433,6 +1476,7 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Thread"];
+                actor: components["schemas"]["EventActor"];
             };
         };
         EventList: {
@@ -4038,12 +4082,42 @@ export interface operations {
                      *               "template": null,
                      *               "agentId": null,
                      *               "createdAt": "2026-11-22T14:03:10.512Z"
+                     *             },
+                     *             "actor": {
+                     *               "type": "system",
+                     *               "id": null
+                     *             }
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "01936a0f-1e2d-7c3b-8a49-5f6e7d8c9b0a",
+                     *           "type": "thread.updated",
+                     *           "createdAt": "2026-11-22T13:51:44.207Z",
+                     *           "data": {
+                     *             "object": {
+                     *               "id": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *               "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *               "channelId": "01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *               "agentId": null,
+                     *               "stageId": "01935f3a-9b8c-7d6e-8f5a-4b3c2d1e0f9a",
+                     *               "status": "closed",
+                     *               "closedAt": "2026-11-22T13:51:44.207Z",
+                     *               "npsScore": null,
+                     *               "npsCreatedAt": null,
+                     *               "lastMessageAt": "2026-11-22T13:40:02.118Z",
+                     *               "lastInboundAt": "2026-11-22T13:38:55.430Z",
+                     *               "createdAt": "2026-11-20T09:12:30.004Z",
+                     *               "updatedAt": "2026-11-22T13:51:44.207Z"
+                     *             },
+                     *             "actor": {
+                     *               "type": "api_key",
+                     *               "id": "01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"
                      *             }
                      *           }
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 1,
+                     *         "total": 2,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
@@ -4101,6 +4175,10 @@ export interface operations {
                      *           "template": null,
                      *           "agentId": null,
                      *           "createdAt": "2026-11-22T14:03:10.512Z"
+                     *         },
+                     *         "actor": {
+                     *           "type": "system",
+                     *           "id": null
                      *         }
                      *       }
                      *     }

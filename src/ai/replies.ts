@@ -5,6 +5,7 @@
 // time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
 // gets one answer, to its last message.
 import { sql } from 'kysely';
+import { agentActor } from '../actor.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
@@ -68,7 +69,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
     await db.transaction().execute(async (trx) => {
       const context = await readReplyContext(trx, job.workspace_id, threadId, { lock: true });
       if (context?.status === 'open' && context.agentId === agentId) {
-        await changeThread(trx, job.workspace_id, threadId, { agentId: null }, { actor: { type: 'agent', id: agentId }, reason });
+        await changeThread(trx, job.workspace_id, threadId, { agentId: null }, { actor: agentActor(agentId), reason });
         log.info({ workspaceId: job.workspace_id, threadId, agentId, reason }, 'agent handed the thread off');
       }
       if (!(await finishJob(trx, job))) throw new LostClaim();
@@ -83,7 +84,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
         const context = await readReplyContext(trx, job.workspace_id, payload.threadId, { lock: true });
         if (stillAnswering(context, payload) && context.agentId === agentId) {
           const input = { contactId: context.contactId, channelId: context.channelId, content: text };
-          await sendMessage(trx, job.workspace_id, input, { type: 'agent', id: agentId }, { agentId });
+          await sendMessage(trx, job.workspace_id, input, agentActor(agentId), { agentId });
         }
         if (!(await finishJob(trx, job))) throw new LostClaim();
       });

@@ -3,17 +3,19 @@
 // per provider message id) or a sandbox inbound.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
+import { SYSTEM } from '../actor.js';
 import { enqueueReply, type AiReplies } from '../ai/replies.js';
 import { findChannelById } from '../db/channels.js';
-import { findOrCreateContact } from '../db/contacts.js';
 import { transact, type Db } from '../db/database.js';
 import { externalIdExists, insertInboundMessage, messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelRow, MessageRow } from '../db/schema.js';
-import { openThreadId, recordInbound } from '../db/threads.js';
+import { recordInbound } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
-import { recordEvent } from '../events/record.js';
+import { findOrCreateContact } from '../services/contacts.js';
+import { messageCreated } from '../services/messages.js';
+import { openThreadId } from '../services/threads.js';
 import type { SecretBox } from './secrets.js';
 import { applyStatus, holdEarlyStatus } from './statuses.js';
 import { openMetaSecrets } from './settings.js';
@@ -34,8 +36,8 @@ export interface StoredEvents {
 
 /**
  * Applies the events of one delivery in one transaction: all of them are stored, with their API
- * events, or none. With `ai`, each thread that got messages queues its agent's reply to the last of
- * them, in the same transaction.
+ * events (by the system: a customer's message and Meta's statuses), or none. With `ai`, each
+ * thread that got messages queues its agent's reply to the last of them, in the same transaction.
  */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
@@ -54,8 +56,8 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
         continue;
       }
       const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
-      const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now);
-      const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now);
+      const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now, SYSTEM);
+      const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
       const row = await insertInboundMessage(trx, channel.workspace_id, { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId }, now);
       if (!row) {
         stored.duplicates++;
@@ -63,7 +65,7 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       }
       const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
-      await recordEvent(trx, channel.workspace_id, 'message.created', messageRowToMessage(row), now);
+      await messageCreated(trx, channel.workspace_id, row, SYSTEM, now);
       stored.messages.push(row);
     }
     if (ai) {

@@ -2,9 +2,10 @@
 // message forward and records message.updated. Meta can call back about a message before this
 // service has stored the id Meta gave it (the status overtakes the answer to the send, or its
 // commit): such a status is held as a job and looked at again for about a quarter of a minute.
+import { SYSTEM } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
-import { applyProviderStatus, externalIdExists, messageRowToMessage, type MessageError } from '../db/messages.js';
-import { recordEvent } from '../events/record.js';
+import { externalIdExists, providerStatusChange, type MessageError } from '../db/messages.js';
+import { moveMessage } from '../services/message-statuses.js';
 import { enqueue, finishJob } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
@@ -24,16 +25,13 @@ export interface ProviderStatus {
 }
 
 /**
- * Applies a status to the channel's outbound message with that provider id, with its event:
- * `applied`; `stale` when the message is already at or past it (statuses only move forward);
- * `unknown` when no message has that id (yet).
+ * Applies a status to the channel's outbound message with that provider id, with its event (by the
+ * system), in one statement: `applied`; `stale` when the message is already at or past it (statuses
+ * only move forward); `unknown` when no message has that id (yet).
  */
 export async function applyStatus(db: Db, workspaceId: string, channelId: string, status: ProviderStatus, now: Date): Promise<'applied' | 'stale' | 'unknown'> {
-  const applied = await applyProviderStatus(db, workspaceId, channelId, status.externalId, statusesBefore(status.status), status.status as never, status.error);
-  if (applied) {
-    await recordEvent(db, workspaceId, 'message.updated', messageRowToMessage(applied), now);
-    return 'applied';
-  }
+  const change = providerStatusChange(db, workspaceId, channelId, status.externalId, statusesBefore(status.status), status.status as never, status.error);
+  if (change && (await moveMessage(db, workspaceId, change, SYSTEM, { now }))) return 'applied';
   return (await externalIdExists(db, workspaceId, channelId, status.externalId)) ? 'stale' : 'unknown';
 }
 

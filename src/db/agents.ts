@@ -3,11 +3,10 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { AgentRow } from './schema.js';
-import { HISTORY_ID_SQL, SYSTEM, type Actor } from './history.js';
+import type { Actor } from '../actor.js';
+import type { AgentRow, ThreadRow } from './schema.js';
+import { HISTORY_ID_SQL } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
-import { threadRowToThread } from './threads.js';
-import { recordEvent } from '../events/record.js';
 
 export type Agent = components['schemas']['Agent'];
 type AgentCreate = components['schemas']['AgentCreate'];
@@ -94,11 +93,12 @@ export async function updateAgent(db: Db, workspaceId: string, id: string, patch
 }
 
 /**
- * Deletes an agent; false when there was none. Its threads keep their history, unassigned (the
- * foreign key's `set null`), each with a history entry saying so (reason `agent_deleted`), in the
- * same statement, then a thread.updated event each: run it in a transaction.
+ * Deletes an agent; undefined when there was none, else the threads it unassigned as they are now.
+ * They keep their history, unassigned (the foreign key's `set null`), each with a history entry
+ * saying so (reason `agent_deleted`) by `actor`, in the same statement. Their thread.updated events
+ * are the caller's (services/agents.ts): run it in a transaction.
  */
-export async function deleteAgent(db: Db, workspaceId: string, id: string, actor: Actor = SYSTEM): Promise<boolean> {
+export async function deleteAgent(db: Db, workspaceId: string, id: string, actor: Actor): Promise<ThreadRow[] | undefined> {
   const result = await sql<{ id: string; thread_ids: string[] | null }>`
     with gone as (
       delete from agents where workspace_id = ${workspaceId} and id = ${id} returning id
@@ -112,11 +112,8 @@ export async function deleteAgent(db: Db, workspaceId: string, id: string, actor
     )
     select id, (select array_agg(thread_id) from recorded) as thread_ids from gone`.execute(db);
   const gone = result.rows[0];
-  if (!gone) return false;
-  if (gone.thread_ids && gone.thread_ids.length > 0) {
-    // Read after the statement: its foreign key's `set null` has unassigned them by now.
-    const unassigned = await db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).where('id', 'in', gone.thread_ids).execute();
-    for (const thread of unassigned) await recordEvent(db, workspaceId, 'thread.updated', threadRowToThread(thread));
-  }
-  return true;
+  if (!gone) return undefined;
+  if (!gone.thread_ids || gone.thread_ids.length === 0) return [];
+  // Read after the statement: its foreign key's `set null` has unassigned them by now.
+  return db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).where('id', 'in', gone.thread_ids).execute();
 }

@@ -6,7 +6,6 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { ContactRow } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
-import { recordEvent, scrubContactEvents } from '../events/record.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -84,8 +83,7 @@ export async function findContactIdByInstagramId(db: Db, workspaceId: string, in
 }
 
 /** Inserts a contact; undefined when another contact of the workspace already has the phone or Instagram id. */
-export async function insertContact(db: Db, workspaceId: string, input: ContactCreate): Promise<Contact | undefined> {
-  const now = new Date();
+export async function insertContact(db: Db, workspaceId: string, input: ContactCreate, now: Date = new Date()): Promise<Contact | undefined> {
   const row = await db
     .insertInto('contacts')
     .values({
@@ -104,28 +102,28 @@ export async function insertContact(db: Db, workspaceId: string, input: ContactC
   return row && contactRowToContact(row);
 }
 
-/**
- * The contact with this phone, or a new one named `name` (with its contact.created event: run it in
- * a transaction); concurrent callers end with the same contact (the unique index decides, the loser
- * reads the winner's).
- */
-export async function findOrCreateContact(db: Db, workspaceId: string, key: { phone: string } | { instagramId: string }, name: string, now: Date): Promise<string> {
-  const column = 'phone' in key ? 'phone' : 'instagram_id';
-  const value = 'phone' in key ? key.phone : key.instagramId;
+/** How a customer who writes is known: their phone (WhatsApp) or Instagram-scoped id. */
+export type ContactKey = { phone: string } | { instagramId: string };
+
+const keyColumn = (key: ContactKey): { column: 'phone' | 'instagram_id'; value: string } =>
+  'phone' in key ? { column: 'phone', value: key.phone } : { column: 'instagram_id', value: key.instagramId };
+
+/** The id of the contact known by `key`, if any. */
+export async function findContactIdByKey(db: Db, workspaceId: string, key: ContactKey): Promise<string | undefined> {
+  const { column, value } = keyColumn(key);
   const found = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where(column, '=', value).executeTakeFirst();
-  if (found) return found.id;
-  const inserted = await db
+  return found?.id;
+}
+
+/** Inserts the contact known by `key`, named `name`; undefined when another caller inserted it first (the unique index decides). */
+export async function insertContactByKey(db: Db, workspaceId: string, key: ContactKey, name: string, now: Date): Promise<ContactRow | undefined> {
+  const { column, value } = keyColumn(key);
+  return db
     .insertInto('contacts')
     .values({ workspace_id: workspaceId, id: uuidv7(), name, phone: null, email: null, [column]: value, created_at: now, updated_at: now })
     .onConflict((oc) => oc.columns(['workspace_id', column]).doNothing())
     .returningAll()
     .executeTakeFirst();
-  if (inserted) {
-    await recordEvent(db, workspaceId, 'contact.created', contactRowToContact(inserted), now);
-    return inserted.id;
-  }
-  const winner = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where(column, '=', value).executeTakeFirstOrThrow();
-  return winner.id;
 }
 
 /**
@@ -152,7 +150,7 @@ export async function updateContact(db: Db, workspaceId: string, id: string, pat
 /**
  * Erases a contact: its name, phone and email go, and the content of its messages; its threads,
  * their history and NPS answers stay (they hold no personal data), so every statistic is unchanged.
- * Its events are scrubbed the same way (src/events/record.ts).
+ * Its events are the caller's to scrub (services/contacts.ts eraseContact).
  * False when there is no such (unerased) contact. Run it in a transaction.
  */
 export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
@@ -172,6 +170,5 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
        and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = ${id})
        and contact_id = ${id}
        and content is not null`.execute(trx);
-  await scrubContactEvents(trx, workspaceId, id);
   return true;
 }

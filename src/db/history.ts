@@ -2,15 +2,12 @@
 // statement or transaction as the change itself.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
+import type { Actor } from '../actor.js';
 import type { Db } from './database.js';
 import type { HistoryField, NewThreadHistory } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type ThreadHistoryEntry = components['schemas']['ThreadHistoryEntry'];
-export type Actor = components['schemas']['HistoryActor'];
-
-/** The service itself, e.g. assigning a channel's default agent. */
-export const SYSTEM: Actor = { type: 'system', id: null };
 
 /** One field's change: statuses or ids, and for a move out of a stage how long the thread stayed in it. */
 export interface FieldChange {
@@ -77,6 +74,3 @@ export async function listThreadHistory(db: Db, workspaceId: string, threadId: s
   ];
   return listPage(db, historyList, where, { page, limit });
 }
-
-/** The API key making a change. */
-export const apiKeyActor = (keyId: string): Actor => ({ type: 'api_key', id: keyId });

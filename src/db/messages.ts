@@ -237,11 +237,12 @@ export function messageEventSource(cte: string): RawBuilder<unknown> {
 }
 
 /**
- * Applies a provider status to the channel's outbound message with this provider id: only from one
- * of `from` (so statuses move forward only), recording `error` when given. The message as it now
- * is, or undefined when none matched (unknown id, or a status that would move it back).
+ * Statement builder: applies a provider status to the channel's outbound message with this provider
+ * id, only from one of `from` (so statuses move forward only), recording `error` when given, and
+ * returns the message as it now is; no row when none matched (unknown id, or a status that would
+ * move it back). Undefined when there is no status to move from.
  */
-export async function applyProviderStatus(
+export function providerStatusChange(
   db: Db,
   workspaceId: string,
   channelId: string,
@@ -249,9 +250,9 @@ export async function applyProviderStatus(
   from: MessageStatus[],
   to: MessageStatus,
   error: MessageError | undefined,
-): Promise<MessageRow | undefined> {
+) {
   if (from.length === 0) return undefined;
-  const result = await db
+  return db
     .updateTable('messages')
     .set({ status: to, ...(error && { error: JSON.stringify(error) }) })
     .where('workspace_id', '=', workspaceId)
@@ -259,9 +260,7 @@ export async function applyProviderStatus(
     .where('external_id', '=', externalId)
     .where('direction', '=', 'outbound')
     .where('status', 'in', from)
-    .returningAll()
-    .executeTakeFirst();
-  return result;
+    .returningAll();
 }
 
 /** What sending a message to a contact on a channel depends on; each part absent when unknown. */

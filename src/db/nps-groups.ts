@@ -4,7 +4,7 @@
 // and only the two partial edge days are counted from the answered threads' indexes.
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from './database.js';
-import { NO_AGENT } from './migrations/0004_funnel_and_crm.js';
+import { NO_AGENT } from './schema.js';
 import type { NpsCounts } from './threads.js';
 import { instantToIso, wholeUtcDays } from '../time.js';
 

@@ -1,4 +1,5 @@
-// Table types of the database, combined into the one Database interface Kysely is typed with.
+// Table types of the database, combined into the one Database interface Kysely is typed with, and
+// the constants stored in its tables.
 import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
@@ -111,7 +112,11 @@ export interface StageTable {
 }
 
 export type HistoryField = 'status' | 'stageId' | 'agentId';
-export type ActorType = 'api_key' | 'agent' | 'system';
+/**
+ * Who made a change (src/actor.ts). thread_history's check (migration 0004) admits api_key, agent
+ * and system; automations widen it with their own migration.
+ */
+export type ActorType = 'api_key' | 'agent' | 'automation' | 'system';
 
 /**
  * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
@@ -132,6 +137,12 @@ export interface ThreadHistoryTable {
   reason: string | null;
   created_at: ColumnType<Date, Date, never>;
 }
+
+/**
+ * The key of nps_daily_groups' agent groups for answers given without an agent (the nil UUID). The
+ * same value as migration 0004's, which keeps its own copy: a migration is frozen.
+ */
+export const NO_AGENT = '00000000-0000-0000-0000-000000000000';
 
 /** nps_daily broken down by the thread's channel, agent (nil UUID: none) or stage at answer time. */
 export interface NpsDailyGroupTable {
@@ -219,6 +230,9 @@ export interface EventTable {
   data: ColumnType<Record<string, unknown>, string, string>;
   /** The contact the event is about, so erasing them finds it. */
   contact_id: string | null;
+  /** Who made the change (migration 0013); null on events recorded before actors were. */
+  actor_type: ActorType | null;
+  actor_id: string | null;
   created_at: ColumnType<Date, Date, never>;
 }
 

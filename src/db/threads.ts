@@ -4,12 +4,11 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { ThreadRow } from './schema.js';
-import { historyRows, SYSTEM, type Actor, type FieldChange } from './history.js';
+import { NO_AGENT, type ThreadRow } from './schema.js';
+import type { Actor } from '../actor.js';
+import { historyRows, type FieldChange } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
-import { NO_AGENT } from './migrations/0004_funnel_and_crm.js';
 import { instantToIso, wholeUtcDays } from '../time.js';
-import { recordEvent } from '../events/record.js';
 
 export type Thread = components['schemas']['Thread'];
 
@@ -106,10 +105,10 @@ export interface OpenThreadInput {
  * by the system), in one statement. Undefined when the pair already has an open thread (the
  * partial unique index decides, so concurrent callers cannot both open one) or when the contact
  * does not exist (or was erased): the caller tells which. A channel or agent missing from the
- * workspace fails its composite foreign key (mapped to 422). Records thread.created: run it in a
- * transaction.
+ * workspace fails its composite foreign key (mapped to 422). Its thread.created is the caller's
+ * (services/threads.ts openThread).
  */
-export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor = SYSTEM): Promise<ThreadRow | undefined> {
+export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
   const agentId = input.agentId ?? null;
   const [statusEntry, stageEntry, agentEntry] = [uuidv7(), uuidv7(), uuidv7()];
   const result = await sql<ThreadRow>`
@@ -140,9 +139,7 @@ export async function insertOpenThread(db: Db, workspaceId: string, input: OpenT
        where e.field <> 'agentId' or e.to_id is not null
     )
     select * from opened`.execute(db);
-  const opened = result.rows[0];
-  if (opened) await recordEvent(db, workspaceId, 'thread.created', threadRowToThread(opened), now);
-  return opened;
+  return result.rows[0];
 }
 
 /** True when the workspace has this contact and it was not erased. */
@@ -234,17 +231,6 @@ export async function findOpenThreadId(db: Db, workspaceId: string, contactId: s
     .where('status', '=', 'open')
     .executeTakeFirst();
   return row?.id;
-}
-
-/** The pair's open thread, opened now when it has none (concurrent callers end in the same one). */
-export async function openThreadId(db: Db, workspaceId: string, contactId: string, channelId: string, now: Date): Promise<string> {
-  const open = await findOpenThreadId(db, workspaceId, contactId, channelId);
-  if (open) return open;
-  const opened = await insertOpenThread(db, workspaceId, { contactId, channelId }, now);
-  if (opened) return opened.id;
-  const winner = await findOpenThreadId(db, workspaceId, contactId, channelId);
-  if (!winner) throw new Error(`no open thread for contact ${contactId} and channel ${channelId}`);
-  return winner;
 }
 
 /** A message from the contact joined the thread: lastMessageAt moves to `at`, lastInboundAt to `inboundAt`. */

@@ -12,7 +12,8 @@ import type { Logger } from '../logger.js';
 import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
-import { WEBHOOK_QUEUE } from './record.js';
+import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
+import type { EventRow } from '../db/schema.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
@@ -39,13 +40,15 @@ interface DeliveryTarget {
   enabled: boolean;
   event_id: string;
   type: string;
-  data: unknown;
+  data: EventRow['data'];
+  actor_type: EventRow['actor_type'];
+  actor_id: string | null;
   created_at: Date;
 }
 
 async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Promise<DeliveryTarget | undefined> {
   const result = await sql<DeliveryTarget>`
-    select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.created_at
+    select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.actor_type, ev.actor_id, ev.created_at
       from webhook_deliveries d
       join webhook_endpoints e on e.workspace_id = d.workspace_id and e.id = d.endpoint_id
       join events ev on ev.workspace_id = d.workspace_id and ev.id = d.event_id
@@ -54,8 +57,8 @@ async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Prom
 }
 
 /** The body every attempt of an event sends: the event as GET /events/{id} answers it. */
-export const eventBody = (target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'created_at'>): string =>
-  JSON.stringify({ id: target.event_id, type: target.type, createdAt: target.created_at.toISOString(), data: { object: target.data } });
+export const eventBody = (target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'created_at'>): string =>
+  JSON.stringify(eventRowToEvent({ ...target, id: target.event_id }));
 
 /** Slots of one endpoint in this process: attempts running (with their start times) and jobs waiting for one. */
 interface EndpointSlots {

@@ -1,9 +1,12 @@
 // The event log: every change the API exposes is recorded here, in the transaction of the change,
 // together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
 // a committed change always has its event and its webhooks, and a rolled-back one has neither.
+// Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
+// The event's actor is stored in columns of its own beside `data` (migration 0013).
 import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
+import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import type { EventRow } from '../db/schema.js';
@@ -32,12 +35,12 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
  * workspace's enabled endpoints subscribed to the type (or to '*'): a pending delivery and its job
  * each, announced to the workers with NOTIFY. One statement; call it with the change's transaction.
  */
-export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, now: Date = new Date()): Promise<string> {
+export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, actor: Actor, now: Date = new Date()): Promise<string> {
   const id = uuidv7();
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, now)}
+    ), ${recording(workspaceId, id, type, actor, now)}
     select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(trx);
   return id;
 }
@@ -54,20 +57,21 @@ export async function recordChangeEvent(
   workspaceId: string,
   type: EventType,
   change: { with: RawBuilder<unknown>; source: RawBuilder<unknown> },
+  actor: Actor,
   now: Date = new Date(),
 ): Promise<boolean> {
   const id = uuidv7();
   const result = await sql<{ recorded: boolean }>`
-    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, now)}
+    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}
     select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(db);
   return result.rows[0]?.recorded ?? false;
 }
 
 /** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`, the queue's builder). */
-function recording(workspaceId: string, id: string, type: EventType, now: Date): RawBuilder<unknown> {
+function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date): RawBuilder<unknown> {
   return sql`event as (
-      insert into events (workspace_id, id, type, data, contact_id, created_at)
-      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${now}::timestamptz
+      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, created_at)
+      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${now}::timestamptz
         from event_source s
       returning id
     ), targets as materialized (
@@ -93,8 +97,11 @@ function recording(workspaceId: string, id: string, type: EventType, now: Date):
     )`;
 }
 
-export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'created_at'>): Event {
-  return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data } } as Event;
+/** An event's actor as the API shows it: null on events recorded before actors were. */
+const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
+
+export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'created_at'>): Event {
+  return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data, actor: actorOf(row) } } as Event;
 }
 
 const eventList = listSource<Event>(
@@ -103,7 +110,9 @@ const eventList = listSource<Event>(
     id: 'id',
     type: 'type',
     createdAt: { instant: 'created_at' },
-    data: { sql: `json_build_object('object', p.data)` },
+    data: {
+      sql: `json_build_object('object', p.data, 'actor', case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end)`,
+    },
   } as never,
 );
 
@@ -117,7 +126,7 @@ export async function listEvents(db: Db, workspaceId: string, type: EventType | 
 export async function getEvent(db: Db, workspaceId: string, id: string): Promise<Event | undefined> {
   const row = await db
     .selectFrom('events')
-    .select(['id', 'type', 'data', 'created_at'])
+    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'created_at'])
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .executeTakeFirst();

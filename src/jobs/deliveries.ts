@@ -4,8 +4,9 @@
 // message.updated event in the statement that ends the job.
 import type { Db } from '../db/database.js';
 import { sql, type OperationNodeSource } from 'kysely';
-import { advanceStatus, getDeliveryTarget, markFailed, markSent, messageEventSource, type DeliveryTarget, type MessageError } from '../db/messages.js';
-import { recordChangeEvent } from '../events/record.js';
+import { SYSTEM } from '../actor.js';
+import { advanceStatus, getDeliveryTarget, markFailed, markSent, type DeliveryTarget, type MessageError } from '../db/messages.js';
+import { moveMessage } from '../services/message-statuses.js';
 import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
@@ -61,14 +62,11 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
 
 /**
  * A message's status change (`change`, an UPDATE returning the message), its message.updated event
- * and the job's end, in one statement: one round trip, and all or nothing. No event when the
- * message did not move.
+ * (by the system) and the job's end, in one statement: one round trip, and all or nothing. No event
+ * when the message did not move.
  */
 async function settle(db: Db, job: HeldJob, change: OperationNodeSource): Promise<JobResult> {
-  await recordChangeEvent(db, job.workspace_id, 'message.updated', {
-    with: sql`changed as (${change}), finished as (${finishJobQuery(job)})`,
-    source: messageEventSource('changed'),
-  });
+  await moveMessage(db, job.workspace_id, change, SYSTEM, { also: sql`finished as (${finishJobQuery(job)})` });
   return { kind: 'finished' };
 }
 

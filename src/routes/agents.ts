@@ -1,9 +1,10 @@
 // Handlers of the Agents operations.
 import * as agents from '../db/agents.js';
-import { apiKeyActor } from '../db/history.js';
+import { apiKeyActor } from '../actor.js';
 import { notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
 import { transact } from '../db/database.js';
+import { deleteAgent } from '../services/agents.js';
 
 export const agentHandlers: Pick<Handlers, 'listAgents' | 'getAgent' | 'createAgent' | 'updateAgent' | 'deleteAgent'> = {
   async listAgents({ db, auth, query }) {
@@ -28,7 +29,7 @@ export const agentHandlers: Pick<Handlers, 'listAgents' | 'getAgent' | 'createAg
   },
 
   async deleteAgent({ db, auth, params }) {
-    if (!(await transact(db, (trx) => agents.deleteAgent(trx, auth.workspaceId, params.id, apiKeyActor(auth.keyId))))) throw notFound('Agent');
+    if (!(await transact(db, (trx) => deleteAgent(trx, auth.workspaceId, params.id, apiKeyActor(auth.keyId))))) throw notFound('Agent');
     return { status: 204 };
   },
 };

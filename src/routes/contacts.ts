@@ -2,8 +2,9 @@
 import * as contacts from '../db/contacts.js';
 import { transact } from '../db/database.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
+import { apiKeyActor } from '../actor.js';
+import { createContact, eraseContact } from '../services/contacts.js';
 import { paging, type Handlers } from './handler.js';
-import { recordEvent } from '../events/record.js';
 
 async function phoneConflict(db: Parameters<typeof contacts.findContactIdByPhone>[0], workspaceId: string, phone: string): Promise<ApiError> {
   const existingId = await contacts.findContactIdByPhone(db, workspaceId, phone);
@@ -26,11 +27,7 @@ export const contactHandlers: Pick<Handlers, 'listContacts' | 'getContact' | 'cr
   },
 
   async createContact({ db, auth, body }) {
-    const contact = await transact(db, async (trx) => {
-      const inserted = await contacts.insertContact(trx, auth.workspaceId, body);
-      if (inserted) await recordEvent(trx, auth.workspaceId, 'contact.created', inserted);
-      return inserted;
-    });
+    const contact = await transact(db, (trx) => createContact(trx, auth.workspaceId, body, apiKeyActor(auth.keyId)));
     if (contact) return { status: 201, body: contact };
     const phoneHolder = body.phone && (await contacts.findContactIdByPhone(db, auth.workspaceId, body.phone));
     if (phoneHolder || !body.instagramId) throw await phoneConflict(db, auth.workspaceId, body.phone!);
@@ -52,7 +49,7 @@ export const contactHandlers: Pick<Handlers, 'listContacts' | 'getContact' | 'cr
   },
 
   async deleteContact({ db, auth, params }) {
-    const erased = await transact(db, (trx) => contacts.eraseContact(trx, auth.workspaceId, params.id, new Date()));
+    const erased = await transact(db, (trx) => eraseContact(trx, auth.workspaceId, params.id, new Date()));
     if (!erased) throw notFound('Contact');
     return { status: 204 };
   },

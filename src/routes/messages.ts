@@ -1,5 +1,5 @@
 // Handlers of the Messages operations.
-import { apiKeyActor } from '../db/history.js';
+import { apiKeyActor } from '../actor.js';
 import { listThreadMessages } from '../db/messages.js';
 import { threadExists } from '../db/threads.js';
 import { notFound } from '../errors.js';

@@ -1,15 +1,15 @@
 // Handlers of the Threads operations: changes and their history, NPS and funnel statistics included.
 import { funnelCounts } from '../db/funnel.js';
-import { apiKeyActor, listThreadHistory } from '../db/history.js';
+import { apiKeyActor } from '../actor.js';
+import { listThreadHistory } from '../db/history.js';
 import { countNpsGroups } from '../db/nps-groups.js';
 import * as threads from '../db/threads.js';
 import { ApiError, invalidReference, isConstraintError, notFound } from '../errors.js';
-import { changeThread } from '../services/threads.js';
-import { npsGroupStats, npsStats } from '../services/nps.js';
+import { changeThread, openThread } from '../services/threads.js';
+import { answerNps, npsGroupStats, npsStats } from '../services/nps.js';
 import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant } from '../time.js';
 import { paging, type Handlers } from './handler.js';
 import { transact } from '../db/database.js';
-import { recordEvent } from '../events/record.js';
 
 const invalid = (path: string, message: string): ApiError =>
   new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path, message }]);
@@ -61,7 +61,7 @@ export const threadHandlers: Pick<
   },
 
   async createThread({ db, auth, body }) {
-    const row = await transact(db, (trx) => threads.insertOpenThread(trx, auth.workspaceId, body, new Date(), apiKeyActor(auth.keyId)));
+    const row = await transact(db, (trx) => openThread(trx, auth.workspaceId, body, new Date(), apiKeyActor(auth.keyId)));
     if (row) return { status: 201, body: threads.threadRowToThread(row) };
     if (!(await threads.contactIsLive(db, auth.workspaceId, body.contactId))) throw invalidReference('contactId', 'contact');
     throw openPairConflict(await threads.findOpenThreadId(db, auth.workspaceId, body.contactId, body.channelId), '/body/channelId');
@@ -91,11 +91,7 @@ export const threadHandlers: Pick<
   async registerNps({ db, auth, params, body }) {
     const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(answerInstant(body.answeredAt, '/body/answeredAt'));
     if (answeredAt.getTime() > Date.now()) throw invalid('/body/answeredAt', 'must not be in the future');
-    const thread = await transact(db, async (trx) => {
-      const answered = await threads.setNpsAnswer(trx, auth.workspaceId, params.id, body.score, answeredAt);
-      if (answered) await recordEvent(trx, auth.workspaceId, 'nps.answered', answered);
-      return answered;
-    });
+    const thread = await transact(db, (trx) => answerNps(trx, auth.workspaceId, params.id, body.score, answeredAt, apiKeyActor(auth.keyId)));
     if (thread) return { status: 201, body: thread };
     if (!(await threads.threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
     throw new ApiError(409, 'conflict', 'This thread already has an NPS answer.');

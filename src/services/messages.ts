@@ -1,19 +1,27 @@
 // Sending a message: Meta's rules first (reachable contact, 24-hour window, templates), then append
 // to the open thread of (contact, channel), or open one for it (with its history and the channel's
-// default agent), with its delivery job, in one transaction.
+// default agent), with its delivery job, in one transaction. message.created is recorded here only,
+// for sent and inbound messages alike.
 import type { components } from '../../generated/api.js';
 import { withinMessagingWindow, templateContent } from '../channels/rules.js';
+import type { Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
-import type { Actor } from '../db/history.js';
 import { appendToOpenThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';
-import { contactIsLive, insertOpenThread } from '../db/threads.js';
+import type { MessageRow } from '../db/schema.js';
+import { contactIsLive } from '../db/threads.js';
 import { ApiError, invalidReference } from '../errors.js';
 import { enqueueDelivery } from '../jobs/deliveries.js';
 import { recordEvent } from '../events/record.js';
+import { openThread } from './threads.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
 
 const MAX_ATTEMPTS = 5;
+
+/** The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one); in its transaction. */
+export async function messageCreated(trx: Db, workspaceId: string, row: MessageRow, actor: Actor, now: Date): Promise<void> {
+  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now);
+}
 
 /** Throws the 422 that Meta's rules give this message, if any. */
 async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, now: Date): Promise<void> {
@@ -60,12 +68,12 @@ export async function sendMessage(db: Db, workspaceId: string, input: MessageCre
     const row = await transact(db, async (trx) => {
       let stored = await appendToOpenThread(trx, workspaceId, message, now);
       if (!stored) {
-        const thread = await insertOpenThread(trx, workspaceId, { ...message, lastMessageAt: now }, now, actor);
+        const thread = await openThread(trx, workspaceId, { ...message, lastMessageAt: now }, now, actor);
         if (!thread) return undefined;
         stored = await insertMessage(trx, workspaceId, thread.id, message, now);
       }
       await enqueueDelivery(trx, stored);
-      await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(stored), now);
+      await messageCreated(trx, workspaceId, stored, actor, now);
       return stored;
     });
     if (row) return messageRowToMessage(row);

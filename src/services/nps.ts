@@ -1,10 +1,24 @@
-// NPS arithmetic (openapi.yaml, getNpsStats), pure so it is tested without HTTP.
+// NPS: registering a thread's answer with its nps.answered event (recorded here only), and the
+// arithmetic of the statistics (openapi.yaml, getNpsStats), pure so it is tested without HTTP.
 import type { components } from '../../generated/api.js';
+import type { Actor } from '../actor.js';
+import type { Db } from '../db/database.js';
 import type { NpsGroupCounts } from '../db/nps-groups.js';
-import type { NpsCounts } from '../db/threads.js';
+import { setNpsAnswer, type NpsCounts, type Thread } from '../db/threads.js';
+import { recordEvent } from '../events/record.js';
 
 export type NpsStats = components['schemas']['NpsStats'];
 export type NpsGroup = components['schemas']['NpsGroup'];
+
+/**
+ * Records the thread's answer (db/threads.ts setNpsAnswer) with its nps.answered, the one emitter of
+ * that type. Undefined when the thread is unknown or already answered. Run it in a transaction.
+ */
+export async function answerNps(trx: Db, workspaceId: string, threadId: string, score: number, answeredAt: Date, actor: Actor): Promise<Thread | undefined> {
+  const answered = await setNpsAnswer(trx, workspaceId, threadId, score, answeredAt);
+  if (answered) await recordEvent(trx, workspaceId, 'nps.answered', answered, actor);
+  return answered;
+}
 
 /**
  * 100 x (promotores - detratores) / total, rounded to the nearest integer with halves away from

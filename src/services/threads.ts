@@ -1,9 +1,11 @@
-// Changing a thread's status, stage or agent: what a change does (pure, tested without HTTP or a
-// database), and applying it under concurrent changes. Fields sent with their current value change
-// nothing and record nothing.
+// Opening a thread and changing its status, stage or agent, with their events: thread.created and
+// thread.updated are recorded here only, in the change's transaction. What a change does is pure
+// (tested without HTTP or a database); applying it holds under concurrent changes. Fields sent with
+// their current value change nothing and record nothing.
+import type { Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
-import type { Actor, FieldChange } from '../db/history.js';
-import { readThreadForChange, threadRowToThread, writeThreadChange } from '../db/threads.js';
+import type { FieldChange } from '../db/history.js';
+import { findOpenThreadId, insertOpenThread, readThreadForChange, threadRowToThread, writeThreadChange, type OpenThreadInput } from '../db/threads.js';
 import { recordEvent } from '../events/record.js';
 import type { ThreadRow } from '../db/schema.js';
 
@@ -56,6 +58,33 @@ export function planThreadChange(current: ThreadState, change: ThreadChange, now
   return { set, changes };
 }
 
+/**
+ * Opens a thread for the pair (db/threads.ts insertOpenThread says how) with its thread.created,
+ * the one emitter of that type. Undefined when the pair already has an open thread or the contact
+ * is gone. Run it in a transaction.
+ */
+export async function openThread(trx: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
+  const opened = await insertOpenThread(trx, workspaceId, input, now, actor);
+  if (opened) await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now);
+  return opened;
+}
+
+/** The pair's open thread, opened now when it has none (concurrent callers end in the same one). Run it in a transaction. */
+export async function openThreadId(trx: Db, workspaceId: string, contactId: string, channelId: string, now: Date, actor: Actor): Promise<string> {
+  const open = await findOpenThreadId(trx, workspaceId, contactId, channelId);
+  if (open) return open;
+  const opened = await openThread(trx, workspaceId, { contactId, channelId }, now, actor);
+  if (opened) return opened.id;
+  const winner = await findOpenThreadId(trx, workspaceId, contactId, channelId);
+  if (!winner) throw new Error(`no open thread for contact ${contactId} and channel ${channelId}`);
+  return winner;
+}
+
+/** The one emitter of thread.updated: `row` is the thread after a change `actor` made; in the change's transaction. */
+export async function threadUpdated(trx: Db, workspaceId: string, row: ThreadRow, actor: Actor, now: Date = new Date()): Promise<void> {
+  await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(row), actor, now);
+}
+
 const MAX_ATTEMPTS = 50;
 
 /**
@@ -79,7 +108,7 @@ export async function changeThread(
     if (changes.length === 0) return read.row;
     const written = await transact(db, async (trx) => {
       const row = await writeThreadChange(trx, workspaceId, read, set, changes, who, now);
-      if (row) await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(row), now);
+      if (row) await threadUpdated(trx, workspaceId, row, who.actor, now);
       return row;
     });
     if (written) return written;

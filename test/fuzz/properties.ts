@@ -10,7 +10,9 @@ import { contractOperations, literalPlusQuery, loadSpec, type Operation, type Op
 import { createAgent } from '../../src/db/agents.js';
 import { insertContact } from '../../src/db/contacts.js';
 import { stageRowToStage } from '../../src/db/stages.js';
-import { getThread, insertOpenThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
+import { getThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
+import { openThread } from '../../src/services/threads.js';
+import { SYSTEM } from '../../src/actor.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
@@ -364,7 +366,7 @@ async function freshContact(ctx: Ctx): Promise<Contact> {
 
 async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
   const contact = await freshContact(ctx);
-  const row = await insertOpenThread(ctx.server.db, ctx.model.workspaceId, { contactId: contact.id, channelId: channel.id }, new Date());
+  const row = await openThread(ctx.server.db, ctx.model.workspaceId, { contactId: contact.id, channelId: channel.id }, new Date(), SYSTEM);
   const thread = threadRowToThread(row!);
   ctx.model.threads.push(thread);
   recordOpened(ctx.model, thread, SYSTEM_ACTOR);
@@ -1169,7 +1171,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         expectStatus(closed, 200, 'arranging a closed thread');
         recordChange(model, closing, closed.res.body as Thread, null);
         replaceThread(model, closed.res.body as Thread);
-        const row = await insertOpenThread(ctx.server.db, model.workspaceId, { contactId: closing.contactId, channelId: closing.channelId }, new Date());
+        const row = await openThread(ctx.server.db, model.workspaceId, { contactId: closing.contactId, channelId: closing.channelId }, new Date(), SYSTEM);
         const open = threadRowToThread(row!);
         model.threads.push(open);
         recordOpened(model, open, SYSTEM_ACTOR);
@@ -1623,7 +1625,7 @@ async function setUp(server: TestServer): Promise<Model> {
   const agent = (ws: string, n: number) => createAgent(db, ws, { name: `Seed agent ${n}`, instructions: 'Seja cordial.', model: 'gpt-4o-mini' });
   const foreignAgent = await agent(other.workspaceId, 0);
   const foreignContact = (await insertContact(db, other.workspaceId, { name: 'Foreign', phone: '+5511900000000' }))!;
-  const foreignThread = (await insertOpenThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[0]!.id }, new Date()))!;
+  const foreignThread = (await openThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[0]!.id }, new Date(), SYSTEM))!;
   const foreignStage = (await db.selectFrom('stages').select('id').where('workspace_id', '=', other.workspaceId).orderBy('position').executeTakeFirstOrThrow()).id;
   const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
   const contacts = [
@@ -1633,13 +1635,13 @@ async function setUp(server: TestServer): Promise<Model> {
     (await insertContact(db, own.workspaceId, { name: 'Bia Instagram', instagramId: '17841400000000001' }))!,
   ];
   const channels = (await listWorkspaceChannels(db, own.workspaceId)).map(channelRowToChannel);
-  const thread = (await insertOpenThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date()))!;
+  const thread = (await openThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date(), SYSTEM))!;
   const stageRows = await db.selectFrom('stages').selectAll().where('workspace_id', '=', own.workspaceId).orderBy('position').execute();
   // Webhook endpoints for every type (so the writes above and below record deliveries), here and in the other workspace.
   const hook = (ws: string, n: number) => createEndpoint(db, server.secrets, ws, { url: `https://seed${n}.example/hook`, events: ['*'] }, true);
   const { secret: _foreignSecret, ...foreignEndpoint } = await hook(other.workspaceId, 0);
   const { secret: _secret, ...endpoint } = await hook(own.workspaceId, 1);
-  await insertOpenThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[1]!.id }, new Date());
+  await openThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[1]!.id }, new Date(), SYSTEM);
   const foreignEvent = await db.selectFrom('events').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
   const foreignDelivery = await db.selectFrom('webhook_deliveries').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
   const model: Model = {

@@ -1,0 +1,16 @@
+// Who makes a change: started where the change starts (the request's API key, the AI agent, the
+// service itself for Meta's deliveries and the jobs) and passed along, as a value, to the thread's
+// history entry and to the change's event (`data.actor`). openapi.yaml's Actor says which actor
+// each event type gets.
+import type { components } from '../generated/api.js';
+
+export type Actor = components['schemas']['Actor'];
+
+/** The service itself: a customer's inbound message and what it creates, a message's delivery and statuses. */
+export const SYSTEM: Actor = Object.freeze({ type: 'system', id: null });
+
+/** The API key making a change. */
+export const apiKeyActor = (keyId: string): Actor => ({ type: 'api_key', id: keyId });
+
+/** An AI agent making a change (its reply, its handoff). */
+export const agentActor = (agentId: string): Actor => ({ type: 'agent', id: agentId });
