@@ -201,7 +201,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
 
   it('when the customer writes again, then the context holds the conversation oldest first, inbound as user and outbound as assistant', async () => {
     const setup = await withAgent();
-    ai.answerFor(setup.model, (request, index) => textAnswer(`Resposta ${ai.forModel(setup.model).indexOf(request) + 1}`)(request));
+    ai.answerFor(setup.model, (request) => textAnswer(`Resposta ${ai.forModel(setup.model).indexOf(request) + 1}`)(request));
     const phone = buildPhone();
     const first = await inbound(setup, phone, 'Oi');
     await waitFor('the first answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 2);
@@ -417,7 +417,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     ]);
 
     for (const [ws, m] of [[setup.ws, a], [setup.ws, b], [other.ws, c]] as const) {
-      await waitFor('the answer', async () => (await messagesOf(ws, m!.threadId)).length === 2);
+      await waitFor('the answer', async () => (await messagesOf(ws, m.threadId)).length === 2);
     }
     const requests = ai.forModel(setup.model);
     expect(requests).toHaveLength(3);
