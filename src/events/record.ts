@@ -104,7 +104,7 @@ const eventList = listSource<Event>(
     type: 'type',
     createdAt: { instant: 'created_at' },
     data: { sql: `json_build_object('object', p.data)` },
-  } as never,
+  },
 );
 
 /** A page of the workspace's events, newest first, of one type when given. */
