@@ -105,6 +105,7 @@ describe('GET /threads/stats/funnel', () => {
       const moves = round.filter((m) => !seen.has(m.thread) && seen.add(m.thread));
       await Promise.all(
         moves.map(async (m) => {
+          // The scenario: moves interleave at random, a few milliseconds apart.
           await sleep(m.pause);
           const thread = threads[m.thread]!;
           const status = m.close === 0 ? (thread.status === 'open' ? 'closed' : 'open') : undefined;
