@@ -15,6 +15,10 @@ import { loadAverage } from './lib/cpu.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
 import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, scale, stamp, writeReport } from './lib/service-bench.js';
 
+/** What the bench reads of a recorded Chat Completions request. */
+type ChatBody = { messages?: Array<{ content?: string }> };
+const lastContent = (body: unknown): string => (body as ChatBody | undefined)?.messages?.at(-1)?.content ?? '';
+
 const rate = Math.max(5, Math.round(50 * scale));
 
 async function main(): Promise<void> {
@@ -76,12 +80,12 @@ async function main(): Promise<void> {
     }
     await Promise.all(pending);
     const callsDeadline = Date.now() + 30_000;
-    const arrived = () => ai.requests.filter((r) => String(r.body?.messages?.at(-1)?.content ?? '').startsWith('bench-'));
+    const arrived = () => ai.requests.filter((r) => lastContent(r.body).startsWith('bench-'));
     while (arrived().length < total - errors && Date.now() < callsDeadline) await sleep(100);
     const fromPost: number[] = [];
     const from201: number[] = [];
     for (const request of arrived()) {
-      const marker = String(request.body.messages.at(-1).content);
+      const marker = lastContent(request.body);
       if (sentAt.has(marker)) fromPost.push(request.at - sentAt.get(marker)!);
       if (answeredAt.has(marker)) from201.push(request.at - answeredAt.get(marker)!);
     }

@@ -16,6 +16,10 @@ import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer } from '../test/helpers/graph.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
 import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
+
+/** The template of a recorded Graph send request, as the bench reads it. */
+const templateOf = (body: unknown) =>
+  (body as { template?: { name?: string; components?: Array<{ parameters?: Array<{ text: string }> }> } } | undefined)?.template;
 import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
 
 const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
@@ -159,7 +163,7 @@ async function main(): Promise<void> {
     await waitForDrain(db);
     const toGraph: number[] = [];
     for (const request of graph.requests.slice(before)) {
-      const id = request.body?.template?.components?.[0]?.parameters?.[0]?.text as string | undefined;
+      const id = templateOf(request.body)?.components?.[0]?.parameters?.[0]?.text;
       const at = id && answeredAt.get(id);
       if (at) toGraph.push(Math.max(0, request.at - at));
     }
@@ -176,7 +180,7 @@ async function main(): Promise<void> {
     const committed = await backlog(db, key.workspaceId, channelId);
     await waitForDrain(db, 600_000);
     const [serviceCpu1, machine1, load1] = [groupCpuMs(service.child.pid!), machineCpuMs(), loadAverage()];
-    const drained = graph.requests.slice(drainFrom).filter((r) => r.body?.template?.name === 'backlog');
+    const drained = graph.requests.slice(drainFrom).filter((r) => templateOf(r.body)?.name === 'backlog');
     const last = Math.max(...drained.map((r) => r.at));
     const drainRate = drained.length / ((last - committed) / 1000);
     const orderKept = checkOrder(drained);
@@ -246,7 +250,7 @@ async function backlog(db: Db, workspaceId: string, channelId: string): Promise<
 function checkOrder(requests: GraphDouble['requests']): boolean {
   const byPhone = new Map<string, number[]>();
   for (const r of requests) {
-    const [phone, k] = (r.body.template.components[0].parameters as Array<{ text: string }>).map((p) => p.text);
+    const [phone, k] = (templateOf(r.body)?.components?.[0]?.parameters ?? []).map((p) => p.text);
     byPhone.set(phone!, [...(byPhone.get(phone!) ?? []), Number(k)]);
   }
   return [...byPhone.values()].every((ks) => ks.length === 10 && ks.every((k, i) => k === i + 1));

@@ -12,8 +12,8 @@ if (output) {
   const session = new Session();
   session.connect();
   let running = false;
-  const post = (method: string, params?: object): Promise<any> =>
-    new Promise((resolve, reject) => session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))));
+  const post = (method: string, params?: object): Promise<{ profile?: unknown }> =>
+    new Promise((resolve, reject) => session.post(method, params, (err, result) => (err ? reject(err) : resolve(result as { profile?: unknown }))));
 
   process.on('SIGUSR2', () => {
     if (!running) {

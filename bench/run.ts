@@ -21,7 +21,7 @@ import { explainCall, plansTable, type QueryPlan } from './lib/explain.js';
 import { cores, groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, readProcStat } from './lib/cpu.js';
 import { findWrk, makeWorkDir, runLoad, stopLoads, type LoadResult, type LoadSpec } from './lib/load.js';
 import { freePort, sleep, startProcess, stopAll, stopProcess, waitReady, type Started } from './lib/processes.js';
-import { fmt, median, resultsTable, summarise, targetsTable, type CpuUse, type Run, type ScenarioInfo, type TargetCheck } from './lib/report.js';
+import { fmt, resultsTable, summarise, targetsTable, type CpuUse, type Run, type ScenarioInfo, type TargetCheck } from './lib/report.js';
 import { profileMarkdown, summariseProfile, type CpuProfile, type ProfileSummary } from './profile.js';
 import { allVisiblePercent, dropDatabase, FULL_SHAPE, seed, type Fixture } from './seed.js';
 
@@ -172,7 +172,7 @@ function npsPath(fixture: Fixture, days: number): string {
   const to = new Date();
   const from = new Date(to.getTime() - days * 86_400_000);
   const query = new URLSearchParams({ workspaceId: fixture.workspaceId, dateFrom: from.toISOString(), dateTo: to.toISOString() });
-  return `/v1/threads/stats/nps?${query}`;
+  return `/v1/threads/stats/nps?${query.toString()}`;
 }
 
 const bearer = (key: string): Record<string, string> => ({ Authorization: `Bearer ${key}` });

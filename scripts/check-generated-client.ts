@@ -74,7 +74,7 @@ async function main(): Promise<void> {
         return stdout;
       } catch (err) {
         const failed = err as { stdout?: string; stderr?: string };
-        throw new Error(`the generated client's program failed:\n${failed.stdout ?? ''}${failed.stderr ?? ''}`);
+        throw new Error(`the generated client's program failed:\n${failed.stdout ?? ''}${failed.stderr ?? ''}`, { cause: err });
       }
     });
     process.stdout.write(output);
@@ -91,6 +91,7 @@ main().then(
   () => process.exit(0),
   (err: unknown) => {
     process.stderr.write(`generated client: ${err instanceof Error ? err.message : String(err)}\n`);
-    stopAll().finally(() => process.exit(1));
+    // process.exit ends the run whether or not stopping the children failed.
+    void stopAll().finally(() => process.exit(1));
   },
 );

@@ -47,7 +47,7 @@ try {
 // The suite's own way to run the app (DATABASE_URL's PostgreSQL, else an in-memory PGlite; REDIS_URL), logging to stderr.
 const server = await startServer({ logs: pino.destination(2), logLevel: process.env.LOG_LEVEL ?? 'error' });
 const started = Date.now();
-let failed = true;
+let failed: boolean;
 try {
   process.stdout.write(`database: ${process.env.DATABASE_URL ? 'PostgreSQL (DATABASE_URL)' : 'PGlite (in memory)'}\n`);
   const result = await runFuzz({ ...options, server, log: (line) => process.stdout.write(`${line}\n`) });

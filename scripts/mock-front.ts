@@ -61,7 +61,7 @@ function asAnswer(req: Request, status: number, body: unknown): unknown {
   if (isObject(body.error)) return { ...body, error: { ...body.error, requestId: req.id } };
   if (status !== 200 && status !== 201) return body;
   const answer: Json = { ...body };
-  const id = (req.openapi?.pathParams as Record<string, string> | undefined)?.id;
+  const id = (req.openapi?.pathParams)?.id;
   if (id !== undefined && 'id' in answer) {
     answer.id = id.toLowerCase();
   } else if (status === 201 && 'id' in answer) {
@@ -77,24 +77,34 @@ function asAnswer(req: Request, status: number, body: unknown): unknown {
   return answer;
 }
 
-const schemaAt = (ref: string): Json => ref.split('/').slice(1).reduce((node: any, key) => node[key], spec) as Json;
+const schemaAt = (ref: string): Json => ref.split('/').slice(1).reduce<Json>((node, key) => node[key] as Json, spec);
+
+/** What nullableLeftOut reads of an operation: its JSON request and 201 schemas. */
+interface JsonContent {
+  content?: { 'application/json'?: { schema?: { $ref?: string } } };
+}
+interface OperationNode {
+  requestBody?: JsonContent;
+  responses?: Record<string, JsonContent>;
+}
 
 /** The property names a request schema allows, through `oneOf`/`anyOf`/`allOf` branches (ChannelCreate's). */
 function inputFields(schema: Json): string[] {
   const resolved = typeof schema.$ref === 'string' ? schemaAt(schema.$ref) : schema;
   const branches = [...((resolved.oneOf ?? []) as Json[]), ...((resolved.anyOf ?? []) as Json[]), ...((resolved.allOf ?? []) as Json[])];
-  return [...new Set([...Object.keys((resolved.properties ?? {}) as Json), ...branches.flatMap(inputFields)])];
+  return [...new Set([...Object.keys((resolved.properties ?? {})), ...branches.flatMap(inputFields)])];
 }
 
 /** Fields of the operation's request body that the client did not send and its 201 record may hold as null. */
 function nullableLeftOut(req: Request, sent: Json): string[] {
-  const operation = spec.paths[req.operation!.path][req.operation!.method];
-  const input = operation.requestBody?.content?.['application/json']?.schema;
-  const output = operation.responses?.['201']?.content?.['application/json']?.schema;
+  const paths = spec.paths as Record<string, Record<string, OperationNode | undefined> | undefined>;
+  const operation = paths[req.operation!.path]?.[req.operation!.method];
+  const input = operation?.requestBody?.content?.['application/json']?.schema;
+  const output = operation?.responses?.['201']?.content?.['application/json']?.schema;
   if (!input?.$ref || !output?.$ref) return [];
   const record = schemaAt(output.$ref).properties as Record<string, { type?: unknown }>;
   return inputFields(schemaAt(input.$ref)).filter(
-    (field) => !(field in sent) && Array.isArray(record[field]?.type) && (record[field]!.type as unknown[]).includes('null'),
+    (field) => !(field in sent) && Array.isArray(record[field]?.type) && (record[field].type as unknown[]).includes('null'),
   );
 }
 

@@ -49,6 +49,7 @@ fs.writeFileSync(file, stringify(spec));
 
 const prismBin = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
 const prism = spawn(prismBin, ['mock', '--host', '127.0.0.1', '--port', String(prismPort), '--verboseLevel', 'warn', file], { stdio: 'inherit' });
+// eslint-disable-next-line prefer-const -- set once Prism is up; a signal before that stops Prism alone
 let front: ReturnType<ReturnType<typeof createMockFront>['listen']> | undefined;
 
 const stop = (signal: NodeJS.Signals) => {

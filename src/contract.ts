@@ -33,26 +33,57 @@ export const specPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url
 export const specYaml = fs.readFileSync(specPath, 'utf8');
 
 /** A fresh copy of the parsed contract (consumers such as the validator may mutate theirs). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- an OpenAPI document: its consumers (validator, docs, mock, tests) each read their own parts
 export function loadSpec(): Record<string, any> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
   return parse(specYaml) as Record<string, any>;
 }
 
 const METHODS = ['get', 'post', 'patch', 'put', 'delete'] as const;
 
-function listOperations(spec: Record<string, any>): Operation[] {
+/** The parts of the OpenAPI document this module reads (the rest stays untyped). */
+interface SchemaNode {
+  $ref?: string;
+  format?: string;
+  pattern?: unknown;
+  default?: number;
+  minimum?: number;
+  maximum?: number;
+  examples?: unknown[];
+}
+interface ParameterNode {
+  $ref?: string;
+  in?: string;
+  name?: string;
+  schema?: SchemaNode;
+}
+interface OperationNode {
+  operationId: OperationId;
+  'x-scopes'?: unknown;
+  requestBody?: unknown;
+  parameters?: ParameterNode[];
+}
+type PathItemNode = Partial<Record<(typeof METHODS)[number], OperationNode>> & { servers?: unknown; parameters?: ParameterNode[] };
+interface SpecDocument {
+  paths: Record<string, PathItemNode>;
+  components: { parameters: Record<string, ParameterNode>; schemas: Record<string, SchemaNode> };
+}
+
+function listOperations(spec: SpecDocument): Operation[] {
   const found: Operation[] = [];
-  for (const [path, item] of Object.entries<Record<string, any>>(spec.paths)) {
+  for (const [path, item] of Object.entries(spec.paths)) {
     if (item.servers) continue;
     for (const method of METHODS) {
       const op = item[method];
       if (!op) continue;
-      if (!Array.isArray(op['x-scopes'])) throw new Error(`openapi.yaml: ${op.operationId} has no x-scopes (write [] for none)`);
+      const scopes = op['x-scopes'];
+      if (!Array.isArray(scopes)) throw new Error(`openapi.yaml: ${op.operationId} has no x-scopes (write [] for none)`);
       found.push({
         operationId: op.operationId,
         method,
         path,
         expressPath: path.replace(/\{(\w+)\}/g, ':$1'),
-        scopes: op['x-scopes'],
+        scopes: scopes.map(String),
         hasBody: Boolean(op.requestBody),
       });
     }
@@ -61,15 +92,16 @@ function listOperations(spec: Record<string, any>): Operation[] {
 }
 
 /** Query parameters whose values may hold a `+` and never a space: date-times, e-mails, phones. */
-function literalPlusQueryParameters(spec: Record<string, any>): Set<string> {
-  const resolve = (node: any): any => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((o: any, k: string) => o[k], spec)) : node);
+function literalPlusQueryParameters(spec: SpecDocument): Set<string> {
+  const resolve = <T extends { $ref?: string }>(node: T | undefined): T | undefined =>
+    node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], spec) as T) : node;
   const names = new Set<string>();
-  for (const item of Object.values<Record<string, any>>(spec.paths)) {
-    for (const op of [item, ...METHODS.map((m) => item[m])].filter(Boolean)) {
-      for (const parameter of (op.parameters ?? []).map(resolve)) {
-        const schema = resolve(parameter.schema);
-        const plusy = ['date-time', 'email'].includes(schema?.format) || String(schema?.pattern ?? '').startsWith('^\\+');
-        if (parameter.in === 'query' && plusy) names.add(parameter.name);
+  for (const item of Object.values(spec.paths)) {
+    for (const op of [item, ...METHODS.map((m) => item[m])]) {
+      for (const parameter of (op?.parameters ?? []).map(resolve)) {
+        const schema = resolve(parameter?.schema);
+        const plusy = ['date-time', 'email'].includes(schema?.format ?? '') || (typeof schema?.pattern === 'string' && schema.pattern.startsWith('^\\+'));
+        if (parameter?.in === 'query' && parameter.name && plusy) names.add(parameter.name);
       }
     }
   }
@@ -83,31 +115,35 @@ export interface Bounds {
 }
 
 /** The default and range of a shared integer query parameter (components.parameters.<name>). */
-function integerBounds(spec: Record<string, any>, name: string): Bounds {
-  const schema = spec.components.parameters[name].schema;
-  for (const key of ['default', 'minimum', 'maximum']) {
-    if (!Number.isInteger(schema[key])) throw new Error(`openapi.yaml: parameter ${name} has no integer ${key}`);
-  }
-  return Object.freeze({ default: schema.default, minimum: schema.minimum, maximum: schema.maximum });
+function integerBounds(spec: SpecDocument, name: string): Bounds {
+  const schema = spec.components.parameters[name]?.schema ?? {};
+  const bound = (key: 'default' | 'minimum' | 'maximum'): number => {
+    const value = schema[key];
+    if (!Number.isInteger(value)) throw new Error(`openapi.yaml: parameter ${name} has no integer ${key}`);
+    return value!;
+  };
+  return Object.freeze({ default: bound('default'), minimum: bound('minimum'), maximum: bound('maximum') });
 }
 
 /**
  * The first example of each named schema that has a pattern (e.g. Phone), by pattern: a value that
  * fails the pattern is told what a good one looks like.
  */
-function patternExamples(spec: Record<string, any>): Map<string, string> {
+function patternExamples(spec: SpecDocument): Map<string, string> {
   const found = new Map<string, string>();
-  for (const schema of Object.values<Record<string, any>>(spec.components.schemas)) {
-    if (typeof schema.pattern === 'string' && typeof schema.examples?.[0] === 'string') found.set(schema.pattern, schema.examples[0]);
+  for (const schema of Object.values(spec.components.schemas)) {
+    const example = schema.examples?.[0];
+    if (typeof schema.pattern === 'string' && typeof example === 'string') found.set(schema.pattern, example);
   }
   return found;
 }
 
 export const spec = loadSpec();
 export const specJson = JSON.stringify(spec);
-export const contractOperations: readonly Operation[] = listOperations(spec);
-export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(spec);
-const examplesByPattern = patternExamples(spec);
+const document = spec as SpecDocument;
+export const contractOperations: readonly Operation[] = listOperations(document);
+export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(document);
+const examplesByPattern = patternExamples(document);
 
 /** A validator's message, with an example appended when it is a pattern the contract gives one for. */
 export function withExample(message: string): string {
@@ -117,5 +153,5 @@ export function withExample(message: string): string {
 }
 
 /** `page` and `limit` of every list, as the contract's Page and Limit parameters define them. */
-export const pageBounds: Bounds = integerBounds(spec, 'Page');
-export const limitBounds: Bounds = integerBounds(spec, 'Limit');
+export const pageBounds: Bounds = integerBounds(document, 'Page');
+export const limitBounds: Bounds = integerBounds(document, 'Limit');

@@ -70,7 +70,9 @@ const CSS = `.docs-guide { max-width: 1460px; margin: 40px auto 60px; padding: 0
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
 /** Where the guide starts in info.description: its first section heading. */
-const description = spec.info.description as string;
+const info = spec.info as { description: string };
+const servers = spec.servers as unknown[];
+const description = info.description;
 const guideAt = description.search(/^## /m);
 const intro = guideAt === -1 ? description : description.slice(0, guideAt).trimEnd();
 const guide = guideAt === -1 ? undefined : description.slice(guideAt);
@@ -83,8 +85,8 @@ function pageSpec(req: Request): Record<string, unknown> {
   const here = HOST.test(host) ? `${req.protocol}://${host}/v1` : '/v1';
   return {
     ...spec,
-    info: { ...spec.info, description: guide ? `${intro}\n\nThe guide follows the operations, [below](#guide).` : intro },
-    servers: [{ url: here, description: 'This server (the one serving this page)' }, ...spec.servers],
+    info: { ...info, description: guide ? `${intro}\n\nThe guide follows the operations, [below](#guide).` : intro },
+    servers: [{ url: here, description: 'This server (the one serving this page)' }, ...servers],
     ...(guide && { 'x-guide': guide }),
   };
 }

@@ -177,6 +177,19 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   process.on('SIGINT', stop);
 }
 
+/**
+ * A promise nobody awaited that failed is logged, and the process goes on: it is a bug to fix, not a
+ * reason to drop every request in flight. An uncaught exception leaves the process in an unknown
+ * state: logged, then the process exits (a cluster's primary starts another worker).
+ */
+function logProcessFailures(logger: Logger): void {
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
+  process.on('uncaughtException', (err) => {
+    logger.fatal({ err }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
+}
+
 async function main(): Promise<void> {
   let config: Config;
   try {
@@ -189,6 +202,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
+  logProcessFailures(logger);
   if (config.webConcurrency > 1 && !config.databaseUrl) {
     logger.warn('WEB_CONCURRENCY is ignored on the embedded database (PGlite serves one process); set DATABASE_URL');
   }

@@ -341,7 +341,7 @@ describe('GET /contacts', () => {
     const ws = await createWorkspace(server);
     const [mariana] = await createContacts(ws, [{ name: 'Mariana Silva' }, { name: 'Silva Mariana' }]);
 
-    const response = await request(server, 'GET', `/v1/contacts?${new URLSearchParams({ q: 'mariana silva' })}`, { apiKey: ws.apiKey });
+    const response = await request(server, 'GET', `/v1/contacts?${new URLSearchParams({ q: 'mariana silva' }).toString()}`, { apiKey: ws.apiKey });
 
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ data: [mariana], pagination: { total: 1, page: 1, limit: 20 } });

@@ -106,7 +106,11 @@ describe.skipIf(!bin && !process.env.CI)('PostgreSQL restarts under writes (a pr
 
   /** Polls until PostgreSQL accepts a connection; the time it first did. */
   async function upAgain(): Promise<number> {
-    while (!(await postgres.accepts())) await sleep(20);
+    const deadline = Date.now() + 60_000;
+    while (!(await postgres.accepts())) {
+      if (Date.now() > deadline) throw new Error('PostgreSQL did not accept connections again within 60 s');
+      await sleep(20);
+    }
     return Date.now();
   }
 
@@ -134,6 +138,7 @@ describe.skipIf(!bin && !process.env.CI)('PostgreSQL restarts under writes (a pr
     const baseUrl = `http://127.0.0.1:${port}`;
 
     const writers = startWriters(baseUrl, apiKey);
+    // The scenario's timeline: writes before, between and after two restarts (each wait is a stretch of load).
     await sleep(1_500);
     await postgres.stop('fast');
     await postgres.start();

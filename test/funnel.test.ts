@@ -105,6 +105,7 @@ describe('GET /threads/stats/funnel', () => {
       const moves = round.filter((m) => !seen.has(m.thread) && seen.add(m.thread));
       await Promise.all(
         moves.map(async (m) => {
+          // The scenario: moves interleave at random, a few milliseconds apart.
           await sleep(m.pause);
           const thread = threads[m.thread]!;
           const status = m.close === 0 ? (thread.status === 'open' ? 'closed' : 'open') : undefined;
@@ -191,7 +192,7 @@ describe('GET /threads/stats/funnel', () => {
   ])('when %s, then 400 validation_error', async (_, query, detail) => {
     const ws = await createWorkspace(server);
 
-    const res = await request(server, 'GET', `/v1/threads/stats/funnel?${new URLSearchParams(query as Record<string, string>)}`, { apiKey: ws.apiKey });
+    const res = await request(server, 'GET', `/v1/threads/stats/funnel?${new URLSearchParams(query as Record<string, string>).toString()}`, { apiKey: ws.apiKey });
 
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ error: { requestId: expect.any(String), code: 'validation_error', message: 'The request does not match the contract.', details: [detail] } });

@@ -31,7 +31,7 @@ async function createTenant(label: string): Promise<Tenant> {
   const { data: contact } = await ws.api.POST('/contacts', {
     body: buildContact({ name: `Cliente ${label}`, email: `cliente.${label.toLowerCase()}@exemplo.com.br` }),
   });
-  const { data: thread } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: ws.channels[0]!.id, agentId: agent!.id } });
+  await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: ws.channels[0]!.id, agentId: agent!.id } });
   const { data: message } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: ws.channels[0]!.id, content: `Olá ${label}` } });
   const { data: current } = await ws.api.GET('/threads', { params: { query: { contactId: contact!.id } } });
   return { ws, agent: agent!, contact: contact!, thread: current!.data[0]!, message: message! };

@@ -6,8 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/database.js';
-import { createJobListener } from '../src/jobs/listen.js';
-import { claimJobs, enqueueJob, finishJob, releaseJob, type Job } from '../src/jobs/queue.js';
+import { createJobListener, type JobListener } from '../src/jobs/listen.js';
+import { claimJobs, enqueueJob, finishJob, JOBS_CHANNEL, releaseJob, type Job } from '../src/jobs/queue.js';
 import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
 import { createLogger } from '../src/logger.js';
 import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
@@ -24,6 +24,17 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.destroy();
 });
+
+/** Resolves once `listener` hears notifications: a probe on a queue of nobody's, sent until it arrives. */
+async function listening(listener: JobListener): Promise<void> {
+  const probe = queueName();
+  let heard = false;
+  listener.subscribe((queue) => (heard ||= queue === probe));
+  await waitFor('the listener to hear a notification', async () => {
+    await sql`select pg_notify(${JOBS_CHANNEL}, ${probe})`.execute(db);
+    return heard;
+  });
+}
 
 /** A queue name of the test's own, so no other test's worker takes its jobs. */
 const queueName = () => `test-${randomUUID()}`;
@@ -66,6 +77,7 @@ describe('claiming', () => {
     const queue = queueName();
     await enqueueJob(db, { workspaceId, queue, payload: {} });
     const { jobs: [lost] } = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
+    // The scenario: a lease of 1 ms, outlived.
     await new Promise((resolve) => setTimeout(resolve, 20));
 
     const { jobs: [taken] } = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
@@ -108,6 +120,7 @@ describe('claiming', () => {
             if (running.has(job.ordering_key!)) overlap = true;
             running.add(job.ordering_key!);
           }
+          // The scenario: a job takes a moment, so claims overlap.
           await new Promise((resolve) => setTimeout(resolve, 2));
           for (const job of jobs) {
             running.delete(job.ordering_key!);
@@ -143,7 +156,11 @@ describe('the worker', () => {
     const ran: number[] = [];
     const worker = startWorker(handler(queue, async () => (ran.push(Date.now()), { kind: 'done' })), { ...options, db, listener, pollMs: 60_000 });
     try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Settled first: the listener hears notifications, and the worker ran a first job and went back to sleep.
+      await listening(listener);
+      await enqueueJob(db, { workspaceId, queue, payload: {} });
+      await waitFor('the first job ran', async () => ran.length === 1 && (await storedJobs(queue)).length === 0 && worker.running() === 0, 5_000);
+      ran.length = 0;
       const added = Date.now();
       await db.transaction().execute((trx) => enqueueJob(trx, { workspaceId, queue, payload: {} }));
 
@@ -186,6 +203,7 @@ describe('the worker', () => {
       {
         ...handler(queue, async () => {
           ran.push(Date.now());
+          // The scenario: a job that takes 100 ms.
           await new Promise((resolve) => setTimeout(resolve, 100));
           return { kind: 'done' };
         }),
@@ -333,6 +351,7 @@ describe('the worker', () => {
     const worker = startWorker(
       handler(queue, async () => {
         started = true;
+        // The scenario: a job that takes 200 ms, well within the stop's deadline.
         await new Promise((resolve) => setTimeout(resolve, 200));
         return { kind: 'done' };
       }),

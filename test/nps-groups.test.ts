@@ -166,7 +166,7 @@ describe('GET /threads/stats/nps?groupBy=', () => {
     const ws = await createWorkspace(server);
     const query = new URLSearchParams({ workspaceId: ws.workspaceId, dateFrom: '2026-01-01T00:00:00Z', dateTo: '2026-01-02T00:00:00Z', groupBy: 'contact' });
 
-    const res = await request(server, 'GET', `/v1/threads/stats/nps?${query}`, { apiKey: ws.apiKey });
+    const res = await request(server, 'GET', `/v1/threads/stats/nps?${query.toString()}`, { apiKey: ws.apiKey });
 
     expect(res.status).toBe(400);
     expect(res.body.error.details).toEqual([{ path: '/query/groupBy', message: expect.stringContaining('allowed values') }]);

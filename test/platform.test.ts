@@ -280,6 +280,7 @@ describe('when the database is broken', () => {
     const busy = await startServer({ db: small, redisUrl: false });
     const occupied = sql`select pg_sleep(2)`.execute(small);
     try {
+      // Time for pg_sleep to take the one connection; if it has not, the request is served and this test fails.
       await sleep(100);
       const started = Date.now();
       const response = await request(busy, 'GET', '/v1/agents', { apiKey: workspace.apiKey });

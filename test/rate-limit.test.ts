@@ -242,6 +242,7 @@ describe.skipIf(!redisUrl)('the window, with a short window length (needs Redis)
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(WINDOW_MS / 1000);
 
+    // The scenario: the window ends (Retry-After, bounded above by WINDOW_MS).
     await sleep(retryAfter * 1000 + 100);
     const afterWindow = await hit(server, apiKey);
 
@@ -255,6 +256,7 @@ describe.skipIf(!redisUrl)('the window, with a short window length (needs Redis)
     expect(statuses(blocked)).toEqual([...repeat(401, 5), 429]);
     const retryAfter = limitHeaders(blocked[5]!).retryAfter!;
 
+    // The scenario: the failed-authentication window ends (Retry-After).
     await sleep(retryAfter * 1000 + 100);
     const again = await hit(server, undefined, { ip, authorization: `Bearer ${BAD_KEY}` });
 
@@ -524,7 +526,8 @@ describe.skipIf(!redisUrl)('when Redis goes away and comes back (needs Redis)', 
     const closing = await startLoggedServer({ redisUrl: redisServer.url });
 
     await closing.close();
-    await sleep(100);
+    // 'end': the client is done for good (a reconnect it planned would have come before it).
+    await waitFor('the Redis client ended', () => closing.redis!.status === 'end');
 
     expect(closing.logs.matching(/^Redis unavailable/)).toHaveLength(0);
   });

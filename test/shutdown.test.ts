@@ -83,6 +83,7 @@ describe('SIGTERM and SIGINT', () => {
       await waitFor('the idle connection answered', () => idle.received.includes('"pagination"'));
       const inFlight = await connect(port);
       const finish = startAgentRequest(inFlight, apiKey);
+      // Time for the request to reach its handler; if it has not, the drain logs inFlight 0 and this test fails.
       await sleep(200);
 
       const signalledAt = Date.now();
@@ -109,6 +110,7 @@ describe('SIGTERM and SIGINT', () => {
     const { service, port, apiKey } = await startService({ SHUTDOWN_TIMEOUT_MS: '1000' });
     const stuck = await connect(port);
     startAgentRequest(stuck, apiKey);
+    // Time for the request to reach its handler; if it has not, the exit is 0 and this test fails.
     await sleep(200);
 
     const signalledAt = Date.now();

@@ -73,6 +73,7 @@ describe('slow clients', () => {
       const response = await request(server, 'GET', '/v1/agents', { apiKey: ws.apiKey });
       expect(response.status).toBe(200);
       served.push(Date.now() - started);
+      // The scenario: a normal client's requests spread over the slow ones' lifetime, then past their limit.
       await sleep(150);
     }
     await sleep(REQUEST_TIMEOUT_MS + SLACK_MS);
@@ -111,12 +112,14 @@ describe('MAX_CONNECTIONS', () => {
 
   it('when 5 sockets hold every connection, then a sixth is closed at once, and once they are cut the service answers again', async () => {
     const holders = Array.from({ length: 5 }, () => trickle(port, 'GET /v1/agents HTTP/1.1\r\n', 'Host: x\r\n'.repeat(100)));
+    // Time for the 5 holders to be accepted; a slow accept fails this test (the sixth is served), never passes it.
     await sleep(200);
 
     const refused = await request(server, 'GET', '/v1/agents', { apiKey: ws.apiKey }).then(
       () => 'served',
       (err: Error) => (err.cause as { code?: string } | undefined)?.code ?? err.message,
     );
+    // The scenario: past the headers' time limit, the holders are cut.
     await sleep(HEADERS_TIMEOUT_MS + SLACK_MS);
     const after = await request(server, 'GET', '/v1/agents', { apiKey: ws.apiKey });
 

@@ -272,6 +272,7 @@ describe('the stay in a stage', () => {
     const ws = await createWorkspace(server);
     const thread = await openThread(ws);
     const stages = await stagesOf(ws);
+    // The scenario: stays of measurable length, 25 ms then 15 ms.
     await new Promise((resolve) => setTimeout(resolve, 25));
     const { data: moved } = await patch(ws, thread.id, { stageId: stages[1]!.id });
     await patch(ws, thread.id, { status: 'closed', agentId: await createAgent(ws) });

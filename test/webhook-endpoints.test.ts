@@ -7,8 +7,10 @@ import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
+import { WEBHOOK_QUEUE } from '../src/events/record.js';
 import { buildContact, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { waitFor } from './helpers/processes.js';
+import { waitForNoJobs } from './helpers/queue.js';
 import { WebhookReceiver } from './helpers/receiver.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
 
@@ -185,7 +187,7 @@ describe('delivery', () => {
 
     const { response } = await ws.api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: created.id, deliveryId: running!.id } } });
     const [succeeded] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'succeeded', 'delivery succeeded');
-    await new Promise((r) => setTimeout(r, 500));
+    await waitForNoJobs(server.db, ws.workspaceId, WEBHOOK_QUEUE);
     const [first, second, ...more] = receiver.to(path);
 
     expect(response.status).toBe(202);
@@ -206,7 +208,7 @@ describe('delivery', () => {
     const [again] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'failed' && d[0].attempts === 4, 'failed again');
 
     expect(again).toMatchObject({ status: 'failed', attempts: 4, lastResponseStatus: 503, nextAttemptAt: null });
-    await new Promise((r) => setTimeout(r, 300));
+    await waitForNoJobs(server.db, ws.workspaceId, WEBHOOK_QUEUE);
     expect(receiver.to(path)).toHaveLength(4);
   });
 
@@ -282,7 +284,8 @@ describe('delivery', () => {
     expect(disabled!.disabledReason).toMatch(/failed \(5 days\).*HTTP 500/);
     const before = receiver.to(path).length;
     await createContact(ws);
-    await new Promise((r) => setTimeout(r, 300));
+    // Deliveries and their jobs are made in the event's transaction: once none is left, nothing more is sent.
+    await waitForNoJobs(server.db, ws.workspaceId, WEBHOOK_QUEUE);
     expect(receiver.to(path)).toHaveLength(before);
     expect(await deliveries(ws, created.id)).toHaveLength(2);
 

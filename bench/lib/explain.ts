@@ -8,6 +8,24 @@ import type { Db } from '../../src/db/database.js';
 import type { Database } from '../../src/db/schema.js';
 import { median } from './report.js';
 
+/** A node of EXPLAIN's JSON plan, the fields read here. */
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Relation Name'?: string;
+  'Heap Fetches'?: number;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
+  Plans?: PlanNode[];
+}
+interface ExplainRun {
+  Plan: PlanNode;
+  'Execution Time': number;
+  'Planning Time': number;
+}
+
 export interface QueryPlan {
   label: string;
   sql: string;
@@ -41,7 +59,7 @@ async function capture(databaseUrl: string, call: (db: Db) => Promise<unknown>):
   return captured;
 }
 
-function describe(node: any): string {
+function describe(node: PlanNode): string {
   const on = node['Index Name'] ?? node['Relation Name'];
   return on ? `${node['Node Type']} on ${on}` : node['Node Type'];
 }
@@ -53,16 +71,16 @@ export async function explainCall(databaseUrl: string, label: string, call: (db:
   try {
     const plans: QueryPlan[] = [];
     for (const [i, { sql, parameters }] of statements.entries()) {
-      const runs: any[] = [];
+      const runs: ExplainRun[] = [];
       for (let n = 0; n < 5; n++) {
         const { rows } = await client.query(`explain (analyze, buffers, timing off, format json) ${sql}`, parameters as unknown[]);
-        runs.push((rows[0] as { 'QUERY PLAN': any[] })['QUERY PLAN'][0]);
+        runs.push((rows[0] as { 'QUERY PLAN': [ExplainRun] })['QUERY PLAN'][0]);
       }
       const last = runs[runs.length - 1]!;
       const nodes: string[] = [];
       let heapFetches = 0;
       let rowsScanned = 0;
-      const walk = (node: any): void => {
+      const walk = (node: PlanNode): void => {
         nodes.push(describe(node));
         heapFetches += node['Heap Fetches'] ?? 0;
         // A Bitmap Index Scan's rows are read again by its Bitmap Heap Scan: count them once.
@@ -77,8 +95,8 @@ export async function explainCall(databaseUrl: string, label: string, call: (db:
         seqScan: nodes.some((n) => /Seq Scan/.test(n)),
         heapFetches,
         rowsScanned,
-        executionMs: median(runs.map((r) => r['Execution Time'] as number)),
-        planningMs: median(runs.map((r) => r['Planning Time'] as number)),
+        executionMs: median(runs.map((r) => r['Execution Time'])),
+        planningMs: median(runs.map((r) => r['Planning Time'])),
         buffers: { hit: last.Plan['Shared Hit Blocks'] ?? 0, read: last.Plan['Shared Read Blocks'] ?? 0 },
       });
     }

@@ -44,7 +44,7 @@ export interface BenchDatabase {
   databaseUrl: string;
   db: Db;
   /** Closes the bench's pool and drops the database. */
-  drop(): Promise<void>;
+  drop: () => Promise<void>;
 }
 
 /** A fresh database `sf_bench_<name>_<stamp>` on the admin server, with a pool of `poolSize` for the bench. */

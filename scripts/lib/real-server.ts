@@ -63,7 +63,7 @@ process.on('exit', () => {
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   process.on(signal, () => {
     process.stderr.write(`\n${path.basename(process.argv[1] ?? 'script')}: ${signal}, stopping\n`);
-    Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(130));
+    void Promise.allSettled([...children].map((child) => stop(child, 5_000))).finally(() => process.exit(130));
   });
 }
 

@@ -72,7 +72,7 @@ export type ChatAnswer =
   /** `transient`: worth another attempt (network, timeout, 408, 429, 5xx, an unreadable answer). */
   | { kind: 'failed'; transient: boolean; error: string };
 
-const clean = (text: string, max: number): string => text.replace(/\u0000/g, '').trim().slice(0, max);
+const clean = (text: string, max: number): string => text.replaceAll('\u0000', '').trim().slice(0, max);
 
 function handoffReason(rawArguments: unknown): string {
   try {

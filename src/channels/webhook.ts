@@ -75,7 +75,7 @@ const labelled = (kind: string, detail?: string): string => (detail ? `[${kind}]
 /** How a WhatsApp message of any type reads as text: the text itself, or `[kind] caption`. */
 export function whatsappContent(message: Json): string {
   const type = text(message.type) ?? 'unknown';
-  const part = isObject(message[type]) ? (message[type] as Json) : {};
+  const part = isObject(message[type]) ? message[type] : {};
   switch (type) {
     case 'text':
       return text(part.body) ?? labelled('text');
@@ -99,7 +99,7 @@ export function whatsappContent(message: Json): string {
       return text(part.text) ?? labelled(type);
     case 'interactive': {
       const reply = isObject(part.button_reply) ? part.button_reply : isObject(part.list_reply) ? part.list_reply : {};
-      return text((reply as Json).title) ?? labelled(type);
+      return text(reply.title) ?? labelled(type);
     }
     case 'reaction':
       return labelled(type, text(part.emoji));
@@ -158,7 +158,7 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       continue;
     }
     const first = objects(status.errors)[0];
-    const code = String(first?.code ?? 'unknown');
+    const code = typeof first?.code === 'number' || typeof first?.code === 'string' ? String(first.code) : 'unknown';
     const error = first && {
       code: storable(code) ? code : 'unknown',
       message: [

@@ -34,7 +34,7 @@ export const migrations: Record<string, Migration> = {
 };
 
 function createMigrator(db: Kysely<any>): Migrator {
-  return new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  return new Migrator({ db, provider: { getMigrations: () => Promise.resolve(migrations) } });
 }
 
 /** Migrates to the latest version; throws with the failing migration's error. */

@@ -218,7 +218,7 @@ export async function writeThreadChange(
     .selectFrom('changed')
     .selectAll()
     .executeTakeFirst();
-  return result as ThreadRow | undefined;
+  return result;
 }
 
 export async function findOpenThreadId(db: Db, workspaceId: string, contactId: string, channelId: string): Promise<string | undefined> {

@@ -7,7 +7,7 @@ import type { SecretBox } from '../channels/secrets.js';
 import { transact, type Db } from '../db/database.js';
 import { listPage, listSource, type PageText } from '../db/pagination.js';
 import type { WebhookEndpointRow } from '../db/schema.js';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError } from '../errors.js';
 import { runNowOrEnqueue } from '../jobs/queue.js';
 import { WEBHOOK_QUEUE } from './record.js';
 import { newWebhookSecret } from './sender.js';

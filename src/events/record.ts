@@ -113,7 +113,7 @@ const eventList = listSource<Event>(
     data: {
       sql: `json_build_object('object', p.data, 'actor', case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end)`,
     },
-  } as never,
+  },
 );
 
 /** A page of the workspace's events, newest first, of one type when given. */

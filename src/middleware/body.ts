@@ -61,7 +61,7 @@ function loneSurrogateAt(body: unknown): string | undefined {
       continue;
     }
     if (typeof value !== 'object' || value === null) continue;
-    const entries = Object.entries(value);
+    const entries = Object.entries(value as Record<string, unknown>);
     // Pushed last to first, each key above its value, so they come off in document order.
     for (let i = entries.length - 1; i >= 0; i--) {
       const [key, item] = entries[i]!;

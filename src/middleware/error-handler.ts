@@ -124,7 +124,7 @@ export function toApiError(err: unknown): ApiError {
       if (mapped) return mapped;
     }
     if (isValidatorError(err)) return fromValidator(err);
-    const mapped = fromDatabase(err as DatabaseError);
+    const mapped = fromDatabase(err);
     if (mapped) return mapped;
   }
   return new ApiError(500, 'internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.');

@@ -151,7 +151,7 @@ export class FailedAuthLimiter {
 
   private tooMany(until: number): ApiError {
     const retry = String(seconds(until - Date.now()));
-    return new ApiError(429, 'rate_limited', `Too many failed authentications from this client; retry in ${retry} seconds.`, undefined, {
+    return new ApiError(429, 'rate_limited', `Too many failed authentications from this client; retry in ${String(retry)} seconds.`, undefined, {
       'Retry-After': retry,
     });
   }
@@ -202,7 +202,7 @@ export function createRateLimits({ config, redis, logger }: { config: Config; re
         new ApiError(
           options.statusCode,
           'rate_limited',
-          `Rate limit of ${limit} requests per ${seconds(windowMs)} seconds exceeded; retry in ${retry} seconds.`,
+          `Rate limit of ${limit} requests per ${seconds(windowMs)} seconds exceeded; retry in ${String(retry)} seconds.`,
         ),
       );
     },

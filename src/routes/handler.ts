@@ -89,8 +89,9 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
         services,
         // The validator's match: Express resets req.params between the layers of app.use('/v1', ...).
         params: req.openapi?.pathParams as never,
-        query: req.query as never,
-        body: req.body,
+        query: req.query,
+        // As the contract declares it: the validator checked it before this handler runs.
+        body: req.body as Body<OperationId>,
         get log() {
           return req.log;
         },
@@ -101,7 +102,7 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
       reply = await handle(db);
     } else {
       const scope = { workspaceId: req.auth!.workspaceId, apiKeyId: req.auth!.keyId, key };
-      const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body };
+      const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body as unknown };
       const result = await runIdempotent(db, scope, request, handle, services.secrets);
       reply = result.reply;
       if (result.replayed) res.set('Idempotent-Replayed', 'true');

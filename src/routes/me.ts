@@ -2,8 +2,8 @@
 import type { Handlers } from './handler.js';
 
 export const meHandlers: Pick<Handlers, 'getMe'> = {
-  async getMe({ auth, rateLimit }) {
-    return {
+  getMe({ auth, rateLimit }) {
+    return Promise.resolve({
       status: 200,
       body: {
         keyId: auth.keyId,
@@ -19,6 +19,6 @@ export const meHandlers: Pick<Handlers, 'getMe'> = {
             }
           : null,
       },
-    };
+    });
   },
 };

@@ -554,12 +554,12 @@ export function translator(spec: Schema): Translator {
 
   /** What the service accepts: the schema's rules, and text that is well-formed Unicode. */
   function isValid(schema: Schema, value: unknown): boolean {
-    return wellFormed(value) && (compile(ajv, schema, 'json:')(value) as boolean);
+    return wellFormed(value) && (compile(ajv, schema, 'json:')(value));
   }
 
   function isValidQuery(schema: Schema, value: string): boolean {
     if (value === '') return false;
-    return compile(ajvQuery, { type: 'object', properties: { v: schema } }, 'query:')({ v: value }) as boolean;
+    return compile(ajvQuery, { type: 'object', properties: { v: schema } }, 'query:')({ v: value });
   }
 
   function mutations(schema: Schema, pointer: string[] = []): fc.Arbitrary<Mutation> {

@@ -10,7 +10,7 @@ import { contractOperations, literalPlusQuery, loadSpec, type Operation, type Op
 import { createAgent } from '../../src/db/agents.js';
 import { insertContact } from '../../src/db/contacts.js';
 import { stageRowToStage } from '../../src/db/stages.js';
-import { getThread, setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
+import { setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
 import { openThread } from '../../src/services/threads.js';
 import { SYSTEM } from '../../src/actor.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
@@ -160,7 +160,7 @@ const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 're
 function requestIsValid(tr: Translator, inputs: OpInputs, parts: Parts): boolean {
   if (inputs.body && !tr.isValid(inputs.body, parts.body)) return false;
   if (inputs.required.some((name) => parts.query[name] === undefined)) return false;
-  return Object.entries(parts.query).every(([name, value]) => inputs.query[name] && tr.isValidQuery(inputs.query[name]!, value));
+  return Object.entries(parts.query).every(([name, value]) => inputs.query[name] && tr.isValidQuery(inputs.query[name], value));
 }
 
 /** Cases of one operation: valid requests, single-rule mutations of them, and refusals by design. */
@@ -896,7 +896,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const thread = pick(model.threads, knobs.picks[0]);
       if (!thread) return;
       for (const key of ['contactId', 'channelId', 'agentId', 'stageId'] as const) {
-        if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key]!, knobs.upper);
+        if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key], knobs.upper);
       }
       if (parts.query.status !== undefined) parts.query.status = thread.status;
     },
@@ -1756,7 +1756,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzResult> {
   const failures: FuzzFailure[] = [];
   const { replay } = options;
   log(replay ? `fuzz: replaying ${replay.operationId} round ${replay.round} path ${replay.path}, seed ${seed}` : `fuzz: seed ${seed}, ${selected.length} operations x ${rounds} rounds x ${perRun} cases`);
-  ctx.sidesteps = present.filter((issue) => issue.sidestep);
+  ctx.sidesteps = present.filter((issue) => issue.sidestep !== undefined);
   for (const issue of present) log(`known issue present, its cases are avoided or counted as known: ${issue.id}: ${issue.summary}`);
   for (let round = 0; round < rounds; round++) {
     if (options.replay && round !== options.replay.round) continue;

@@ -67,9 +67,8 @@ export class AiDouble {
   ) {}
 
   static async start(): Promise<AiDouble> {
-    let double: AiDouble | undefined;
-    const { server, origin } = await listenOnLoopback((req, res) => double!.handle(req, res));
-    double = new AiDouble(server, `${origin}/v1`);
+    const { server, origin } = await listenOnLoopback((req, res) => double.handle(req, res));
+    const double = new AiDouble(server, `${origin}/v1`);
     return double;
   }
 

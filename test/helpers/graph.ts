@@ -53,9 +53,8 @@ export class GraphDouble {
   ) {}
 
   static async start(): Promise<GraphDouble> {
-    let double: GraphDouble | undefined;
-    const { server, origin } = await listenOnLoopback((req, res) => double!.handle(req, res));
-    double = new GraphDouble(server, `${origin}/v23.0`);
+    const { server, origin } = await listenOnLoopback((req, res) => double.handle(req, res));
+    const double = new GraphDouble(server, `${origin}/v23.0`);
     return double;
   }
 

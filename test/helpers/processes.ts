@@ -134,7 +134,7 @@ export interface LogLine {
   [field: string]: unknown;
 }
 
-export const LEVEL = { debug: 20, info: 30, warn: 40, error: 50 } as const;
+export const LEVEL = { debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const;
 
 /** Collects newline-delimited JSON log lines, from a pino destination or a child's stdout. */
 export class LogCapture {

@@ -29,10 +29,9 @@ export class WebhookReceiver {
   ) {}
 
   static async start(): Promise<WebhookReceiver> {
-    let receiver: WebhookReceiver | undefined;
-    const { server, origin } = await listenOnLoopback((req, res) => receiver!.handle(req, res));
+    const { server, origin } = await listenOnLoopback((req, res) => receiver.handle(req, res));
     server.keepAliveTimeout = 60_000;
-    receiver = new WebhookReceiver(server, `${origin}`);
+    const receiver = new WebhookReceiver(server, `${origin}`);
     return receiver;
   }
 
