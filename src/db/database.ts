@@ -5,7 +5,7 @@ import pg from 'pg';
 import { PGlite, types } from '@electric-sql/pglite';
 import parseDate from 'postgres-date';
 import { PGliteDialect } from 'kysely-pglite-dialect';
-import { pipelinedPostgresDialect } from './pg-driver.js';
+import { CorkableClient, pipelinedPostgresDialect } from './pg-driver.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -48,6 +48,7 @@ export function createDatabase(options: DatabaseOptions): Db {
       // of those before it, so a transaction's BEGIN and its first statement, and its last statement
       // and the COMMIT, share a round trip (see pg-driver.ts).
       pipeline: true,
+      Client: CorkableClient,
     });
     // A connection that breaks (PostgreSQL restarted, failed over, killed the backend) emits
     // 'error' on its client, idle or checked out. The pool's listener covers idle clients and

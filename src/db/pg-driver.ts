@@ -14,8 +14,28 @@ import {
   type Transaction,
   type TransactionSettings,
 } from 'kysely';
+import net from 'node:net';
 import pg from 'pg';
 import type { Database } from './schema.js';
+
+/**
+ * A pg client on a socket of our own (pg's `stream` option), so that the driver can cork it: the
+ * queries written for one round trip (a BEGIN and the first statement, the last statement and the
+ * COMMIT) then leave in one write, and PostgreSQL wakes once for them. In pipeline mode pg writes
+ * each query as it is given, and PostgreSQL, woken by the first, answers it and often sleeps again
+ * before the second arrives: about one wake-up more a pair, and the keyed request's pairs are two.
+ * Over TLS pg writes through a TLS socket of its own and corking ours changes nothing.
+ */
+export class CorkableClient extends pg.Client {
+  readonly socket: net.Socket;
+
+  constructor(config: pg.ClientConfig = {}) {
+    // pg's own default stream is this very socket (lib/stream.js).
+    const socket = new net.Socket();
+    super({ ...config, stream: () => socket });
+    this.socket = socket;
+  }
+}
 
 /**
  * The dialect for a pool made with `pipeline: true`; `prepared` runs parameterised queries as named
@@ -197,18 +217,25 @@ class PipelinedConnection implements DatabaseConnection {
    */
   async #send(compiled: CompiledQuery | undefined, end?: 'commit' | 'rollback'): Promise<pg.QueryResult[]> {
     const sent: Array<Promise<pg.QueryResult>> = [];
-    if (this.#begin !== undefined) {
-      sent.push(this.client.query(this.#begin));
-      [this.#begin, this.#open] = [undefined, true];
-    }
-    if (this.#last !== undefined) {
-      sent.push(this.#query(this.#last));
-      this.#last = undefined;
-    }
-    if (compiled) sent.push(this.#query(compiled));
-    if (end) {
-      sent.push(this.client.query(end));
-      this.#open = false;
+    // pg writes a pipelined query while `query` runs: corked, they all leave in one write.
+    const socket = this.client instanceof CorkableClient ? this.client.socket : undefined;
+    socket?.cork();
+    try {
+      if (this.#begin !== undefined) {
+        sent.push(this.client.query(this.#begin));
+        [this.#begin, this.#open] = [undefined, true];
+      }
+      if (this.#last !== undefined) {
+        sent.push(this.#query(this.#last));
+        this.#last = undefined;
+      }
+      if (compiled) sent.push(this.#query(compiled));
+      if (end) {
+        sent.push(this.client.query(end));
+        this.#open = false;
+      }
+    } finally {
+      socket?.uncork();
     }
     const settled = await Promise.allSettled(sent);
     const failed = settled.find((outcome) => outcome.status === 'rejected');

@@ -1,0 +1,111 @@
+// npx tsx bench/pg-cost.ts: what one POST /v1/contacts costs the service's process and PostgreSQL,
+// with and without an Idempotency-Key, measured per request instead of as a rate (a rate moves with
+// whatever else the machine runs; CPU time per request much less). The app runs in process on a
+// database of its own (DATABASE_URL's server); `BENCH_REQUESTS` (2000) requests of each kind at
+// `BENCH_CONCURRENCY` (16), alternating, over `BENCH_ROUNDS` (3) rounds after a warm-up. For the
+// PostgreSQL backends serving the app it reads, from /proc, their CPU time (schedstat, ns), their
+// read and write system calls and their voluntary context switches (each one a wake-up).
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import pg from 'pg';
+import { buildContact, createWorkspace, request } from '../test/helpers/api.js';
+import { transact } from '../src/db/database.js';
+import { insertContact } from '../src/db/contacts.js';
+import { lockAndFindResult, storeResult } from '../src/db/idempotency.js';
+import { recordEvent } from '../src/events/record.js';
+import { ownDatabase, startServer } from '../test/helpers/server.js';
+
+const total = Number(process.env.BENCH_REQUESTS || 2000);
+const concurrency = Number(process.env.BENCH_CONCURRENCY || 16);
+const rounds = Number(process.env.BENCH_ROUNDS || 3);
+/** http: the whole request through the app; db: the request's transaction alone, straight on the database. */
+const mode = process.env.BENCH_MODE || 'http';
+
+interface Counters {
+  cpuNs: number;
+  syscr: number;
+  syscw: number;
+  wakeups: number;
+}
+
+function backendCounters(pids: number[]): Counters {
+  const sum: Counters = { cpuNs: 0, syscr: 0, syscw: 0, wakeups: 0 };
+  for (const pid of pids) {
+    try {
+      sum.cpuNs += Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+      const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+      sum.syscr += Number(/syscr: (\d+)/.exec(io)![1]);
+      sum.syscw += Number(/syscw: (\d+)/.exec(io)![1]);
+      sum.wakeups += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+    } catch {
+      // a backend that ended
+    }
+  }
+  return sum;
+}
+
+const own = await ownDatabase();
+const server = await startServer({ databaseUrl: own.url, redisUrl: false });
+const admin = new pg.Client({ connectionString: own.url });
+await admin.connect();
+const dbName = new URL(own.url).pathname.slice(1);
+try {
+  const ws = await createWorkspace(server);
+  const post = async (keyed: boolean) => {
+    if (mode === 'db') {
+      const scope = { workspaceId: ws.workspaceId, apiKeyId: ws.keyId, key: randomUUID() };
+      await transact(server.db, async (trx) => {
+        if (keyed) await lockAndFindResult(trx, scope);
+        const inserted = await insertContact(trx, ws.workspaceId, buildContact());
+        await recordEvent(trx, ws.workspaceId, 'contact.created', inserted!);
+        if (keyed) await storeResult(trx, scope, { method: 'POST', path: '/v1/contacts', bodySha256: 'x'.repeat(64), status: 201, response: JSON.stringify(inserted), responseSealed: false });
+      });
+      return;
+    }
+    const res = await request(server, 'POST', '/v1/contacts', {
+      apiKey: ws.apiKey,
+      body: buildContact(),
+      headers: keyed ? { 'idempotency-key': randomUUID() } : { 'x-bench-nonce': randomUUID() },
+    });
+    if (res.status !== 201) throw new Error(`POST /v1/contacts answered ${res.status}`);
+  };
+  const run = async (keyed: boolean, n: number) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next++ < n) await post(keyed);
+      }),
+    );
+  };
+  await run(true, 300);
+  await run(false, 300);
+  const { rows } = await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [dbName]);
+  const pids = rows.map((row) => row.pid);
+  const xacts = async () => Number((await admin.query<{ n: string }>('select xact_commit + xact_rollback as n from pg_stat_database where datname = $1', [dbName])).rows[0]!.n);
+  const results: Record<string, string[]> = { keyed: [], keyless: [] };
+  for (let round = 0; round < rounds; round++) {
+    for (const keyed of round % 2 === 0 ? [true, false] : [false, true]) {
+      const x0 = await xacts();
+      const b0 = backendCounters(pids);
+      const c0 = process.cpuUsage();
+      const t0 = process.hrtime.bigint();
+      await run(keyed, total);
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      const c1 = process.cpuUsage(c0);
+      const b1 = backendCounters(pids);
+      // pg_stat_database is updated when a backend reports, at most every 500 ms (PostgreSQL 15).
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      const x1 = (await xacts()) - 1;
+      const per = (v: number) => (v / total).toFixed(2);
+      results[keyed ? 'keyed' : 'keyless']!.push(
+        `node ${((c1.user + c1.system) / total).toFixed(0)} µs, pg ${((b1.cpuNs - b0.cpuNs) / 1000 / total).toFixed(0)} µs, ` +
+          `pg reads ${per(b1.syscr - b0.syscr)} writes ${per(b1.syscw - b0.syscw)} wakeups ${per(b1.wakeups - b0.wakeups)}, xacts ${per(x1 - x0)}, ${((total / ms) * 1000).toFixed(0)} req/s`,
+      );
+    }
+  }
+  for (const [kind, lines] of Object.entries(results)) for (const line of lines) process.stdout.write(`${kind.padEnd(8)} ${line}\n`);
+} finally {
+  await admin.end();
+  await server.close();
+  await own.drop();
+}
