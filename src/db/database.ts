@@ -46,7 +46,8 @@ export function createDatabase(options: DatabaseOptions): Db {
       keepAlive: true,
       // node-postgres' pipeline mode: a query is written at once, without waiting for the answers
       // of those before it, so a transaction's BEGIN and its first statement, and its last statement
-      // and the COMMIT, share a round trip (see pg-driver.ts).
+      // and the COMMIT, share a round trip; on a client whose socket the driver corks, they also
+      // leave in one write (see pg-driver.ts).
       pipeline: true,
       Client: CorkableClient,
     });

@@ -1,6 +1,7 @@
-// Kysely's dialect for PostgreSQL over a pg pool in pipeline mode, on both libraries' public APIs
-// (Kysely's Driver interface; pg's `pipeline` option and named statements): a transaction's BEGIN
-// and COMMIT cost no round trip of their own, and statements may be named prepared statements.
+// Kysely's dialect for PostgreSQL over a pg pool in pipeline mode, on public APIs only (Kysely's
+// Driver interface; pg's `pipeline`, `Client` and `stream` options and named statements; Node's
+// socket cork): a transaction's BEGIN and COMMIT cost no round trip (and no wake-up of PostgreSQL)
+// of their own, and statements may be named prepared statements.
 import {
   AbortedTransactionError,
   PostgresAdapter,
