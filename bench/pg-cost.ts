@@ -3,8 +3,10 @@
 // whatever else the machine runs; CPU time per request much less). The app runs in process on a
 // database of its own (DATABASE_URL's server); `BENCH_REQUESTS` (2000) requests of each kind at
 // `BENCH_CONCURRENCY` (16), alternating, over `BENCH_ROUNDS` (3) rounds after a warm-up. For the
-// PostgreSQL backends serving the app it reads, from /proc, their CPU time (schedstat, ns), their
-// read and write system calls and their voluntary context switches (each one a wake-up).
+// PostgreSQL backends serving the app it reads, from /proc, their CPU time (schedstat, ns) and their
+// voluntary context switches (each one a wake-up: a backend sleeps whenever it waits for its
+// client's next message). BENCH_MODE=db runs the request's transaction alone, straight on the
+// database (what the driver costs, without HTTP).
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import pg from 'pg';
@@ -23,19 +25,14 @@ const mode = process.env.BENCH_MODE || 'http';
 
 interface Counters {
   cpuNs: number;
-  syscr: number;
-  syscw: number;
   wakeups: number;
 }
 
 function backendCounters(pids: number[]): Counters {
-  const sum: Counters = { cpuNs: 0, syscr: 0, syscw: 0, wakeups: 0 };
+  const sum: Counters = { cpuNs: 0, wakeups: 0 };
   for (const pid of pids) {
     try {
       sum.cpuNs += Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
-      const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
-      sum.syscr += Number(/syscr: (\d+)/.exec(io)![1]);
-      sum.syscw += Number(/syscw: (\d+)/.exec(io)![1]);
       sum.wakeups += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
     } catch {
       // a backend that ended
@@ -81,11 +78,9 @@ try {
   await run(false, 300);
   const { rows } = await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [dbName]);
   const pids = rows.map((row) => row.pid);
-  const xacts = async () => Number((await admin.query<{ n: string }>('select xact_commit + xact_rollback as n from pg_stat_database where datname = $1', [dbName])).rows[0]!.n);
   const results: Record<string, string[]> = { keyed: [], keyless: [] };
   for (let round = 0; round < rounds; round++) {
     for (const keyed of round % 2 === 0 ? [true, false] : [false, true]) {
-      const x0 = await xacts();
       const b0 = backendCounters(pids);
       const c0 = process.cpuUsage();
       const t0 = process.hrtime.bigint();
@@ -93,13 +88,9 @@ try {
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       const c1 = process.cpuUsage(c0);
       const b1 = backendCounters(pids);
-      // pg_stat_database is updated when a backend reports, at most every 500 ms (PostgreSQL 15).
-      await new Promise((resolve) => setTimeout(resolve, 1_100));
-      const x1 = (await xacts()) - 1;
-      const per = (v: number) => (v / total).toFixed(2);
       results[keyed ? 'keyed' : 'keyless']!.push(
-        `node ${((c1.user + c1.system) / total).toFixed(0)} µs, pg ${((b1.cpuNs - b0.cpuNs) / 1000 / total).toFixed(0)} µs, ` +
-          `pg reads ${per(b1.syscr - b0.syscr)} writes ${per(b1.syscw - b0.syscw)} wakeups ${per(b1.wakeups - b0.wakeups)}, xacts ${per(x1 - x0)}, ${((total / ms) * 1000).toFixed(0)} req/s`,
+        `CPU µs a request: this process ${((c1.user + c1.system) / total).toFixed(0)} (the load's own included), PostgreSQL ${((b1.cpuNs - b0.cpuNs) / 1000 / total).toFixed(0)}; ` +
+          `PostgreSQL wake-ups ${((b1.wakeups - b0.wakeups) / total).toFixed(2)}; ${((total / ms) * 1000).toFixed(0)} req/s`,
       );
     }
   }
