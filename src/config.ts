@@ -16,6 +16,14 @@ export interface Config {
   readonly databasePoolWaitMs: number;
   /** PostgreSQL's statement_timeout for every query of the service (0: none). */
   readonly databaseStatementTimeoutMs: number;
+  /** Parameterised queries run as named prepared statements; false behind a pooler in transaction mode. */
+  readonly databasePreparedStatements: boolean;
+  /**
+   * A session of PostgreSQL's own (directly, or through a pooler in session mode) for what a
+   * transaction pooler cannot carry: the migrations' advisory lock and the job workers' LISTEN.
+   * Unset: DATABASE_URL.
+   */
+  readonly databaseDirectUrl: string | undefined;
   /** Directory of the embedded database (only without DATABASE_URL). */
   readonly pgliteDir: string;
   /** Redis connection string; when absent rate limits are counted in process. */
@@ -183,6 +191,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     databasePoolWaitMs: integer(env, 'DATABASE_POOL_WAIT_MS', 5_000, 100, 600_000),
     databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    databasePreparedStatements: boolean(env, 'DATABASE_PREPARED_STATEMENTS', true),
+    databaseDirectUrl: url(env, 'DATABASE_DIRECT_URL', ['postgres:', 'postgresql:']),
     pgliteDir: path.resolve(env.PGLITE_DIR || 'data/pglite'),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     redisPrefix: env.REDIS_PREFIX || 'sf:',

@@ -53,9 +53,12 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     poolSize: config.databasePoolSize,
     poolWaitMs: config.databasePoolWaitMs,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
+    preparedStatements: config.databasePreparedStatements,
   });
   if (migrate) {
-    const applied = await migrateToLatest(db);
+    // Behind a transaction pooler the migrator's session lock needs DATABASE_DIRECT_URL.
+    const direct = config.databaseDirectUrl ? createDatabase({ databaseUrl: config.databaseDirectUrl, pgliteDir: config.pgliteDir, poolSize: 1 }) : db;
+    const applied = await migrateToLatest(direct).finally(() => (direct === db ? undefined : direct.destroy()));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   }
   const demo = config.databaseUrl ? undefined : await ensureDemoKey(db, path.dirname(config.pgliteDir));
@@ -119,7 +122,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
  * forking forever.
  */
 async function runPrimary(config: Config, logger: Logger): Promise<void> {
-  const db = createDatabase({ databaseUrl: config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 1 });
+  const db = createDatabase({ databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 1 });
   const applied = await migrateToLatest(db);
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   await db.destroy();

@@ -59,6 +59,22 @@ export function pidsCpuMs(pids: number[]): number {
   return pids.reduce((sum, pid) => sum + (readProcStat(pid)?.cpuMs ?? 0), 0);
 }
 
+/**
+ * Voluntary context switches of `pids` (/proc/<pid>/status): each is a process going to sleep to
+ * wait, for a PostgreSQL backend mostly for its client's next message, so each is a wake-up.
+ */
+export function pidsWakeups(pids: number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      total += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // a process that ended
+    }
+  }
+  return total;
+}
+
 /** Busy and total CPU ms of the whole machine (all cores) from /proc/stat. */
 export function machineCpuMs(): { busy: number; total: number } {
   const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;

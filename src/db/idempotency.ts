@@ -1,6 +1,7 @@
 // The stored results of POSTs sent with an Idempotency-Key (kept 24 hours).
 import { sql, type Transaction } from 'kysely';
-import { WITH_BEGIN, WITH_COMMIT, type Db } from './database.js';
+import type { Db } from './database.js';
+import { runAtCommit } from './pg-driver.js';
 import type { Database } from './schema.js';
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -23,7 +24,7 @@ export interface StoredResult {
 
 /**
  * Takes the key for this transaction and reads the result stored under it in the last 24 hours, in
- * one statement, the transaction's first (it travels with the BEGIN: WITH_BEGIN); `locked` false
+ * one statement, the transaction's first (on PostgreSQL it travels with the BEGIN); `locked` false
  * when another transaction holds the key (a request with the same key still running). The lock is
  * PostgreSQL's: it ends with the transaction, on every instance.
  *
@@ -37,7 +38,7 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
       from (select 1) as one
       left join idempotency_keys k
         on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
-       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})${sql.raw(WITH_BEGIN)}`.execute(trx);
+       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`.execute(trx);
   const { locked, method, path, bodySha256, status, response, responseSealed } = rows[0]!;
   const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
   return { locked, stored };
@@ -45,12 +46,14 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
 
 /**
  * Stores the result under the key, replacing an expired one, as the transaction's last statement
- * (it travels with the COMMIT: WITH_COMMIT). A result of the last 24 hours already there (a request
- * with the same key finished after lockAndFindResult's snapshot) fails it, and the commit, with a
- * unique violation: isResultInTheWay says so; roll back and look again.
+ * (runAtCommit: on PostgreSQL it travels with the COMMIT). A result of the last 24 hours already
+ * there (a request with the same key finished after lockAndFindResult's snapshot) fails it, and the
+ * commit, with a unique violation: isResultInTheWay says so; roll back and look again.
  */
 export async function storeResult(trx: Transaction<Database>, scope: IdempotencyScope, result: StoredResult): Promise<void> {
-  await sql`
+  await runAtCommit(
+    trx,
+    sql`
     with expired as (
       delete from idempotency_keys
        where workspace_id = ${scope.workspaceId} and api_key_id = ${scope.apiKeyId} and key = ${scope.key}
@@ -60,7 +63,8 @@ export async function storeResult(trx: Transaction<Database>, scope: Idempotency
     insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response, response_sealed)
     select ${scope.workspaceId}::uuid, ${scope.apiKeyId}::uuid, ${scope.key}, ${result.method}, ${result.path}, ${result.bodySha256}, ${result.status}::smallint, ${result.response},
            ${result.responseSealed}::boolean
-      from (select count(*) from expired) as cleared${sql.raw(WITH_COMMIT)}`.execute(trx);
+      from (select count(*) from expired) as cleared`,
+  );
 }
 
 /** The error of a store that found a fresh result under its key (see storeResult). */

@@ -21,6 +21,7 @@ import { startWorker, type QueueHandler, type Worker } from './worker.js';
 export type JobsConfig = Pick<
   Config,
   | 'databaseUrl'
+  | 'databaseDirectUrl'
   | 'metaGraphUrl'
   | 'metaGraphTimeoutMs'
   | 'deliveryRetryBaseMs'
@@ -56,7 +57,8 @@ export function startJobs(options: {
   scheduleEveryMs?: Partial<Record<ScheduleName, number>>;
 }): Jobs {
   const { db, config, logger } = options;
-  const listener = createJobListener({ db, databaseUrl: config.databaseUrl, logger });
+  // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
+  const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
   const kinds: Workers = {
     'message-delivery': {

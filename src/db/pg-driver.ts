@@ -1,0 +1,264 @@
+// Kysely's dialect for PostgreSQL over a pg pool in pipeline mode, on public APIs only (Kysely's
+// Driver interface; pg's `pipeline`, `Client` and `stream` options and named statements; Node's
+// socket cork): a transaction's BEGIN and COMMIT cost no round trip (and no wake-up of PostgreSQL)
+// of their own, and statements may be named prepared statements.
+import {
+  AbortedTransactionError,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type QueryResult,
+  type Transaction,
+  type TransactionSettings,
+} from 'kysely';
+import net from 'node:net';
+import pg from 'pg';
+import type { Database } from './schema.js';
+
+/**
+ * A pg client on a socket of our own (pg's `stream` option), so that the driver can cork it: the
+ * queries written for one round trip (a BEGIN and the first statement, the last statement and the
+ * COMMIT) then leave in one write, and PostgreSQL wakes once for them. In pipeline mode pg writes
+ * each query as it is given, and PostgreSQL, woken by the first, answers it and often sleeps again
+ * before the second arrives (uncorked, a request with an Idempotency-Key woke its backends 0.7
+ * times more than with pg's internals; corked, as often: BENCHMARKS.md).
+ * Over TLS pg writes through a TLS socket of its own and corking ours changes nothing.
+ */
+export class CorkableClient extends pg.Client {
+  readonly socket: net.Socket;
+
+  constructor(config: pg.ClientConfig = {}) {
+    // pg's own default stream is this very socket (lib/stream.js).
+    const socket = new net.Socket();
+    super({ ...config, stream: () => socket });
+    this.socket = socket;
+  }
+}
+
+/**
+ * The dialect for a pool made with `pipeline: true`; `prepared` runs parameterised queries as named
+ * prepared statements (false behind a pooler in transaction mode).
+ */
+export function pipelinedPostgresDialect(pool: pg.Pool, prepared: boolean): Dialect {
+  const driver = new PipelinedPostgresDriver(pool, prepared);
+  return {
+    createDriver: () => driver,
+    createQueryCompiler: () => new PostgresQueryCompiler(),
+    createAdapter: () => new PostgresAdapter(),
+    createIntrospector: (db) => new PostgresIntrospector(db),
+  };
+}
+
+/** Statements runAtCommit marked to travel with their transaction's COMMIT. */
+const atCommit = new WeakSet<CompiledQuery>();
+
+/**
+ * Runs `query` as the transaction's last statement: on PostgreSQL it is held back and sent with the
+ * COMMIT, in one round trip, so its result is not returned and its error fails the commit (the
+ * transaction then rolls back, and `transact` rejects with that error). On the embedded database it
+ * runs at once. Nothing may run in the transaction after it (a statement that does sends it first).
+ * The compiled query is recognised by identity: were Kysely ever to hand the driver a copy, the
+ * statement would simply run at once, one round trip more.
+ */
+export async function runAtCommit(trx: Transaction<Database>, query: { compile(trx: Transaction<Database>): CompiledQuery }): Promise<void> {
+  const compiled = query.compile(trx);
+  atCommit.add(compiled);
+  await trx.executeQuery(compiled);
+}
+
+const statementNames = new Map<string, string>();
+const MAX_STATEMENTS = 1_000;
+const PREPARABLE = /^\s*(select|insert|update|delete|with)\b/i;
+
+/**
+ * The name of the prepared statement for `text`: PostgreSQL parses and plans each distinct SQL text
+ * once per connection instead of on every call. The texts are bounded (Kysely compiles a few shapes
+ * per operation, values are always parameters); past MAX_STATEMENTS new texts run unnamed.
+ */
+function statementName(text: string, values: readonly unknown[]): string | undefined {
+  if (values.length === 0 || !PREPARABLE.test(text)) return undefined;
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < MAX_STATEMENTS) {
+    name = `sf_${statementNames.size + 1}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+/**
+ * What differs from Kysely's own PostgresDriver: statements may be named prepared statements, and a
+ * transaction costs no round trip of its own (PipelinedConnection).
+ */
+class PipelinedPostgresDriver implements Driver {
+  readonly #connections = new WeakMap<pg.PoolClient, PipelinedConnection>();
+  #pool: pg.Pool | undefined;
+
+  constructor(
+    pool: pg.Pool,
+    private readonly prepared: boolean,
+  ) {
+    this.#pool = pool;
+  }
+
+  async init(): Promise<void> {}
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    if (!this.#pool) throw new Error('the database has been closed');
+    const client = await this.#pool.connect();
+    let connection = this.#connections.get(client);
+    if (!connection) {
+      connection = new PipelinedConnection(client, this.prepared);
+      this.#connections.set(client, connection);
+    }
+    return connection;
+  }
+
+  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    let text = 'begin';
+    if (settings.isolationLevel || settings.accessMode) {
+      text = ['start transaction', settings.isolationLevel && `isolation level ${settings.isolationLevel}`, settings.accessMode].filter(Boolean).join(' ');
+    }
+    (connection as PipelinedConnection).begin(text);
+  }
+
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await (connection as PipelinedConnection).commit();
+  }
+
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await (connection as PipelinedConnection).rollback();
+  }
+
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    (connection as PipelinedConnection).release();
+  }
+
+  async destroy(): Promise<void> {
+    const pool = this.#pool;
+    this.#pool = undefined;
+    await pool?.end();
+  }
+}
+
+/**
+ * One pooled pg client in pipeline mode. A transaction's BEGIN is held back until its first
+ * statement and written just before it, and a statement marked by runAtCommit is held back until
+ * the COMMIT and written just before that, so each pair is answered in one round trip; a
+ * transaction with no statement sends nothing. Each query still has its own answer: the first
+ * error of a pair is the one reported (PostgreSQL answers the rest of an aborted transaction with
+ * 25P02, and its COMMIT with ROLLBACK).
+ */
+class PipelinedConnection implements DatabaseConnection {
+  /** The BEGIN not sent yet. */
+  #begin: string | undefined;
+  /** The statement waiting for the COMMIT. */
+  #last: CompiledQuery | undefined;
+  /** A transaction is open on the server (its BEGIN sent, no COMMIT or ROLLBACK since). */
+  #open = false;
+  /** A COMMIT or ROLLBACK failed: the transaction's state is unknown, so the pool must not hand the connection out again. */
+  #discard = false;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly prepared: boolean,
+  ) {}
+
+  begin(text: string): void {
+    [this.#begin, this.#last] = [text, undefined];
+  }
+
+  async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
+    if ((this.#begin !== undefined || this.#open) && this.#last === undefined && atCommit.has(compiled)) {
+      this.#last = compiled;
+      return { rows: [] };
+    }
+    const results = await this.#send(compiled);
+    return resultOf<R>(results[results.length - 1]);
+  }
+
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    yield* [];
+    throw new Error('streaming query results is not supported');
+  }
+
+  async commit(): Promise<void> {
+    if (this.#begin !== undefined && this.#last === undefined) {
+      this.#begin = undefined;
+      return;
+    }
+    const results = await this.#send(undefined, 'commit');
+    // PostgreSQL completes COMMIT with ROLLBACK when an earlier error (one the caller caught and
+    // went on) left the transaction aborted.
+    if (results[results.length - 1]?.command === 'ROLLBACK') throw new AbortedTransactionError();
+  }
+
+  async rollback(): Promise<void> {
+    this.#last = undefined;
+    if (this.#begin !== undefined) {
+      this.#begin = undefined;
+      return;
+    }
+    if (!this.#open) return;
+    await this.#send(undefined, 'rollback');
+  }
+
+  release(): void {
+    const discard = this.#discard || this.#open;
+    [this.#begin, this.#last, this.#open] = [undefined, undefined, false];
+    // pg's pool drops a client whose connection broke by itself.
+    this.client.release(discard);
+  }
+
+  /**
+   * Writes, without waiting in between, whatever is held back, then `compiled`, then `end`; resolves
+   * with all their results once all are answered, or rejects with the first error.
+   */
+  async #send(compiled: CompiledQuery | undefined, end?: 'commit' | 'rollback'): Promise<pg.QueryResult[]> {
+    const sent: Array<Promise<pg.QueryResult>> = [];
+    // pg writes a pipelined query while `query` runs: corked, they all leave in one write.
+    const socket = this.client instanceof CorkableClient ? this.client.socket : undefined;
+    socket?.cork();
+    try {
+      if (this.#begin !== undefined) {
+        sent.push(this.client.query(this.#begin));
+        [this.#begin, this.#open] = [undefined, true];
+      }
+      if (this.#last !== undefined) {
+        sent.push(this.#query(this.#last));
+        this.#last = undefined;
+      }
+      if (compiled) sent.push(this.#query(compiled));
+      if (end) {
+        sent.push(this.client.query(end));
+        this.#open = false;
+      }
+    } finally {
+      socket?.uncork();
+    }
+    const settled = await Promise.allSettled(sent);
+    const failed = settled.find((outcome) => outcome.status === 'rejected');
+    if (failed) {
+      if (end && settled[settled.length - 1]!.status === 'rejected') this.#discard = true;
+      throw failed.reason;
+    }
+    return settled.map((outcome) => (outcome as PromiseFulfilledResult<pg.QueryResult>).value);
+  }
+
+  #query(compiled: CompiledQuery): Promise<pg.QueryResult> {
+    const values = [...compiled.parameters];
+    const name = this.prepared ? statementName(compiled.sql, values) : undefined;
+    return name === undefined ? this.client.query(compiled.sql, values) : this.client.query({ name, text: compiled.sql, values });
+  }
+}
+
+/** A pg result as Kysely expects it (as Kysely's own PostgresConnection makes it). */
+function resultOf<R>(result: pg.QueryResult | undefined): QueryResult<R> {
+  if (!result || Array.isArray(result)) return { rows: [] };
+  const { command, rowCount, rows } = result;
+  const affects = command === 'INSERT' || command === 'UPDATE' || command === 'DELETE' || command === 'MERGE';
+  return { rows: (rows ?? []) as R[], ...(affects && { numAffectedRows: BigInt(rowCount ?? 0) }) };
+}
