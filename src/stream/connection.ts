@@ -14,10 +14,10 @@ export interface StreamRequest {
   lastEventId: string | undefined;
 }
 
-const REPLAY_PAGE = 500;
+const REPLAY_PAGE = 200;
 const RESET_FRAME = 'event: reset\ndata: {}\n\n';
 /** How long a closed stream's last bytes may wait for a client that does not read them. */
-const LINGER_MS = 5_000;
+const LINGER_MS = 30_000;
 
 export async function serveStream(streams: EventStreams, req: Request, res: Response, stream: StreamRequest, log: Logger): Promise<void> {
   const { db, options } = streams;
@@ -48,7 +48,8 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
   /** Writes unless the client is too far behind; false when the stream was closed. */
   const send = (chunk: Buffer | string): boolean => {
     if (!open) return false;
-    if (res.writableLength + chunk.length > options.bufferLimitBytes) {
+    // One event always goes out when nothing waits: an event larger than the limit is not a slow client.
+    if (res.writableLength > 0 && res.writableLength + chunk.length > options.bufferLimitBytes) {
       tooSlow();
       return false;
     }
@@ -57,6 +58,15 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
   };
   const wanted = (event: LiveEvent): boolean =>
     (!types || types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
+
+  // Headers first: an event delivered as soon as the subscription starts is written after them.
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('X-Accel-Buffering', 'no');
+  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  res.setHeader('Connection', 'close');
+  res.setHeader('Access-Control-Allow-Origin', '*');
+  res.flushHeaders();
 
   const subscription = await streams.subscribe({
     workspaceId: stream.workspaceId,
@@ -69,7 +79,7 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
       }
       waiting.push(event);
       waitingBytes += event.frame.length;
-      if (waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
+      if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
     },
     close,
   });
@@ -80,12 +90,8 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
     clearInterval(keepAlive);
   });
 
-  res.status(200);
-  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-  res.setHeader('X-Accel-Buffering', 'no');
-  res.setHeader('Access-Control-Allow-Origin', '*');
-  res.flushHeaders();
-  keepAlive = setInterval(() => send(': keepalive\n\n'), options.keepAliveMs);
+  // Nothing to say while bytes still wait for the client: the connection is evidently in use.
+  keepAlive = setInterval(() => res.writableLength === 0 && send(': keepalive\n\n'), options.keepAliveMs);
   keepAlive.unref();
 
   if (after === 'reset') send(RESET_FRAME);
@@ -96,7 +102,7 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
       const page = await eventsAfter(db, stream.workspaceId, cursor, subscription.horizon, stream.types, REPLAY_PAGE);
       for (const row of page) {
         if (!open) return;
-        if (!res.write(formatEvent(row).frame)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
+        if (!res.write(formatEvent(row).frame)) await drained(res);
       }
       if (page.length < REPLAY_PAGE || !open) break;
       cursor = page[page.length - 1]!;
@@ -107,4 +113,15 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
     log.error({ err }, 'event stream replay failed');
     close('closed: the log could not be read; reconnect with Last-Event-ID');
   }
+}
+
+/** Resolves when the response can take more, or is gone. */
+function drained(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done).off('close', done);
+      resolve();
+    };
+    res.on('drain', done).on('close', done);
+  });
 }

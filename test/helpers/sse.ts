@@ -59,9 +59,11 @@ export async function openStream(
           body += chunk;
           return;
         }
+        // Looks for a frame's end only in what is new (a large frame comes in many chunks).
+        const from = Math.max(0, buffer.length - 1);
         buffer += chunk;
-        let at: number;
-        while ((at = buffer.indexOf('\n\n')) !== -1) {
+        let at = buffer.indexOf('\n\n', from);
+        for (; at !== -1; at = buffer.indexOf('\n\n')) {
           const block = buffer.slice(0, at);
           buffer = buffer.slice(at + 2);
           const frame: Frame = { id: undefined, event: 'message', data: '' };
