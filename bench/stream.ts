@@ -30,7 +30,7 @@ function openStream(base: string, key: string, seen: (id: string) => void): Prom
     const req = http.get(`${base}/v1/events/stream`, { headers: { authorization: `Bearer ${key}` }, agent: false }, (res) => {
       if (res.statusCode !== 200) return reject(new Error(`stream answered ${res.statusCode}`));
       res.setEncoding('latin1');
-      let tail = '';
+      let tail = '\n'; // the first frame's id: line starts the body
       res.on('data', (chunk: string) => {
         const text = tail + chunk;
         let at = text.indexOf('\nid: ');

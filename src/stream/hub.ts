@@ -9,6 +9,8 @@ import type { Logger } from '../logger.js';
 import { activeKeyIds, committedSince, currentHorizon, type LoggedEvent } from './log.js';
 
 export const EVENTS_CHANNEL = 'events_added';
+/** How soon to look again while an announced event waits for an older transaction to end. */
+const HELD_BACK_POLL_MS = 20;
 
 export interface StreamOptions {
   /** Between `: keepalive` comments. */
@@ -117,7 +119,7 @@ export function createEventStreams(deps: { db: Db; databaseUrl: string | undefin
         followUp = setTimeout(() => {
           followUp = undefined;
           void poll();
-        }, 50);
+        }, HELD_BACK_POLL_MS);
         followUp.unref();
       }
     })();
