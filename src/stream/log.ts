@@ -1,5 +1,5 @@
 // The event log as the live stream reads it: in (commit_xid, id) order, and only below the horizon,
-// the oldest transaction still running (migration 0013 says why that order has no gap).
+// the oldest transaction of this database still running (migration 0013 says why that order has no gap).
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { EventRow } from '../db/schema.js';
@@ -23,9 +23,24 @@ const toEvent = (row: Row): LoggedEvent => ({ ...row, xid: BigInt(row.xid) });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Every transaction below the horizon has finished: its events, if any, are visible now. */
+/**
+ * The horizon: every transaction below it that could have written events has ended, so its events
+ * are visible now. The oldest transaction still running in the statement's snapshot, leaving out
+ * those that pg_stat_activity shows in another database of the server (a backend writes only its
+ * own database's tables): a long transaction elsewhere on a shared server holds no stream back. One
+ * it cannot place (a prepared transaction, stats hidden from this role) counts as this database's.
+ */
+const HORIZON = sql<string>`(
+  select coalesce(
+           (select min(x) from pg_snapshot_xip(s.snap) x
+             where not exists (
+               select 1 from pg_stat_activity a
+                where a.backend_xid = x::xid and a.datid <> (select oid from pg_database where datname = current_database()))),
+           pg_snapshot_xmax(s.snap))::text
+    from (select pg_current_snapshot() as snap) s)`;
+
 export async function currentHorizon(db: Db): Promise<bigint> {
-  const { rows } = await sql<{ horizon: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as horizon`.execute(db);
+  const { rows } = await sql<{ horizon: string }>`select ${HORIZON} as horizon`.execute(db);
   return BigInt(rows[0]!.horizon);
 }
 
@@ -35,7 +50,7 @@ export async function currentHorizon(db: Db): Promise<bigint> {
  */
 export async function committedSince(db: Db, workspaceIds: string[], from: bigint): Promise<{ upTo: bigint; events: LoggedEvent[] }> {
   const { rows } = await sql<{ up_to: string } & { [K in keyof Row]: Row[K] | null }>`
-    with h as (select pg_snapshot_xmin(pg_current_snapshot()) as up_to)
+    with h as materialized (select ${HORIZON}::xid8 as up_to)
     select h.up_to::text as up_to, e.id, e.type, e.data, e.created_at, e.workspace_id, e.commit_xid::text as xid
       from h left join events e
         on e.workspace_id = any (${workspaceIds}::uuid[]) and e.commit_xid >= ${from.toString()}::xid8 and e.commit_xid < h.up_to

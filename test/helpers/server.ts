@@ -121,7 +121,8 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const secrets = options.secrets ?? createSecretBox(testSecretsKey);
   const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, options: options.streams });
   const app = createApp({ config, db, logger, redis, secrets, streams });
-  const { server } = createHttpServer(app, config, logger);
+  const http = createHttpServer(app, config, logger);
+  const { server } = http;
   const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject).listen(0, '127.0.0.1', () => resolve());
@@ -136,7 +137,10 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     jobs,
     async close() {
       await jobs?.stop(AbortSignal.timeout(5_000));
+      // Streams end with a comment saying why: let those last bytes go out, as the drain would.
       await streams.close();
+      const until = Date.now() + 2_000;
+      while (http.inFlight() > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       redis?.disconnect();
