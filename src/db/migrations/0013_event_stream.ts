@@ -1,7 +1,7 @@
 // The live event stream (GET /events/stream). Each event keeps the id of the transaction that wrote
 // it (xid8, 64 bits: no wraparound), and its commit is announced with NOTIFY on `events_added`
 // (payload: that transaction id) by a trigger, whoever records the event. A stream sends events in
-// (commit_xid, id) order and only below the oldest running transaction (pg_snapshot_xmin): no event
+// (commit_xid, id) order and only below the oldest transaction still running (src/stream/log.ts): no event
 // can later appear before one already sent, so a resume after any event has no gap and no duplicate.
 // Stream tokens let a browser's EventSource, which sends no Authorization header, open a stream.
 // Frozen: add a migration to change it.
