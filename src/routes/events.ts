@@ -23,7 +23,7 @@ export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEv
     return {
       status: 200,
       stream: (req, res) =>
-        serveStream(streams, req, res, {
+        serveStream(streams, res, {
           workspaceId: auth.workspaceId,
           keyId: auth.keyId,
           types: query.types,

@@ -1,7 +1,7 @@
 // One client's stream: headers at once, the replay after Last-Event-ID (events arriving meanwhile
 // wait, then follow), live events, keep-alives, and the comment that says why the server closes it.
 // A stream holds at most `bufferLimitBytes` for a client that does not read; past that it is closed.
-import type { Request, Response } from 'express';
+import type { Response } from 'express';
 import type { Logger } from '../logger.js';
 import { formatEvent, type EventStreams, type LiveEvent } from './hub.js';
 import { eventsAfter, isAfter, positionOf, type Position } from './log.js';
@@ -19,7 +19,7 @@ const RESET_FRAME = 'event: reset\ndata: {}\n\n';
 /** How long a closed stream's last bytes may wait for a client that does not read them. */
 const LINGER_MS = 30_000;
 
-export async function serveStream(streams: EventStreams, req: Request, res: Response, stream: StreamRequest, log: Logger): Promise<void> {
+export async function serveStream(streams: EventStreams, res: Response, stream: StreamRequest, log: Logger): Promise<void> {
   const { db, options } = streams;
   const types = stream.types && new Set(stream.types);
   const after: Position | 'reset' | undefined =
@@ -68,21 +68,29 @@ export async function serveStream(streams: EventStreams, req: Request, res: Resp
   res.setHeader('Access-Control-Allow-Origin', '*');
   res.flushHeaders();
 
-  const subscription = await streams.subscribe({
-    workspaceId: stream.workspaceId,
-    keyId: stream.keyId,
-    deliver(event) {
-      if (!open || !wanted(event)) return;
-      if (!replaying) {
-        send(event.frame);
-        return;
-      }
-      waiting.push(event);
-      waitingBytes += event.frame.length;
-      if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
-    },
-    close,
-  });
+  const subscription = await streams
+    .subscribe({
+      workspaceId: stream.workspaceId,
+      keyId: stream.keyId,
+      deliver(event) {
+        if (!open || !wanted(event)) return;
+        if (!replaying) {
+          send(event.frame);
+          return;
+        }
+        waiting.push(event);
+        waitingBytes += event.frame.length;
+        if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
+      },
+      close,
+    })
+    .catch((err: unknown) => {
+      // The headers are out: say it in the stream (the instance is stopping, or the database is down).
+      log.warn({ err: (err as Error).message }, 'event stream could not start');
+      close('closed: the server cannot stream now; reconnect with Last-Event-ID');
+      return undefined;
+    });
+  if (!subscription) return;
   unsubscribe = subscription.unsubscribe;
   res.once('close', () => {
     open = false;
