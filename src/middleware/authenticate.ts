@@ -1,4 +1,5 @@
-// Authentication (step 2 of openapi.yaml's "Order of checks"): `Authorization: Bearer sfk_...`, the scheme case-insensitive.
+// Authentication (step 2 of openapi.yaml's "Order of checks"): `Authorization: Bearer sfk_...`, the scheme case-insensitive,
+// or without that header another credential the app allows (GET /events/stream's `?token=`, src/stream/tokens.ts).
 // Verified keys are trusted for a few seconds in process, so revocation takes effect within that TTL.
 import type { Request, RequestHandler } from 'express';
 import { findActiveKey, type ActiveKey } from '../db/api-keys.js';
