@@ -558,6 +558,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream events live (Server-Sent Events)
+         * @description The workspace's events as they commit, as a `text/event-stream` (Server-Sent Events): each
+         *     event is one frame with `id:` (the event id), `event:` (its type) and `data:` (the event
+         *     as `GET /events/{id}` answers it, one line of JSON). The headers are sent at once; a
+         *     `: keepalive` comment comes every 15 seconds. An event reaches streams on the instance that
+         *     recorded it within 1 second of its commit, and streams on other instances within 2 seconds.
+         *
+         *     **Resuming.** Send `Last-Event-ID` (EventSource does so itself when it reconnects) with the
+         *     last event id received: the stream first replays, from the 30-day log, every later event in
+         *     the stream's order, then continues live, with no gap and no duplicate around the switch. An
+         *     id that is unknown to this workspace or already purged opens the stream with `event: reset`,
+         *     `data: {}` (reload what you show from the list endpoints), then live events. A new
+         *     `EventSource` cannot set the header: pass `lastEventId` in the query instead (the header
+         *     wins when both are sent).
+         *
+         *     **Browsers.** `EventSource` sends no `Authorization` header: get a token from
+         *     `POST /events/stream-tokens` (on your server, with the key) and open
+         *     `/v1/events/stream?token=...`; a token opens streams for 60 seconds. The stream answers any
+         *     origin (`Access-Control-Allow-Origin: *`): it carries no cookies.
+         *
+         *     **Closing.** The server closes a stream with a comment saying why, and the client resumes with
+         *     `Last-Event-ID`: when the client reads too slowly and the stream's buffer passes its limit,
+         *     when the instance shuts down, or within a minute of the key (or the token's key) being revoked.
+         *
+         *     Needs the `webhooks:read` scope.
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/events/stream-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a stream token (for browsers)
+         * @description A short-lived token that opens event streams as this key would (`GET /events/stream?token=`),
+         *     for a browser's `EventSource`, which cannot send the `Authorization` header: make it on your
+         *     server and hand it to the page, never the key. It opens streams for 60 seconds (`expiresAt`);
+         *     a stream it opened lives on, closed within a minute of the key being revoked. A missing,
+         *     invalid or expired token is a 401 `unauthorized`.
+         *     Needs the `webhooks:read` scope.
+         */
+        post: operations["createStreamToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events/{id}": {
         parameters: {
             query?: never;
@@ -1400,6 +1468,16 @@ export interface components {
          *     like every event).
          */
         EventActor: components["schemas"]["Actor"] | null;
+        /** @description A token that opens event streams (`GET /events/stream?token=`) until `expiresAt`. */
+        StreamToken: {
+            /** @description `sst_` + 43 base62 characters. */
+            token: string;
+            /**
+             * Format: date-time
+             * @description Until when it opens streams (60 seconds after it was made).
+             */
+            expiresAt: string;
+        };
         /**
          * @description The kind of change an event records.
          * @enum {string}
@@ -4129,6 +4207,116 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of these types (a comma-separated list). An unknown type is a 400. */
+                types?: components["schemas"]["EventType"][];
+                /** @description A stream token from `POST /events/stream-tokens`, in place of the `Authorization` header. */
+                token?: string;
+                /** @description `Last-Event-ID` for a client that cannot send the header (a new `EventSource`). */
+                lastEventId?: string;
+            };
+            header?: {
+                /** @description The id of the last event received; the stream resumes after it. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /**
+             * @description The stream: frames of `id:`, `event:` and `data:` lines, each `data:` one event
+             *     (`Event`, of the type `event:` names), `: ...` comments (keep-alives and the reason a
+             *     stream is closed), and `event: reset` with `data: {}` when `Last-Event-ID` is unknown.
+             */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c
+                     *     event: message.created
+                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
+                     *
+                     *     : keepalive
+                     *
+                     *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
+                     *     event: thread.updated
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createStreamToken: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The token. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "token": "sst_9bQ2xLrT4kWm7ZpN3vY8cD1fH6jK0sA5gE2uR4tP7wX",
+                     *       "expiresAt": "2026-11-22T14:04:10.512Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StreamToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

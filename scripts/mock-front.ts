@@ -19,6 +19,7 @@ import { matchOperation, pathNotFound } from '../src/middleware/routing.js';
 import { contractValidator } from '../src/middleware/validator.js';
 import { SCOPES } from '../src/provisioning.js';
 import { createQueryParser } from '../src/query.js';
+import { STREAM_TOKEN_PATTERN } from '../src/stream/tokens.js';
 
 const BEARER = /^bearer +(\S+)$/i;
 /** What the mock's keys can do: everything, in one workspace. */
@@ -38,10 +39,15 @@ const cors: RequestHandler = (req, res, next) => {
     .end();
 };
 
-/** Any well-formed `Bearer sfk_...` key is the mock's key; anything else is a 401, as on the service. */
+/**
+ * Any well-formed `Bearer sfk_...` key is the mock's key, and so is any well-formed `?token=sst_...`
+ * on the event stream; anything else is a 401, as on the service.
+ */
 const authenticate: RequestHandler = (req, _res, next) => {
   const key = BEARER.exec(req.get('authorization') ?? '')?.[1];
-  if (!key || !API_KEY_PATTERN.test(key)) return next(new ApiError(401, 'unauthorized', 'Missing or invalid API key.'));
+  const token = req.operation!.operationId === 'streamEvents' && !req.get('authorization') ? req.query.token : undefined;
+  const valid = typeof token === 'string' ? STREAM_TOKEN_PATTERN.test(token) : key !== undefined && API_KEY_PATTERN.test(key);
+  if (!valid) return next(new ApiError(401, 'unauthorized', 'Missing or invalid API key.'));
   req.auth = { ...MOCK_KEY, scopeSet: new Set(MOCK_KEY.scopes) };
   next();
 };
@@ -111,7 +117,12 @@ function nullableLeftOut(req: Request, sent: Json): string[] {
 /** Asks Prism (serving the contract with /v1 paths) for the operation's example and answers with it. */
 function fromPrism(prismUrl: string): RequestHandler {
   return async (req, res) => {
-    const headers: Record<string, string> = { accept: 'application/json', authorization: req.get('authorization')! };
+    // The event stream answers its example events (Prism's example of text/event-stream), then ends.
+    const stream = req.operation!.operationId === 'streamEvents';
+    const headers: Record<string, string> = {
+      accept: stream ? 'text/event-stream' : 'application/json',
+      authorization: req.get('authorization') ?? `Bearer sfk_${'0'.repeat(43)}`,
+    };
     const prefer = req.get('prefer');
     if (prefer) headers.prefer = prefer;
     let body: string | undefined;
@@ -128,6 +139,7 @@ function fromPrism(prismUrl: string): RequestHandler {
     const text = await response.text();
     res.status(response.status);
     if (text === '') return res.end();
+    if (stream && response.ok) return res.type('text/event-stream; charset=utf-8').send(text);
     res.json(asAnswer(req, response.status, JSON.parse(text)));
   };
 }

@@ -19,6 +19,8 @@ import { createQueryParser } from './query.js';
 import type { SecretBox } from './channels/secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
 import { aiRepliesOf } from './ai/replies.js';
+import type { EventStreams } from './stream/hub.js';
+import { streamTokenCredential } from './stream/tokens.js';
 
 export interface AppDeps {
   config: Config;
@@ -28,9 +30,11 @@ export interface AppDeps {
   redis?: Redis | undefined;
   /** Seals and opens channel secrets; without it meta channels cannot be created or served. */
   secrets?: SecretBox | undefined;
+  /** The instance's live event streams (src/stream/); without it GET /events/stream is a 503. */
+  streams?: EventStreams | undefined;
 }
 
-export function createApp({ config, db, logger, redis, secrets }: AppDeps): Express {
+export function createApp({ config, db, logger, redis, secrets, streams }: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -45,14 +49,14 @@ export function createApp({ config, db, logger, redis, secrets }: AppDeps): Expr
   app.use(
     '/v1',
     matchOperation(),
-    authenticate({ db, keyCacheTtlMs: config.keyCacheTtlMs, failedAuth: limits.failedAuth }),
+    authenticate({ db, keyCacheTtlMs: config.keyCacheTtlMs, failedAuth: limits.failedAuth, otherCredential: streamTokenCredential(db) }),
     limits.perKey,
     requireScope,
     jsonBody,
     ...contractValidator({ validateResponses: config.validateResponses }),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
-      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls },
+      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams },
     }),
   );
 

@@ -14,7 +14,7 @@ export interface NewApiKey {
 }
 
 /** Uniform base62 characters by rejection sampling (bytes >= 248 would bias the alphabet). */
-function randomBase62(length: number): string {
+export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
     for (const byte of randomBytes(length * 2)) {

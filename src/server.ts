@@ -16,6 +16,7 @@ import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox
 import { sealedKeysInUse } from './db/sealed-keys.js';
 import { backoffMs } from './jobs/backoff.js';
 import { startJobs } from './jobs/start.js';
+import { createEventStreams } from './stream/hub.js';
 
 function baseUrl(config: Config, server: Server): string {
   const address = server.address();
@@ -66,7 +67,10 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
   const background = createBackgroundWork(logger);
-  const app = createApp({ config, db, logger, redis, secrets });
+  const streams = createEventStreams({ db, databaseUrl: config.databaseUrl, logger });
+  // Streams never finish on their own: the drain would wait for them until its deadline.
+  background.register('event-streams', () => streams.close());
+  const app = createApp({ config, db, logger, redis, secrets, streams });
   const http = createHttpServer(app, config, logger);
   const { server } = http;
 

@@ -25,6 +25,7 @@ const TABLES = [
   'nps_daily',
   'nps_daily_groups',
   'stages',
+  'stream_tokens',
   'thread_history',
   'threads',
   'webhook_deliveries',
@@ -45,6 +46,7 @@ const ALL_MIGRATIONS = [
   '0011_sealed_idempotency_results',
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
+  '0014_event_stream',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

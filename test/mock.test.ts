@@ -66,6 +66,8 @@ const calls: Record<OperationId, Call> = {
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
   listEvents: (api) => api.GET('/events', { params: { query: { type: 'message.created', page: 1, limit: 20 } } }),
   getEvent: (api) => api.GET('/events/{id}', { params: { path: { id: EVENT_ID } } }),
+  streamEvents: (api) => api.GET('/events/stream', { params: { query: { types: ['message.created', 'thread.updated'] } }, parseAs: 'text' }),
+  createStreamToken: (api) => api.POST('/events/stream-tokens'),
   listWebhookEndpoints: (api) => api.GET('/webhook-endpoints', { params: { query: { page: 1, limit: 20 } } }),
   createWebhookEndpoint: (api) =>
     api.POST('/webhook-endpoints', { body: { url: 'https://crm.exemplo.com.br/hooks/support-funnel', events: ['message.created', 'thread.updated'], description: 'CRM sync' } }),
@@ -156,6 +158,16 @@ describe('npm run mock', () => {
       expect(error).toEqual({ error: { code: 'unauthorized', message: 'Missing or invalid API key.', requestId: response.headers.get('x-request-id') } });
     },
   );
+
+  it('when a browser opens the event stream with a stream token, then the mock answers the example events as text/event-stream', async () => {
+    const response = await fetch(`${baseUrl}/events/stream?token=sst_${'T0ken'.repeat(8)}abc`);
+    const text = await response.text();
+
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(text).toContain('id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c\nevent: message.created\ndata: {');
+    expect(text).toContain('event: thread.updated');
+  });
 
   it("when Meta's webhook paths are called at the root, outside /v1, then the mock answers them as documented", async () => {
     const root = baseUrl.replace(/\/v1$/, '');

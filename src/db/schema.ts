@@ -234,6 +234,16 @@ export interface EventTable {
   actor_type: ActorType | null;
   actor_id: string | null;
   created_at: ColumnType<Date, Date, never>;
+  /** The writing transaction's id (xid8, as text), set by PostgreSQL: the live stream's order. */
+  commit_xid: ColumnType<string | null, never, never>;
+}
+
+/** Short-lived tokens that open an event stream in place of the key (src/stream/tokens.ts). */
+export interface StreamTokenTable {
+  token_hash: string;
+  workspace_id: string;
+  api_key_id: string;
+  expires_at: Date;
 }
 
 /** Where the integrator wants events delivered. */
@@ -288,6 +298,7 @@ export interface Database {
   events: EventTable;
   webhook_endpoints: WebhookEndpointTable;
   webhook_deliveries: WebhookDeliveryTable;
+  stream_tokens: StreamTokenTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;

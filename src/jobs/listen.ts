@@ -13,14 +13,16 @@ export interface JobListener {
   close(): Promise<void>;
 }
 
-export function createJobListener(options: { db: Db; databaseUrl: string | undefined; logger: Logger }): JobListener {
+/** `channel`: JOBS_CHANNEL unless given (the event stream listens on its own). */
+export function createJobListener(options: { db: Db; databaseUrl: string | undefined; logger: Logger; channel?: string }): JobListener {
+  const channel = options.channel ?? JOBS_CHANNEL;
   const subscribers: Array<(queue: string) => void> = [];
   const notify = (queue: string) => {
     for (const wake of subscribers) wake(queue);
   };
   const pglite = embeddedDatabaseOf(options.db);
   if (pglite) {
-    const unlisten = pglite.listen(JOBS_CHANNEL, notify);
+    const unlisten = pglite.listen(channel, notify);
     return {
       subscribe: (wake) => void subscribers.push(wake),
       async close() {
@@ -29,10 +31,10 @@ export function createJobListener(options: { db: Db; databaseUrl: string | undef
     };
   }
   if (!options.databaseUrl) throw new Error('a job listener needs DATABASE_URL or the embedded database');
-  return pgListener(options.databaseUrl, options.logger, notify, subscribers);
+  return pgListener(options.databaseUrl, channel, options.logger, notify, subscribers);
 }
 
-function pgListener(url: string, logger: Logger, notify: (queue: string) => void, subscribers: Array<(queue: string) => void>): JobListener {
+function pgListener(url: string, channel: string, logger: Logger, notify: (queue: string) => void, subscribers: Array<(queue: string) => void>): JobListener {
   let client: pg.Client | undefined;
   let closed = false;
   let failures = 0;
@@ -52,20 +54,20 @@ function pgListener(url: string, logger: Logger, notify: (queue: string) => void
     });
     try {
       await next.connect();
-      await next.query(`listen ${JOBS_CHANNEL}`);
+      await next.query(`listen ${channel}`);
       if (closed) {
         await next.end();
         return;
       }
       client = next;
       failures = 0;
-      if (warned) logger.info('job notifications are back');
+      if (warned) logger.info({ channel }, 'job notifications are back');
       warned = false;
       // Jobs may have been added while the connection was down: look now.
       notify('*');
     } catch (err) {
       await next.end().catch(() => {});
-      if (!warned) logger.warn({ err: (err as Error).message }, 'job notifications unavailable; workers poll until they are back');
+      if (!warned) logger.warn({ channel, err: (err as Error).message }, 'job notifications unavailable; workers poll until they are back');
       warned = true;
       schedule();
     }

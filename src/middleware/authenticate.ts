@@ -1,6 +1,7 @@
-// Authentication (step 2 of openapi.yaml's "Order of checks"): `Authorization: Bearer sfk_...`, the scheme case-insensitive.
+// Authentication (step 2 of openapi.yaml's "Order of checks"): `Authorization: Bearer sfk_...`, the scheme case-insensitive,
+// or without that header another credential the app allows (GET /events/stream's `?token=`, src/stream/tokens.ts).
 // Verified keys are trusted for a few seconds in process, so revocation takes effect within that TTL.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { findActiveKey, type ActiveKey } from '../db/api-keys.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
@@ -43,7 +44,13 @@ class KeyCache {
  * limit gets 429 instead of 401 for its further failures, but a valid key is always served, whatever
  * other keys from the same address did (keys of ~256 bits are not guessed).
  */
-export function authenticate(deps: { db: Db; keyCacheTtlMs: number; failedAuth: FailedAuthLimiter }): RequestHandler {
+export function authenticate(deps: {
+  db: Db;
+  keyCacheTtlMs: number;
+  failedAuth: FailedAuthLimiter;
+  /** A credential other than the header, for requests that allow one (a stream token); undefined when none. */
+  otherCredential?: (req: Request) => Promise<ActiveKey | undefined>;
+}): RequestHandler {
   const cache = new KeyCache(deps.keyCacheTtlMs);
 
   const verify = async (key: string | undefined): Promise<AuthContext | undefined> => {
@@ -59,7 +66,8 @@ export function authenticate(deps: { db: Db; keyCacheTtlMs: number; failedAuth: 
   };
 
   return async (req, _res, next) => {
-    const auth = await verify(BEARER.exec(req.get('authorization') ?? '')?.[1]);
+    const other = req.get('authorization') === undefined ? await deps.otherCredential?.(req) : undefined;
+    const auth = other ? { ...other, scopeSet: new Set(other.scopes) } : await verify(BEARER.exec(req.get('authorization') ?? '')?.[1]);
     if (auth) {
       req.auth = auth;
       return next();

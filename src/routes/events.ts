@@ -1,9 +1,11 @@
-// Handlers of the Events operations: the event log.
+// Handlers of the Events operations: the event log, and its live stream (src/stream/).
 import { getEvent, listEvents } from '../events/record.js';
-import { notFound } from '../errors.js';
+import { ApiError, notFound } from '../errors.js';
+import { serveStream } from '../stream/connection.js';
+import { createStreamToken } from '../stream/tokens.js';
 import { paging, type Handlers } from './handler.js';
 
-export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent'> = {
+export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEvents' | 'createStreamToken'> = {
   async listEvents({ db, auth, query }) {
     const { page, limit } = paging(query);
     return { status: 200, body: await listEvents(db, auth.workspaceId, query.type, page, limit) };
@@ -13,5 +15,25 @@ export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent'> = {
     const event = await getEvent(db, auth.workspaceId, params.id);
     if (!event) throw notFound('Event');
     return { status: 200, body: event };
+  },
+
+  async streamEvents({ auth, query, services, log }) {
+    const streams = services.streams;
+    if (!streams) throw new ApiError(503, 'service_unavailable', 'Event streams are not available on this instance.');
+    return {
+      status: 200,
+      stream: (req, res) =>
+        serveStream(streams, res, {
+          workspaceId: auth.workspaceId,
+          keyId: auth.keyId,
+          types: query.types,
+          lastEventId: req.get('last-event-id') ?? query.lastEventId,
+        }, log),
+    };
+  },
+
+  async createStreamToken({ db, auth }) {
+    const { token, expiresAt } = await createStreamToken(db, auth);
+    return { status: 201, body: { token, expiresAt: expiresAt.toISOString() } };
   },
 };

@@ -1,6 +1,6 @@
 // The typed shape of an operation handler, derived from the generated contract types:
 // a handler receives its validated inputs and returns its status and body.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { AugmentedRequest } from 'express-rate-limit';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.js';
@@ -12,6 +12,7 @@ import type { AiReplies } from '../ai/replies.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
 import { runIdempotent } from '../idempotency.js';
+import type { EventStreams } from '../stream/hub.js';
 
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
@@ -28,8 +29,15 @@ export type Body<K extends OperationId> = Op<K> extends { requestBody: { content
  */
 type SecretFlag<B> = [B] extends [never] ? unknown : 'secret' extends keyof B ? { holdsSecret: true } : { holdsSecret?: never };
 
+/** An answer the handler writes itself over time (a `text/event-stream`): it takes the response. */
+export interface StreamReply {
+  status: 200;
+  stream: (req: Request, res: Response) => Promise<void>;
+}
+type IsStream<K extends OperationId> = Op<K>['responses'] extends { 200: { content: { 'text/event-stream': unknown } } } ? true : false;
+
 /** A body is the contract's type, or JSON text already holding it (lists, answered by PostgreSQL). */
-export type Reply<K extends OperationId> = {
+export type Reply<K extends OperationId> = IsStream<K> extends true ? StreamReply : {
   [S in SuccessStatus<K>]: S extends 204
     ? { status: 204 }
     : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> } & SecretFlag<JsonOf<Op<K>['responses'][S]>>;
@@ -51,6 +59,8 @@ export interface Services {
   ai?: AiReplies | undefined;
   /** Whether webhook URLs may be http:// or private (WEBHOOK_ALLOW_PRIVATE_URLS). */
   allowPrivateWebhookUrls?: boolean;
+  /** This instance's live event streams (GET /events/stream); absent, the stream is a 503. */
+  streams?: EventStreams | undefined;
 }
 
 export interface Call<K extends OperationId> {
@@ -70,7 +80,7 @@ export type Handler<K extends OperationId> = (call: Call<K>) => Promise<Reply<K>
 /** Every operation of the contract, each with its handler: a missing one fails the type check. */
 export type Handlers = { [K in OperationId]: Handler<K> };
 
-type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown; holdsSecret?: boolean }>;
+type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: unknown; holdsSecret?: boolean } | StreamReply>;
 
 /**
  * Runs the matched operation's handler and sends what it returns. JSON text goes out as it is,
@@ -99,7 +109,9 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
     const key = req.method === 'POST' ? req.get('idempotency-key') : undefined;
     let reply: { status: number; body?: unknown };
     if (key === undefined) {
-      reply = await handle(db);
+      const answer = await handle(db);
+      if ('stream' in answer) return answer.stream(req, res);
+      reply = answer;
     } else {
       const scope = { workspaceId: req.auth!.workspaceId, apiKeyId: req.auth!.keyId, key };
       const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body as unknown };

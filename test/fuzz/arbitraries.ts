@@ -557,9 +557,11 @@ export function translator(spec: Schema): Translator {
     return wellFormed(value) && (compile(ajv, schema, 'json:')(value));
   }
 
+  /** A query array (style form, explode false: `a,b`) is its comma-separated items. */
   function isValidQuery(schema: Schema, value: string): boolean {
     if (value === '') return false;
-    return compile(ajvQuery, { type: 'object', properties: { v: schema } }, 'query:')({ v: value });
+    const v = types(resolve(schema)).includes('array') ? value.split(',') : value;
+    return compile(ajvQuery, { type: 'object', properties: { v: schema } }, 'query:')({ v });
   }
 
   function mutations(schema: Schema, pointer: string[] = []): fc.Arbitrary<Mutation> {
@@ -609,6 +611,12 @@ export function translator(spec: Schema): Translator {
       options.push(...invalidNumbers(s).map((arb) => arb.map(({ value }) => String(value))));
     }
     if (types(s).includes('string')) options.push(...invalidStrings(s).map((arb) => arb.map(({ value }) => value)));
+    if (types(s).includes('array')) {
+      // A valid list with one bad item among its items, or an empty item.
+      const item = resolve(s.items as Schema);
+      const bad = fc.oneof(...invalidStrings(item).map((arb) => arb.map(({ value }) => value)));
+      options.push(fc.tuple(validQuery(s), bad).map(([list, value]) => `${list},${value}`));
+    }
     return fc.oneof(...options).filter((v) => !isValidQuery(s, v));
   }
 

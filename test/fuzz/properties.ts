@@ -338,11 +338,13 @@ function expectStatus(ex: Exchange, status: number, why: string): void {
   if (ex.res.status !== status) fail(ex, `expected ${status} (${why})`);
 }
 
-function expectError(ex: Exchange, status: number, code: string, why: string, detailPath?: string): void {
+/** `orItem`: the detail may name one item of the array at `detailPath` (`/query/types/2`). */
+function expectError(ex: Exchange, status: number, code: string, why: string, detailPath?: string, orItem = false): void {
   expectStatus(ex, status, why);
   const error = (ex.res.body as { error: { code: string; details?: Array<{ path: string }> } }).error;
   if (error.code !== code) fail(ex, `expected error code ${code} (${why})`);
-  if (detailPath !== undefined && !error.details?.some((d) => d.path === detailPath)) fail(ex, `expected a detail at ${detailPath} (${why})`);
+  const names = (path: string): boolean => path === detailPath || (orItem && path.startsWith(`${detailPath}/`));
+  if (detailPath !== undefined && !error.details?.some((d) => names(d.path))) fail(ex, `expected a detail at ${detailPath} (${why})`);
 }
 
 const firstStage = (model: Model): Stage => model.stages[0]!;
@@ -1718,7 +1720,9 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
     mode.where === 'body' ? (mode.mutation.pointer.length ? `/body/${mode.mutation.pointer.join('/')}` : undefined) : `/${mode.where === 'path' ? 'params' : 'query'}/${mode.param}`;
   const what = mode.where === 'body' ? mode.mutation.what : `${mode.where} ${mode.param}: ${mode.where === 'query' ? mode.how : 'malformed'}`;
   // A path that is not even percent-decodable has no parameter to name yet.
-  expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where);
+  const schema = mode.where === 'query' ? inputs.query[mode.param] : undefined;
+  const arrayParam = schema !== undefined && ctx.tr.resolve(schema).type === 'array';
+  expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where, arrayParam);
   return ex;
 }
 

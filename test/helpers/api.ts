@@ -58,6 +58,12 @@ export async function request(
   }
   const url = `${server.baseUrl}${path}`;
   const response = await fetch(url, { method, headers, ...(body !== undefined && { body }) });
+  if (response.ok && response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    // An event stream never ends by itself: its answer is the status and headers (test/helpers/sse.ts reads streams).
+    await response.body?.cancel();
+    checkResponse(method, url, response.status, response.headers, '');
+    return { status: response.status, headers: response.headers, body: '' };
+  }
   const parsed = await readBody(response);
   checkResponse(method, url, response.status, response.headers, parsed);
   return { status: response.status, headers: response.headers, body: parsed };

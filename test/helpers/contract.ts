@@ -82,8 +82,26 @@ export function checkResponse(method: string, url: string, status: number, heade
     return;
   }
   const type = headers.get('content-type') ?? '';
+  if (type.startsWith('text/event-stream') && status === 200 && op.operationId === 'streamEvents') return checkEventStream(body, where);
   if (!type.startsWith('application/json')) throw new ContractViolation(`${where}: content-type ${type}`);
   validate(ref, body, where);
+}
+
+/** Every frame of an event stream: `event: reset` with `data: {}`, or an Event of the type `event:` names, its id as `id:`. */
+function checkEventStream(body: unknown, where: string): void {
+  if (typeof body !== 'string') throw new ContractViolation(`${where}: the stream is not text`);
+  for (const block of body.split('\n\n').filter((b) => b.trim() !== '')) {
+    const lines = block.split('\n').filter((line) => !line.startsWith(':'));
+    if (lines.length === 0) continue;
+    const field = (name: string) => lines.find((line) => line.startsWith(`${name}: `))?.slice(name.length + 2);
+    const data = JSON.parse(field('data') ?? 'null') as { id?: string; type?: string } | null;
+    if (field('event') === 'reset') {
+      if (JSON.stringify(data) !== '{}') throw new ContractViolation(`${where}: a reset frame's data is not {}`);
+      continue;
+    }
+    validate('openapi#/components/schemas/Event', data, where);
+    if (field('id') !== data!.id || field('event') !== data!.type) throw new ContractViolation(`${where}: a frame's id/event lines differ from its data`);
+  }
 }
 
 /** Meta's webhook paths sit outside /v1 (a path item with servers of its own); checked the same way. */

@@ -15,6 +15,7 @@ import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis.js';
 import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
 import { startJobs, type Jobs } from '../../src/jobs/start.js';
+import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 
 /** The run's services: vitest's global setup provides them; a script reads the environment. */
 const services = process.env.VITEST
@@ -56,6 +57,8 @@ export interface StartOptions {
   /** Run the job workers (message delivery) in this server, as src/server.ts does. */
   jobs?: boolean;
   secrets?: SecretBox;
+  /** Over the event streams' defaults (keep-alive, key check and buffer limit). */
+  streams?: Partial<StreamOptions>;
 }
 
 const databases: Db[] = [];
@@ -116,8 +119,10 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const redis = url ? createRedis(url, logger) : undefined;
   if (redis && options.waitForRedis !== false) await waitForReady(redis);
   const secrets = options.secrets ?? createSecretBox(testSecretsKey);
-  const app = createApp({ config, db, logger, redis, secrets });
-  const { server } = createHttpServer(app, config, logger);
+  const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, options: options.streams });
+  const app = createApp({ config, db, logger, redis, secrets, streams });
+  const http = createHttpServer(app, config, logger);
+  const { server } = http;
   const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject).listen(0, '127.0.0.1', () => resolve());
@@ -132,6 +137,10 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     jobs,
     async close() {
       await jobs?.stop(AbortSignal.timeout(5_000));
+      // Streams end with a comment saying why: let those last bytes go out, as the drain would.
+      await streams.close();
+      const until = Date.now() + 2_000;
+      while (http.inFlight() > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       redis?.disconnect();

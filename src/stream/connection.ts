@@ -1,0 +1,139 @@
+// One client's stream: headers at once, the replay after Last-Event-ID (events arriving meanwhile
+// wait, then follow), live events, keep-alives, and the comment that says why the server closes it.
+// A stream holds at most `bufferLimitBytes` for a client that does not read; past that it is closed.
+import type { Response } from 'express';
+import type { Logger } from '../logger.js';
+import { formatEvent, SHUTDOWN_REASON, StreamsClosedError, type EventStreams, type LiveEvent } from './hub.js';
+import { eventsAfter, isAfter, positionOf, type Position } from './log.js';
+
+export interface StreamRequest {
+  workspaceId: string;
+  keyId: string;
+  /** Only these event types; all when undefined. */
+  types: readonly string[] | undefined;
+  lastEventId: string | undefined;
+}
+
+const REPLAY_PAGE = 200;
+const RESET_FRAME = 'event: reset\ndata: {}\n\n';
+/** How long a closed stream's last bytes may wait for a client that does not read them. */
+const LINGER_MS = 30_000;
+
+export async function serveStream(streams: EventStreams, res: Response, stream: StreamRequest, log: Logger): Promise<void> {
+  const { db, options } = streams;
+  const types = stream.types && new Set(stream.types);
+  const after: Position | 'reset' | undefined =
+    stream.lastEventId === undefined ? undefined : ((await positionOf(db, stream.workspaceId, stream.lastEventId)) ?? 'reset');
+
+  let open = true;
+  let replaying = after !== undefined && after !== 'reset';
+  const waiting: LiveEvent[] = [];
+  let waitingBytes = 0;
+  let keepAlive: NodeJS.Timeout | undefined;
+  let unsubscribe = (): void => {};
+
+  const close = (reason: string): void => {
+    if (!open) return;
+    open = false;
+    unsubscribe();
+    clearInterval(keepAlive);
+    waiting.length = 0;
+    res.end(`: ${reason}\n\n`);
+    const linger = setTimeout(() => res.destroy(), LINGER_MS);
+    linger.unref();
+    res.once('close', () => clearTimeout(linger));
+  };
+  const tooSlow = (): void =>
+    close(`closed: the client reads too slowly (over ${options.bufferLimitBytes} bytes waiting); reconnect with Last-Event-ID`);
+  /** Writes unless the client is too far behind; false when the stream was closed. */
+  const send = (chunk: Buffer | string): boolean => {
+    if (!open) return false;
+    // One event always goes out when nothing waits: an event larger than the limit is not a slow client.
+    if (res.writableLength > 0 && res.writableLength + chunk.length > options.bufferLimitBytes) {
+      tooSlow();
+      return false;
+    }
+    res.write(chunk);
+    return true;
+  };
+  const wanted = (event: LiveEvent): boolean =>
+    (!types || types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
+
+  // Headers first: an event delivered as soon as the subscription starts is written after them.
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('X-Accel-Buffering', 'no');
+  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  res.setHeader('Connection', 'close');
+  res.setHeader('Access-Control-Allow-Origin', '*');
+  res.flushHeaders();
+
+  const subscription = await streams
+    .subscribe({
+      workspaceId: stream.workspaceId,
+      keyId: stream.keyId,
+      deliver(event) {
+        if (!open || !wanted(event)) return;
+        if (!replaying) {
+          send(event.frame);
+          return;
+        }
+        waiting.push(event);
+        waitingBytes += event.frame.length;
+        if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
+      },
+      close,
+    })
+    .catch((err: unknown) => {
+      // The headers are out: say it in the stream (the instance is stopping, or the database is down).
+      if (err instanceof StreamsClosedError) {
+        close(SHUTDOWN_REASON);
+        return undefined;
+      }
+      log.warn({ err: (err as Error).message }, 'event stream could not start');
+      close('closed: the server cannot stream now; reconnect with Last-Event-ID');
+      return undefined;
+    });
+  if (!subscription) return;
+  unsubscribe = subscription.unsubscribe;
+  res.once('close', () => {
+    open = false;
+    unsubscribe();
+    clearInterval(keepAlive);
+  });
+
+  // Nothing to say while bytes still wait for the client: the connection is evidently in use.
+  keepAlive = setInterval(() => res.writableLength === 0 && send(': keepalive\n\n'), options.keepAliveMs);
+  keepAlive.unref();
+
+  if (after === 'reset') send(RESET_FRAME);
+  if (after === undefined || after === 'reset') return;
+  try {
+    let cursor = after;
+    for (;;) {
+      const page = await eventsAfter(db, stream.workspaceId, cursor, subscription.horizon, stream.types, REPLAY_PAGE);
+      for (const row of page) {
+        if (!open) return;
+        if (!res.write(formatEvent(row).frame)) await drained(res);
+      }
+      if (page.length < REPLAY_PAGE || !open) break;
+      cursor = page[page.length - 1]!;
+    }
+    replaying = false;
+    for (const event of waiting.splice(0)) if (!send(event.frame)) return;
+  } catch (err) {
+    log.error({ err }, 'event stream replay failed');
+    close('closed: the log could not be read; reconnect with Last-Event-ID');
+  }
+}
+
+/** Resolves when the response can take more, or is gone. */
+function drained(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done).off('close', done);
+      resolve();
+    };
+    res.on('drain', done).on('close', done);
+  });
+}

@@ -1,0 +1,214 @@
+// The instance's live event streams: one LISTEN on `events_added` (migration 0014's trigger, so any
+// instance's commits wake every instance), one read of the log per wake-up for the workspaces
+// streamed here, each event formatted once and handed to that workspace's streams. Also checks,
+// for all streams at once, that their keys are still unrevoked, and closes them all on shutdown.
+import type { Db } from '../db/database.js';
+import { eventRowToEvent } from '../events/record.js';
+import { createJobListener, type JobListener } from '../jobs/listen.js';
+import type { Logger } from '../logger.js';
+import { activeKeyIds, committedSince, currentHorizon, type LoggedEvent } from './log.js';
+
+export const EVENTS_CHANNEL = 'events_added';
+/** How soon to look again while an announced event waits for an older transaction to end. */
+const HELD_BACK_POLL_MS = 20;
+
+export interface StreamOptions {
+  /** Between `: keepalive` comments. */
+  keepAliveMs: number;
+  /** Between checks that the streams' keys are not revoked. */
+  keyCheckMs: number;
+  /** Bytes a stream may have waiting for a slow client before it is closed. */
+  bufferLimitBytes: number;
+  /** A read of the log even without a notification (notifications lost while LISTEN reconnects). */
+  fallbackPollMs: number;
+}
+
+export const defaultStreamOptions: StreamOptions = {
+  keepAliveMs: 15_000,
+  keyCheckMs: 30_000,
+  bufferLimitBytes: 1024 * 1024,
+  fallbackPollMs: 1_000,
+};
+
+/** An event ready to send: its place in the order and its SSE frame. */
+export interface LiveEvent {
+  xid: bigint;
+  id: string;
+  type: string;
+  frame: Buffer;
+}
+
+export interface Subscriber {
+  workspaceId: string;
+  keyId: string;
+  deliver(event: LiveEvent): void;
+  /** Ends the stream with `reason` as a comment. */
+  close(reason: string): void;
+}
+
+export interface EventStreams {
+  readonly db: Db;
+  readonly options: StreamOptions;
+  /**
+   * Adds a stream. Every event of its workspace written at or above the returned horizon is handed
+   * to `deliver`, in order; the ones below it are in the log (eventsAfter ... before the horizon).
+   */
+  subscribe(subscriber: Subscriber): Promise<{ horizon: bigint; unsubscribe(): void }>;
+  /** Streams open on this instance. */
+  size(): number;
+  /** Closes every stream (saying the server is stopping) and stops listening. */
+  close(): Promise<void>;
+}
+
+export const SHUTDOWN_REASON = 'the server is shutting down; reconnect with Last-Event-ID';
+export const REVOKED_REASON = 'the API key was revoked';
+
+/** What subscribe throws once the instance's streams are closed: the stream opening now ends with SHUTDOWN_REASON. */
+export class StreamsClosedError extends Error {
+  constructor() {
+    super('event streams are closed');
+  }
+}
+
+export function formatEvent(event: LoggedEvent): LiveEvent {
+  const json = JSON.stringify(eventRowToEvent(event));
+  return { xid: event.xid, id: event.id, type: event.type, frame: Buffer.from(`id: ${event.id}\nevent: ${event.type}\ndata: ${json}\n\n`) };
+}
+
+export function createEventStreams(deps: { db: Db; databaseUrl: string | undefined; logger: Logger; options?: Partial<StreamOptions> | undefined }): EventStreams {
+  const { db, logger } = deps;
+  const options: StreamOptions = { ...defaultStreamOptions, ...deps.options };
+  const byWorkspace = new Map<string, Set<Subscriber>>();
+  let count = 0;
+  /** Every event below it was handed out; undefined while nothing is streamed. */
+  let horizon: bigint | undefined;
+  let starting: Promise<void> | undefined;
+  let inflight: { workspaces: Set<string>; done: Promise<void> } | undefined;
+  let again = false;
+  /** The newest transaction announced: while the horizon is not past it, events are held back. */
+  let announced = 0n;
+  let followUp: NodeJS.Timeout | undefined;
+  let closed = false;
+  let failing = false;
+
+  const poll = (): Promise<void> => {
+    if (inflight) {
+      again = true;
+      return inflight.done;
+    }
+    if (horizon === undefined || closed) return Promise.resolve();
+    const from = horizon;
+    const workspaces = new Set(byWorkspace.keys());
+    const done = (async () => {
+      try {
+        const batch = await committedSince(db, [...workspaces], from);
+        if (failing) logger.info('event stream reads are back');
+        failing = false;
+        if (horizon !== from) return;
+        for (const row of batch.events) {
+          const streams = byWorkspace.get(row.workspace_id);
+          if (!streams) continue;
+          const event = formatEvent(row);
+          for (const stream of streams) stream.deliver(event);
+        }
+        horizon = batch.upTo > from ? batch.upTo : from;
+      } catch (err) {
+        if (!failing) logger.warn({ err: (err as Error).message }, 'event stream cannot read the log; retrying');
+        failing = true;
+      } finally {
+        inflight = undefined;
+      }
+      if (again) {
+        again = false;
+        void poll();
+      } else if (horizon !== undefined && announced >= horizon && !followUp) {
+        // An announced transaction is still behind an older running one: look again shortly.
+        followUp = setTimeout(() => {
+          followUp = undefined;
+          void poll();
+        }, HELD_BACK_POLL_MS);
+        followUp.unref();
+      }
+    })();
+    inflight = { workspaces, done };
+    return done;
+  };
+
+  let listener: JobListener | undefined;
+  try {
+    listener = createJobListener({ db, databaseUrl: deps.databaseUrl, logger, channel: EVENTS_CHANNEL });
+    listener.subscribe((payload) => {
+      if (/^\d+$/.test(payload)) {
+        const xid = BigInt(payload);
+        if (xid > announced) announced = xid;
+      }
+      if (count > 0) void poll();
+    });
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'event streams are read every second: no LISTEN connection');
+  }
+
+  const fallback = setInterval(() => {
+    if (count > 0) void poll();
+  }, options.fallbackPollMs);
+  fallback.unref();
+
+  const keyCheck = setInterval(() => {
+    if (count === 0) return;
+    const all = [...byWorkspace.values()].flatMap((set) => [...set]);
+    activeKeyIds(db, [...new Set(all.map((s) => s.keyId))]).then(
+      (active) => {
+        for (const stream of all) if (!active.has(stream.keyId)) stream.close(REVOKED_REASON);
+      },
+      (err: Error) => logger.warn({ err: err.message }, 'event stream cannot check keys; retrying'),
+    );
+  }, options.keyCheckMs);
+  keyCheck.unref();
+
+  const start = async (): Promise<void> => {
+    try {
+      const now = await currentHorizon(db);
+      if (horizon === undefined) horizon = now;
+    } finally {
+      starting = undefined;
+    }
+  };
+
+  return {
+    db,
+    options,
+    size: () => count,
+    async subscribe(subscriber) {
+      for (;;) {
+        if (closed) throw new StreamsClosedError();
+        if (horizon === undefined) await (starting ??= start());
+        else if (inflight && !inflight.workspaces.has(subscriber.workspaceId)) await inflight.done;
+        else break;
+      }
+      let set = byWorkspace.get(subscriber.workspaceId);
+      if (!set) byWorkspace.set(subscriber.workspaceId, (set = new Set()));
+      set.add(subscriber);
+      count++;
+      const joined = horizon!;
+      let subscribed = true;
+      return {
+        horizon: joined,
+        unsubscribe() {
+          if (!subscribed) return;
+          subscribed = false;
+          set.delete(subscriber);
+          if (set.size === 0 && byWorkspace.get(subscriber.workspaceId) === set) byWorkspace.delete(subscriber.workspaceId);
+          if (--count === 0) horizon = undefined;
+        },
+      };
+    },
+    async close() {
+      closed = true;
+      clearInterval(fallback);
+      clearInterval(keyCheck);
+      if (followUp) clearTimeout(followUp);
+      for (const set of [...byWorkspace.values()]) for (const stream of [...set]) stream.close(SHUTDOWN_REASON);
+      await listener?.close();
+    },
+  };
+}
