@@ -38,6 +38,7 @@ const workDir = scratchDir('support-funnel-contract-');
 /** Portman writes the collection; it works in `dir` (it keeps scratch files under ./tmp). */
 /** A Postman collection, the parts read here: folders of items, each item a request. */
 interface CollectionItem {
+  name?: string;
   item?: CollectionItem[];
   request?: { method: string; url: { path: string[] } };
 }
@@ -185,9 +186,9 @@ async function runNewman(collection: Collection, variables: Record<string, strin
  * request timeout: the collection keeps that operation's error variations (401, 400...) and drops
  * its 200 request (test/stream.test.ts and test/stream.browser.test.ts drive the stream itself).
  */
-function dropEndlessRequests(collection: Record<string, any>): Record<string, any> {
-  const summary = spec.paths['/events/stream'].get.summary as string;
-  const keep = (items: any[]): any[] =>
+function dropEndlessRequests(collection: Collection): Collection {
+  const summary = (spec.paths as Record<string, { get?: { summary?: string } }>)['/events/stream']?.get?.summary;
+  const keep = (items: CollectionItem[]): CollectionItem[] =>
     items.filter((item) => item.item || item.name !== summary).map((item) => (item.item ? { ...item, item: keep(item.item) } : item));
   return { ...collection, item: keep(collection.item ?? []) };
 }

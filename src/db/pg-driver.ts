@@ -117,12 +117,13 @@ class PipelinedPostgresDriver implements Driver {
     return connection;
   }
 
-  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+  beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     let text = 'begin';
     if (settings.isolationLevel || settings.accessMode) {
       text = ['start transaction', settings.isolationLevel && `isolation level ${settings.isolationLevel}`, settings.accessMode].filter(Boolean).join(' ');
     }
     (connection as PipelinedConnection).begin(text);
+    return Promise.resolve();
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
@@ -133,8 +134,9 @@ class PipelinedPostgresDriver implements Driver {
     await (connection as PipelinedConnection).rollback();
   }
 
-  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+  releaseConnection(connection: DatabaseConnection): Promise<void> {
     (connection as PipelinedConnection).release();
+    return Promise.resolve();
   }
 
   async destroy(): Promise<void> {
@@ -180,8 +182,7 @@ class PipelinedConnection implements DatabaseConnection {
     return resultOf<R>(results[results.length - 1]);
   }
 
-  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
-    yield* [];
+  streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('streaming query results is not supported');
   }
 

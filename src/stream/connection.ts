@@ -29,6 +29,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   let replaying = after !== undefined && after !== 'reset';
   const waiting: LiveEvent[] = [];
   let waitingBytes = 0;
+  // eslint-disable-next-line prefer-const -- close() reads it before it is set (a stream closed while it replays)
   let keepAlive: NodeJS.Timeout | undefined;
   let unsubscribe = (): void => {};
 
@@ -95,7 +96,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       return undefined;
     });
   if (!subscription) return;
-  unsubscribe = subscription.unsubscribe;
+  unsubscribe = () => subscription.unsubscribe();
   res.once('close', () => {
     open = false;
     unsubscribe();

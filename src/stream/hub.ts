@@ -189,7 +189,7 @@ export function createEventStreams(deps: { db: Db; databaseUrl: string | undefin
       if (!set) byWorkspace.set(subscriber.workspaceId, (set = new Set()));
       set.add(subscriber);
       count++;
-      const joined = horizon!;
+      const joined = horizon;
       let subscribed = true;
       return {
         horizon: joined,

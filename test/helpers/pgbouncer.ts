@@ -85,7 +85,7 @@ export class PgBouncer {
         return bouncer;
       } catch (err) {
         await client.end().catch(() => {});
-        if (tries >= 50) throw new Error(`PgBouncer did not answer: ${(err as Error).message}\n${bouncer.log()}`);
+        if (tries >= 50) throw new Error(`PgBouncer did not answer: ${(err as Error).message}\n${bouncer.log()}`, { cause: err });
         await sleep(100);
       }
     }
