@@ -56,7 +56,12 @@ async function main(): Promise<void> {
     await post(`${base}/v1/channels/${channelId}`, JSON.stringify({ defaultAgentId: agentId }), auth, 'PATCH');
 
     // Warm-up: a few customers, not measured.
-    for (let i = 0; i < 5; i++) await post(`${base}/v1/channels/${channelId}/sandbox/inbound`, JSON.stringify({ from: `+5511900${String(i).padStart(6, '0')}`, content: `warm-up ${i}` }), auth);
+    for (let i = 0; i < 5; i++)
+      await post(
+        `${base}/v1/channels/${channelId}/sandbox/inbound`,
+        JSON.stringify({ from: `+5511900${String(i).padStart(6, '0')}`, content: `warm-up ${i}` }),
+        auth,
+      );
     await sleep(500);
 
     const total = Math.round(rate * durationS);
@@ -72,10 +77,12 @@ async function main(): Promise<void> {
       const marker = `bench-${i}`;
       sentAt.set(marker, Date.now());
       pending.push(
-        post(`${base}/v1/channels/${channelId}/sandbox/inbound`, JSON.stringify({ from: `+5511910${String(i).padStart(6, '0')}`, content: marker }), auth).then((answer) => {
-          if (answer.status === 201) answeredAt.set(marker, Date.now());
-          else errors++;
-        }),
+        post(`${base}/v1/channels/${channelId}/sandbox/inbound`, JSON.stringify({ from: `+5511910${String(i).padStart(6, '0')}`, content: marker }), auth).then(
+          (answer) => {
+            if (answer.status === 201) answeredAt.set(marker, Date.now());
+            else errors++;
+          },
+        ),
       );
     }
     await Promise.all(pending);
@@ -91,12 +98,27 @@ async function main(): Promise<void> {
     }
     const replies = await waitForReplies(db, key.workspaceId, total - errors);
     log(`AI at ${rate} inbound/s for ${durationS} s: ${total} sent, ${errors} errors, ${fromPost.length} AI calls, ${replies} answers sent`);
-    log(`inbound POST -> AI request p50 ${ms(pct(fromPost, 50))}, p95 ${ms(pct(fromPost, 95))}; 201 -> AI request p50 ${ms(pct(from201, 50))}, p95 ${ms(pct(from201, 95))}`);
+    log(
+      `inbound POST -> AI request p50 ${ms(pct(fromPost, 50))}, p95 ${ms(pct(fromPost, 95))}; 201 -> AI request p50 ${ms(pct(from201, 50))}, p95 ${ms(pct(from201, 95))}`,
+    );
     const met = pct(fromPost, 50) <= 100 && fromPost.length === total - errors && errors === 0;
-    rows.push([`inbound at a fixed ${rate}/s on ${total} threads: POST -> AI request, p50 / p95`, `${ms(pct(fromPost, 50))} / ${ms(pct(fromPost, 95))}`, 'p50 <= 100 ms', met ? 'met' : 'missed']);
+    rows.push([
+      `inbound at a fixed ${rate}/s on ${total} threads: POST -> AI request, p50 / p95`,
+      `${ms(pct(fromPost, 50))} / ${ms(pct(fromPost, 95))}`,
+      'p50 <= 100 ms',
+      met ? 'met' : 'missed',
+    ]);
     rows.push(['the same, from the 201 (after the commit) -> AI request, p50 / p95', `${ms(pct(from201, 50))} / ${ms(pct(from201, 95))}`, '', '']);
-    rows.push(['AI calls / answers sent as the agent / inbound errors', `${fromPost.length} / ${replies} / ${errors}`, `${total} / ${total} / 0`, fromPost.length === total && replies === total ? 'met' : 'missed']);
-    const warnings = service.output().split('\n').filter((line) => line.includes('"level":40') || line.includes('"level":50'));
+    rows.push([
+      'AI calls / answers sent as the agent / inbound errors',
+      `${fromPost.length} / ${replies} / ${errors}`,
+      `${total} / ${total} / 0`,
+      fromPost.length === total && replies === total ? 'met' : 'missed',
+    ]);
+    const warnings = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"level":40') || line.includes('"level":50'));
     if (warnings.length > 0) log(`service warnings (last ${warnings.length}):\n${warnings.slice(-10).join('\n')}`);
     await stopProcess(service.child);
   } finally {

@@ -28,10 +28,11 @@ app.get('/healthz', (_req, res) => {
 app.get('/v1/agents', async (req, res) => {
   const page = Number(req.query.page ?? 1);
   const limit = Number(req.query.limit ?? 20);
-  const rows = await pool.query<AgentRow>(
-    'select * from agents where workspace_id = $1 order by created_at, id limit $2 offset $3',
-    [workspaceId, limit, (page - 1) * limit],
-  );
+  const rows = await pool.query<AgentRow>('select * from agents where workspace_id = $1 order by created_at, id limit $2 offset $3', [
+    workspaceId,
+    limit,
+    (page - 1) * limit,
+  ]);
   const count = await pool.query<{ n: number }>('select count(*)::int as n from agents where workspace_id = $1', [workspaceId]);
   res.json({
     data: rows.rows.map((row) => ({

@@ -27,7 +27,11 @@ const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
 const only = new Set((process.env.BENCH_CHANNELS_ONLY || 'inbound,fixed,outbound,backlog').split(','));
 
 /** Closed loop: `connections` requests in flight for `seconds`; the rate reached. */
-async function fullSpeed(seconds: number, connections: number, next: () => { url: string; body: string; headers: Record<string, string> }): Promise<{ rps: number; errors: number }> {
+async function fullSpeed(
+  seconds: number,
+  connections: number,
+  next: () => { url: string; body: string; headers: Record<string, string> },
+): Promise<{ rps: number; errors: number }> {
   const end = Date.now() + seconds * 1000;
   let done = 0;
   let errors = 0;
@@ -45,7 +49,12 @@ async function fullSpeed(seconds: number, connections: number, next: () => { url
 }
 
 /** Open loop: request i due at start + i/rate; latency from when it was due. */
-async function paced(rate: number, seconds: number, next: (i: number) => { url: string; body: string; headers: Record<string, string> }, onAnswer?: (i: number, at: number, body: string) => void) {
+async function paced(
+  rate: number,
+  seconds: number,
+  next: (i: number) => { url: string; body: string; headers: Record<string, string> },
+  onAnswer?: (i: number, at: number, body: string) => void,
+) {
   const total = Math.round(rate * seconds);
   const latencies: number[] = [];
   let errors = 0;
@@ -106,7 +115,9 @@ async function main(): Promise<void> {
     await sql`insert into contacts (workspace_id, id, name, phone, created_at, updated_at)
               select ${key.workspaceId}::uuid, gen_random_uuid(), 'Contato ' || n, '+55119' || lpad(n::text, 8, '0'), now(), now()
                 from generate_series(1, 1000) n`.execute(db);
-    const contacts = (await sql<{ id: string; phone: string }>`select id, phone from contacts where workspace_id = ${key.workspaceId} order by phone`.execute(db)).rows;
+    const contacts = (
+      await sql<{ id: string; phone: string }>`select id, phone from contacts where workspace_id = ${key.workspaceId} order by phone`.execute(db)
+    ).rows;
     graph.answer((request) => sentAnswer(request));
 
     let seq = 0;
@@ -115,7 +126,30 @@ async function main(): Promise<void> {
       const phone = contacts[n % contacts.length]!.phone.slice(1);
       const body = JSON.stringify({
         object: 'whatsapp_business_account',
-        entry: [{ id: 'waba', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: meta.externalId }, contacts: [{ profile: { name: 'Cliente' }, wa_id: phone }], messages: [{ from: phone, id: `wamid.bench.${stamp}.${n}`, timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', text: { body: `Mensagem ${n}` } }] } }] }],
+        entry: [
+          {
+            id: 'waba',
+            changes: [
+              {
+                field: 'messages',
+                value: {
+                  messaging_product: 'whatsapp',
+                  metadata: { display_phone_number: '15550783881', phone_number_id: meta.externalId },
+                  contacts: [{ profile: { name: 'Cliente' }, wa_id: phone }],
+                  messages: [
+                    {
+                      from: phone,
+                      id: `wamid.bench.${stamp}.${n}`,
+                      timestamp: String(Math.floor(Date.now() / 1000)),
+                      type: 'text',
+                      text: { body: `Mensagem ${n}` },
+                    },
+                  ],
+                },
+              },
+            ],
+          },
+        ],
       });
       return { url: `${base}/webhooks/meta/${channelId}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
     };
@@ -124,76 +158,110 @@ async function main(): Promise<void> {
       const n = out++;
       const contact = contacts[n % contacts.length]!;
       id ??= `o${n}`;
-      return { url: `${base}/v1/messages`, body: JSON.stringify({ contactId: contact.id, channelId, template: { name: 'bench', language: 'pt_BR', parameters: [id] } }), headers: auth };
+      return {
+        url: `${base}/v1/messages`,
+        body: JSON.stringify({ contactId: contact.id, channelId, template: { name: 'bench', language: 'pt_BR', parameters: [id] } }),
+        headers: auth,
+      };
     };
 
     // Warm-up, then (1) full speed, interleaved.
     await fullSpeed(2, 20, webhook);
     await fullSpeed(2, 20, () => outbound());
     if (only.has('inbound')) {
-    const inboundRuns: number[] = [];
-    const messageRuns: number[] = [];
-    for (let round = 0; round < 2; round++) {
-      messageRuns.push((await fullSpeed(durationS, 50, () => outbound())).rps);
-      await sleep(2_000);
-      inboundRuns.push((await fullSpeed(durationS, 50, webhook)).rps);
-      await sleep(2_000);
-    }
-    const inboundRps = Math.max(...inboundRuns);
-    const messagesRps = Math.max(...messageRuns);
-    log(`full speed: webhooks ${inboundRuns.map((r) => r.toFixed(0)).join(', ')}/s, POST /v1/messages ${messageRuns.map((r) => r.toFixed(0)).join(', ')}/s`);
-    rows.push(['inbound webhooks at full speed vs POST /v1/messages', `${inboundRps.toFixed(0)}/s vs ${messagesRps.toFixed(0)}/s = ${(inboundRps / messagesRps).toFixed(2)}x`, '>= 0.8x', inboundRps >= 0.8 * messagesRps ? 'met' : 'missed']);
+      const inboundRuns: number[] = [];
+      const messageRuns: number[] = [];
+      for (let round = 0; round < 2; round++) {
+        messageRuns.push((await fullSpeed(durationS, 50, () => outbound())).rps);
+        await sleep(2_000);
+        inboundRuns.push((await fullSpeed(durationS, 50, webhook)).rps);
+        await sleep(2_000);
+      }
+      const inboundRps = Math.max(...inboundRuns);
+      const messagesRps = Math.max(...messageRuns);
+      log(`full speed: webhooks ${inboundRuns.map((r) => r.toFixed(0)).join(', ')}/s, POST /v1/messages ${messageRuns.map((r) => r.toFixed(0)).join(', ')}/s`);
+      rows.push([
+        'inbound webhooks at full speed vs POST /v1/messages',
+        `${inboundRps.toFixed(0)}/s vs ${messagesRps.toFixed(0)}/s = ${(inboundRps / messagesRps).toFixed(2)}x`,
+        '>= 0.8x',
+        inboundRps >= 0.8 * messagesRps ? 'met' : 'missed',
+      ]);
     }
 
     // (2) Webhooks at a fixed 200/s.
     if (only.has('fixed')) {
-    await waitForDrain(db);
-    const fixed = await paced(200, durationS * 2, () => webhook());
-    log(`webhooks at 200/s: p50 ${ms(pct(fixed.latencies, 50))}, p99 ${ms(pct(fixed.latencies, 99))}, ${fixed.errors} errors`);
-    rows.push(['webhooks at a fixed 200/s: p50 / p99', `${ms(pct(fixed.latencies, 50))} / ${ms(pct(fixed.latencies, 99))}`, 'p99 <= 250 ms', pct(fixed.latencies, 99) <= 250 ? 'met' : 'missed']);
+      await waitForDrain(db);
+      const fixed = await paced(200, durationS * 2, () => webhook());
+      log(`webhooks at 200/s: p50 ${ms(pct(fixed.latencies, 50))}, p99 ${ms(pct(fixed.latencies, 99))}, ${fixed.errors} errors`);
+      rows.push([
+        'webhooks at a fixed 200/s: p50 / p99',
+        `${ms(pct(fixed.latencies, 50))} / ${ms(pct(fixed.latencies, 99))}`,
+        'p99 <= 250 ms',
+        pct(fixed.latencies, 99) <= 250 ? 'met' : 'missed',
+      ]);
     }
 
     // (3) Outbound at a fixed 100/s: from the 201 (as the client got it) to Graph's request.
     if (only.has('outbound')) {
-    await waitForDrain(db);
-    const answeredAt = new Map<string, number>();
-    const latencyRun = `lat${stamp}`;
-    const before = graph.requests.length;
-    await paced(100, durationS * 2, (i) => outbound(`${latencyRun}-${i}`), (i, at) => answeredAt.set(`${latencyRun}-${i}`, at));
-    await waitForDrain(db);
-    const toGraph: number[] = [];
-    for (const request of graph.requests.slice(before)) {
-      const id = templateOf(request.body)?.components?.[0]?.parameters?.[0]?.text;
-      const at = id && answeredAt.get(id);
-      if (at) toGraph.push(Math.max(0, request.at - at));
-    }
-    log(`outbound at 100/s: ${toGraph.length} sent, 201 -> Graph p50 ${ms(pct(toGraph, 50))}, p99 ${ms(pct(toGraph, 99))}`);
-    rows.push(['outbound at a fixed 100/s: 201 -> Graph request, p50 / p99', `${ms(pct(toGraph, 50))} / ${ms(pct(toGraph, 99))}`, 'p50 <= 50 ms, p99 <= 250 ms', pct(toGraph, 50) <= 50 && pct(toGraph, 99) <= 250 ? 'met' : 'missed']);
+      await waitForDrain(db);
+      const answeredAt = new Map<string, number>();
+      const latencyRun = `lat${stamp}`;
+      const before = graph.requests.length;
+      await paced(
+        100,
+        durationS * 2,
+        (i) => outbound(`${latencyRun}-${i}`),
+        (i, at) => answeredAt.set(`${latencyRun}-${i}`, at),
+      );
+      await waitForDrain(db);
+      const toGraph: number[] = [];
+      for (const request of graph.requests.slice(before)) {
+        const id = templateOf(request.body)?.components?.[0]?.parameters?.[0]?.text;
+        const at = id && answeredAt.get(id);
+        if (at) toGraph.push(Math.max(0, request.at - at));
+      }
+      log(`outbound at 100/s: ${toGraph.length} sent, 201 -> Graph p50 ${ms(pct(toGraph, 50))}, p99 ${ms(pct(toGraph, 99))}`);
+      rows.push([
+        'outbound at a fixed 100/s: 201 -> Graph request, p50 / p99',
+        `${ms(pct(toGraph, 50))} / ${ms(pct(toGraph, 99))}`,
+        'p50 <= 50 ms, p99 <= 250 ms',
+        pct(toGraph, 50) <= 50 && pct(toGraph, 99) <= 250 ? 'met' : 'missed',
+      ]);
     }
 
     // (4) A backlog of 10,000 queued messages over 1,000 contacts, committed at once; Graph answers after 50 ms.
     if (only.has('backlog')) {
-    await waitForDrain(db);
-    graph.answer((request) => ({ ...sentAnswer(request), delayMs: 50 }));
-    const drainFrom = graph.requests.length;
-    const [serviceCpu0, machine0, load0] = [groupCpuMs(service.child.pid!), machineCpuMs(), loadAverage()];
-    const committed = await backlog(db, key.workspaceId, channelId);
-    await waitForDrain(db, 600_000);
-    const [serviceCpu1, machine1, load1] = [groupCpuMs(service.child.pid!), machineCpuMs(), loadAverage()];
-    const drained = graph.requests.slice(drainFrom).filter((r) => templateOf(r.body)?.name === 'backlog');
-    const last = Math.max(...drained.map((r) => r.at));
-    const drainRate = drained.length / ((last - committed) / 1000);
-    const orderKept = checkOrder(drained);
-    log(`backlog: ${drained.length} sent in ${((last - committed) / 1000).toFixed(1)} s = ${drainRate.toFixed(0)}/s, order per contact ${orderKept ? 'kept' : 'BROKEN'}`);
-    const busy = (machine1.busy - machine0.busy) / (machine1.total - machine0.total);
-    const cpuNote =
-      `backlog CPU: service ${(((serviceCpu1 - serviceCpu0) * 1000) / drained.length).toFixed(0)} µs a message; ` +
-      `machine ${(busy * 100).toFixed(0)} % busy, load average ${load0.toFixed(1)} -> ${load1.toFixed(1)}`;
-    log(cpuNote);
-    notes.push(cpuNote);
-    rows.push([`backlog of 10,000 over 1,000 contacts, Graph after 50 ms (DELIVERY_CONCURRENCY=${concurrency})`, `${drainRate.toFixed(0)}/s, order ${orderKept ? 'kept' : 'broken'}`, '>= 500/s, order kept', drainRate >= 500 && orderKept ? 'met' : 'missed']);
+      await waitForDrain(db);
+      graph.answer((request) => ({ ...sentAnswer(request), delayMs: 50 }));
+      const drainFrom = graph.requests.length;
+      const [serviceCpu0, machine0, load0] = [groupCpuMs(service.child.pid!), machineCpuMs(), loadAverage()];
+      const committed = await backlog(db, key.workspaceId, channelId);
+      await waitForDrain(db, 600_000);
+      const [serviceCpu1, machine1, load1] = [groupCpuMs(service.child.pid!), machineCpuMs(), loadAverage()];
+      const drained = graph.requests.slice(drainFrom).filter((r) => templateOf(r.body)?.name === 'backlog');
+      const last = Math.max(...drained.map((r) => r.at));
+      const drainRate = drained.length / ((last - committed) / 1000);
+      const orderKept = checkOrder(drained);
+      log(
+        `backlog: ${drained.length} sent in ${((last - committed) / 1000).toFixed(1)} s = ${drainRate.toFixed(0)}/s, order per contact ${orderKept ? 'kept' : 'BROKEN'}`,
+      );
+      const busy = (machine1.busy - machine0.busy) / (machine1.total - machine0.total);
+      const cpuNote =
+        `backlog CPU: service ${(((serviceCpu1 - serviceCpu0) * 1000) / drained.length).toFixed(0)} µs a message; ` +
+        `machine ${(busy * 100).toFixed(0)} % busy, load average ${load0.toFixed(1)} -> ${load1.toFixed(1)}`;
+      log(cpuNote);
+      notes.push(cpuNote);
+      rows.push([
+        `backlog of 10,000 over 1,000 contacts, Graph after 50 ms (DELIVERY_CONCURRENCY=${concurrency})`,
+        `${drainRate.toFixed(0)}/s, order ${orderKept ? 'kept' : 'broken'}`,
+        '>= 500/s, order kept',
+        drainRate >= 500 && orderKept ? 'met' : 'missed',
+      ]);
     }
-    const warnings = service.output().split('\n').filter((line) => line.includes('"level":40') || line.includes('"level":50'));
+    const warnings = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"level":40') || line.includes('"level":50'));
     if (warnings.length > 0) log(`service warnings (last ${warnings.length}):\n${warnings.slice(-10).join('\n')}`);
 
     await stopProcess(service.child);

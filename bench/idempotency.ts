@@ -53,15 +53,25 @@ async function main(): Promise<void> {
       for (const kind of order) {
         const postgres = postgresPids();
         // The service's own backends: on a shared machine PostgreSQL's other work is not the service's.
-        const own = (await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(db)).rows.map((row) => row.pid);
-        const [service0, postgres0, own0, wakeups0, machine0] = [groupCpuMs(service.child.pid!), pidsCpuMs(postgres), pidsCpuMs(own), pidsWakeups(own), machineCpuMs()];
+        const own = (
+          await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(db)
+        ).rows.map((row) => row.pid);
+        const [service0, postgres0, own0, wakeups0, machine0] = [
+          groupCpuMs(service.child.pid!),
+          pidsCpuMs(postgres),
+          pidsCpuMs(own),
+          pidsWakeups(own),
+          machineCpuMs(),
+        ];
         const result = await runLoad(spec(kind === 'key', durationS), workDir);
         const perRequest = (ms: number) => ((ms * 1000) / result.requests).toFixed(0);
         const machine1 = machineCpuMs();
         const cpu = `CPU µs a request: service ${perRequest(groupCpuMs(service.child.pid!) - service0)}, PostgreSQL ${perRequest(pidsCpuMs(postgres) - postgres0)} (the service's backends ${perRequest(pidsCpuMs(own) - own0)}, ${((pidsWakeups(own) - wakeups0) / result.requests).toFixed(2)} wake-ups), machine ${perRequest(machine1.busy - machine0.busy)}`;
         if (result.non2xx + result.socketErrors > 0) throw new Error(`${kind}: ${result.non2xx} non-2xx answers, ${result.socketErrors} socket errors`);
         rates[kind].push(result.rps);
-        log(`round ${round}, ${kind === 'key' ? 'with a key' : 'without a key'}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms; ${cpu}`);
+        log(
+          `round ${round}, ${kind === 'key' ? 'with a key' : 'without a key'}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms; ${cpu}`,
+        );
       }
     }
     await stopProcess(service.child);

@@ -54,7 +54,15 @@ try {
       await transact(server.db, async (trx) => {
         if (keyed) await lockAndFindResult(trx, scope);
         const inserted = await createContact(trx, ws.workspaceId, buildContact(), apiKeyActor(ws.keyId));
-        if (keyed) await storeResult(trx, scope, { method: 'POST', path: '/v1/contacts', bodySha256: 'x'.repeat(64), status: 201, response: JSON.stringify(inserted), responseSealed: false });
+        if (keyed)
+          await storeResult(trx, scope, {
+            method: 'POST',
+            path: '/v1/contacts',
+            bodySha256: 'x'.repeat(64),
+            status: 201,
+            response: JSON.stringify(inserted),
+            responseSealed: false,
+          });
       });
       return;
     }

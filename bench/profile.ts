@@ -43,13 +43,28 @@ export type Layer = (typeof LAYERS)[number];
 
 const PACKAGE_LAYERS: Array<[RegExp, Layer]> = [
   [/\/src\/middleware\/authenticate\.ts|\/src\/keys\.ts/, 'auth'],
-  [/\/node_modules\/(express-rate-limit|rate-limit-redis|ioredis|@ioredis|redis-errors|redis-parser|denque|cluster-key-slot|standard-as-callback)\/|\/src\/middleware\/rate-limit\.ts|\/src\/redis\.ts/, 'rate limit'],
-  [/\/node_modules\/(express-openapi-validator|ajv|ajv-formats|ajv-draft-04|fast-uri|fast-deep-equal|json-schema-traverse|@apidevtools|lodash\.\w+)\//, 'request validation'],
+  [
+    /\/node_modules\/(express-rate-limit|rate-limit-redis|ioredis|@ioredis|redis-errors|redis-parser|denque|cluster-key-slot|standard-as-callback)\/|\/src\/middleware\/rate-limit\.ts|\/src\/redis\.ts/,
+    'rate limit',
+  ],
+  [
+    /\/node_modules\/(express-openapi-validator|ajv|ajv-formats|ajv-draft-04|fast-uri|fast-deep-equal|json-schema-traverse|@apidevtools|lodash\.\w+)\//,
+    'request validation',
+  ],
   [/\/node_modules\/kysely\/|\/src\/db\//, 'query building (Kysely)'],
-  [/\/node_modules\/(pg|pg-protocol|pg-pool|pg-types|pg-int8|pg-cloudflare|pg-connection-string|pgpass|postgres-array|postgres-bytea|postgres-date|postgres-interval|buffer-writer|packet-reader|obuf)\//, 'pg driver'],
-  [/\/node_modules\/(pino|pino-std-serializers|sonic-boom|fast-redact|@pinojs\/redact|quick-format-unescaped|atomic-sleep|on-exit-leak-free|thread-stream|safe-stable-stringify|real-require|process-warning)\/|\/src\/middleware\/request-context\.ts|\/src\/logger\.ts/, 'logging'],
+  [
+    /\/node_modules\/(pg|pg-protocol|pg-pool|pg-types|pg-int8|pg-cloudflare|pg-connection-string|pgpass|postgres-array|postgres-bytea|postgres-date|postgres-interval|buffer-writer|packet-reader|obuf)\//,
+    'pg driver',
+  ],
+  [
+    /\/node_modules\/(pino|pino-std-serializers|sonic-boom|fast-redact|@pinojs\/redact|quick-format-unescaped|atomic-sleep|on-exit-leak-free|thread-stream|safe-stable-stringify|real-require|process-warning)\/|\/src\/middleware\/request-context\.ts|\/src\/logger\.ts/,
+    'logging',
+  ],
   [/\/src\/routes\/|\/src\/services\/|\/node_modules\/uuid\//, 'handlers'],
-  [/\/node_modules\/(express|router|body-parser|finalhandler|on-finished|parseurl|qs|send|type-is|mime-types|mime-db|accepts|negotiator|depd|ee-first|vary|encodeurl|escape-html|etag|fresh|range-parser|proxy-addr|forwarded|ipaddr\.js|statuses|http-errors|setprototypeof|cookie|cookie-signature|debug|ms|raw-body|iconv-lite|bytes|unpipe|merge-descriptors|content-disposition|serve-static|safe-buffer|inherits|toidentifier|once|wrappy|is-promise|side-channel\w*|call-bind\w*|get-intrinsic|es-\w+|has-symbols|object-inspect|function-bind|hasown|gopd|dunder-proto|math-intrinsics|get-proto)\/|\/src\/middleware\/|\/src\/app\.ts|\/src\/errors\.ts|\/src\/contract\.ts/, 'express'],
+  [
+    /\/node_modules\/(express|router|body-parser|finalhandler|on-finished|parseurl|qs|send|type-is|mime-types|mime-db|accepts|negotiator|depd|ee-first|vary|encodeurl|escape-html|etag|fresh|range-parser|proxy-addr|forwarded|ipaddr\.js|statuses|http-errors|setprototypeof|cookie|cookie-signature|debug|ms|raw-body|iconv-lite|bytes|unpipe|merge-descriptors|content-disposition|serve-static|safe-buffer|inherits|toidentifier|once|wrappy|is-promise|side-channel\w*|call-bind\w*|get-intrinsic|es-\w+|has-symbols|object-inspect|function-bind|hasown|gopd|dunder-proto|math-intrinsics|get-proto)\/|\/src\/middleware\/|\/src\/app\.ts|\/src\/errors\.ts|\/src\/contract\.ts/,
+    'express',
+  ],
 ];
 
 /** Natives whose time is serialisation of the response (unless the logger called them). */
@@ -191,9 +206,7 @@ export function profileMarkdown(summary: ProfileSummary, title: string): string 
     '',
     '| layer | sampled ms | share | µs/request |',
     '|---|---:|---:|---:|',
-    ...summary.layers
-      .filter((l) => l.ms > 0)
-      .map((l) => `| ${l.layer} | ${l.ms.toFixed(0)} | ${pct(l.share)} | ${l.usPerRequest?.toFixed(1) ?? ''} |`),
+    ...summary.layers.filter((l) => l.ms > 0).map((l) => `| ${l.layer} | ${l.ms.toFixed(0)} | ${pct(l.share)} | ${l.usPerRequest?.toFixed(1) ?? ''} |`),
     '',
     '<details><summary>Self time by place (top 25)</summary>',
     '',

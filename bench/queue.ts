@@ -58,7 +58,16 @@ async function measure(on: string, db: Db, databaseUrl: string | undefined): Pro
   latencies.sort((a, b) => a - b);
   await worker.stop(AbortSignal.timeout(2_000));
   await listener.close();
-  console.log(JSON.stringify({ queue: 'src/jobs', on, jobs: N, enqueuePerSec: Math.round(N / (enqueueMs / 1000)), drainPerSec: Math.round(N / (drainMs / 1000)), idleLatencyMsP50: latencies[10] }));
+  console.log(
+    JSON.stringify({
+      queue: 'src/jobs',
+      on,
+      jobs: N,
+      enqueuePerSec: Math.round(N / (enqueueMs / 1000)),
+      drainPerSec: Math.round(N / (drainMs / 1000)),
+      idleLatencyMsP50: latencies[10],
+    }),
+  );
 }
 
 const admin = new pg.Client({ connectionString: adminUrl });

@@ -37,13 +37,19 @@ try {
   const ws = await createWorkspace(server);
   for (const keyed of [false, true]) {
     const post = async () => {
-      const res = await request(server, 'POST', '/v1/contacts', { apiKey: ws.apiKey, body: buildContact(), ...(keyed && { headers: { 'idempotency-key': randomUUID() } }) });
+      const res = await request(server, 'POST', '/v1/contacts', {
+        apiKey: ws.apiKey,
+        body: buildContact(),
+        ...(keyed && { headers: { 'idempotency-key': randomUUID() } }),
+      });
       if (res.status !== 201) throw new Error(`POST /v1/contacts answered ${res.status}`);
     };
     for (let i = 0; i < 20; i++) await post();
     const before = turns;
     for (let i = 0; i < 200; i++) await post();
-    process.stdout.write(`POST /v1/contacts ${keyed ? 'with an Idempotency-Key' : 'without a key'}: ${((turns - before) / 200).toFixed(2)} round trips a request\n`);
+    process.stdout.write(
+      `POST /v1/contacts ${keyed ? 'with an Idempotency-Key' : 'without a key'}: ${((turns - before) / 200).toFixed(2)} round trips a request\n`,
+    );
   }
 } finally {
   await server.close();

@@ -324,9 +324,16 @@ async function main(): Promise<void> {
   const shape = { ...FULL_SHAPE, threadsPerWorkspace: Math.round(FULL_SHAPE.threadsPerWorkspace * settings.scale) };
   const fixture = await seed(settings.adminUrl, dbName, shape, log);
   log(
-    `  ${Object.entries(fixture.counts).map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`).join(', ')} in ${fixture.timings.total!.toFixed(1)} s`,
+    `  ${Object.entries(fixture.counts)
+      .map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`)
+      .join(', ')} in ${fixture.timings.total!.toFixed(1)} s`,
   );
-  log(`  steps: ${Object.entries(fixture.timings).filter(([k]) => k !== 'total').map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}`);
+  log(
+    `  steps: ${Object.entries(fixture.timings)
+      .filter(([k]) => k !== 'total')
+      .map(([k, v]) => `${k} ${v.toFixed(1)} s`)
+      .join(', ')}`,
+  );
 
   const movesAfterSeed = await countRecentMoves(fixture, 30);
   const plansAfterSeed = await explainHotQueries(fixture, 'after the seed');
@@ -359,8 +366,19 @@ async function main(): Promise<void> {
     durationS: d,
   });
   const scenarios: Scenario[] = [
-    { id: 'a', title: '(a) baseline: bare Express + pg, GET /v1/agents', server: () => baseline, spec: () => ({ url: `${baseline.url}/v1/agents`, connections: c, durationS: d }) },
-    { id: 'b', title: '(b) service GET /v1/agents', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
+    {
+      id: 'a',
+      title: '(a) baseline: bare Express + pg, GET /v1/agents',
+      server: () => baseline,
+      spec: () => ({ url: `${baseline.url}/v1/agents`, connections: c, durationS: d }),
+    },
+    {
+      id: 'b',
+      title: '(b) service GET /v1/agents',
+      ratioTo: 'a',
+      server: () => service,
+      spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }),
+    },
     {
       id: 'b-limited',
       title: '(b) with the Redis limiter (pro keys)',
@@ -381,7 +399,13 @@ async function main(): Promise<void> {
       server: () => service,
       spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d, rate: settings.fixedRate }),
     },
-    { id: 'c', title: '(c) GET /v1/threads?status=open', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}/v1/threads?status=open`, headers: key, connections: c, durationS: d }) },
+    {
+      id: 'c',
+      title: '(c) GET /v1/threads?status=open',
+      ratioTo: 'a',
+      server: () => service,
+      spec: () => ({ url: `${service.url}/v1/threads?status=open`, headers: key, connections: c, durationS: d }),
+    },
     {
       id: 'd',
       title: '(d) POST /v1/messages (2,000 open threads)',
@@ -398,8 +422,20 @@ async function main(): Promise<void> {
     },
     { id: 'g', title: '(g) POST /v1/contacts', ratioTo: 'a', server: () => service, spec: () => contactsSpec(false) },
     { id: 'g-key', title: '(g) POST /v1/contacts, Idempotency-Key', ratioTo: 'g', server: () => service, spec: () => contactsSpec(true) },
-    { id: 'e30', title: '(e) NPS over 30 days', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}${npsPath(fixture, 30)}`, headers: key, connections: c, durationS: d }) },
-    { id: 'e365', title: '(e) NPS over a year', ratioTo: 'a', server: () => service, spec: () => ({ url: `${service.url}${npsPath(fixture, 365)}`, headers: key, connections: c, durationS: d }) },
+    {
+      id: 'e30',
+      title: '(e) NPS over 30 days',
+      ratioTo: 'a',
+      server: () => service,
+      spec: () => ({ url: `${service.url}${npsPath(fixture, 30)}`, headers: key, connections: c, durationS: d }),
+    },
+    {
+      id: 'e365',
+      title: '(e) NPS over a year',
+      ratioTo: 'a',
+      server: () => service,
+      spec: () => ({ url: `${service.url}${npsPath(fixture, 365)}`, headers: key, connections: c, durationS: d }),
+    },
     {
       id: 'e30-1',
       title: '(e) NPS over 30 days, 1 connection',
@@ -434,8 +470,19 @@ async function main(): Promise<void> {
   log('\n(f) WEB_CONCURRENCY=2 against 1 on (b)');
   const twoWorkers = await startService('service, 2 workers', fixture, { WEB_CONCURRENCY: '2' });
   const fScenarios: Scenario[] = [
-    { id: 'f1', title: '(f) GET /v1/agents, 1 worker', server: () => service, spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
-    { id: 'f2', title: '(f) GET /v1/agents, 2 workers', ratioTo: 'f1', server: () => twoWorkers, spec: () => ({ url: `${twoWorkers.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
+    {
+      id: 'f1',
+      title: '(f) GET /v1/agents, 1 worker',
+      server: () => service,
+      spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }),
+    },
+    {
+      id: 'f2',
+      title: '(f) GET /v1/agents, 2 workers',
+      ratioTo: 'f1',
+      server: () => twoWorkers,
+      spec: () => ({ url: `${twoWorkers.url}/v1/agents`, headers: key, connections: c, durationS: d }),
+    },
   ];
   for (let round = 1; round <= settings.rounds; round++) {
     const order = round % 2 ? fScenarios : [...fScenarios].reverse();
@@ -450,26 +497,25 @@ async function main(): Promise<void> {
   // (i) PATCH /v1/threads/{id}, after the interleaved rounds: its moves would otherwise change what
   // the other scenarios read (the open threads' rows and index entries) between two vacuums.
   log('\n(i) PATCH /v1/threads/{id}, 3 runs');
-  const patchScenario: Scenario =
-{
-      // Each PATCH moves one of the 2,000 open threads to another stage (a real change: the thread
-      // row, a history row and three index entries); a full cycle of the variants goes to stage 2,
-      // the next to stage 3, so no request repeats the current value.
-      id: 'i',
-      title: '(i) PATCH /v1/threads/{id} (stage moves)',
-      ratioTo: 'a',
-      server: () => service,
-      spec: () => ({
-        url: `${service.url}/v1/threads`,
-        method: 'PATCH',
-        headers: { ...key, 'Content-Type': 'application/json' },
-        variants: [fixture.stageIds[1]!, fixture.stageIds[2]!].flatMap((stageId) =>
-          fixture.openThreadIds.map((id) => ({ path: `/v1/threads/${id}`, body: JSON.stringify({ stageId }) })),
-        ),
-        connections: c,
-        durationS: d,
-      }),
-    };
+  const patchScenario: Scenario = {
+    // Each PATCH moves one of the 2,000 open threads to another stage (a real change: the thread
+    // row, a history row and three index entries); a full cycle of the variants goes to stage 2,
+    // the next to stage 3, so no request repeats the current value.
+    id: 'i',
+    title: '(i) PATCH /v1/threads/{id} (stage moves)',
+    ratioTo: 'a',
+    server: () => service,
+    spec: () => ({
+      url: `${service.url}/v1/threads`,
+      method: 'PATCH',
+      headers: { ...key, 'Content-Type': 'application/json' },
+      variants: [fixture.stageIds[1]!, fixture.stageIds[2]!].flatMap((stageId) =>
+        fixture.openThreadIds.map((id) => ({ path: `/v1/threads/${id}`, body: JSON.stringify({ stageId }) })),
+      ),
+      connections: c,
+      durationS: d,
+    }),
+  };
   for (let round = 1; round <= settings.rounds; round++) {
     const m = await measured(watch, patchScenario.server(), patchScenario.spec());
     runs.push({ scenario: patchScenario.id, round, ...m });
@@ -482,8 +528,19 @@ async function main(): Promise<void> {
   log('\nLOG_LEVEL=info against warn on (b), once (logs to /dev/null)');
   const infoLogs = await startService('service, LOG_LEVEL=info', fixture, { LOG_LEVEL: 'info' });
   const logScenarios: Scenario[] = [
-    { id: 'log-warn', title: '(b) LOG_LEVEL=warn', server: () => service, spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
-    { id: 'log-info', title: '(b) LOG_LEVEL=info', ratioTo: 'log-warn', server: () => infoLogs, spec: () => ({ url: `${infoLogs.url}/v1/agents`, headers: key, connections: c, durationS: d }) },
+    {
+      id: 'log-warn',
+      title: '(b) LOG_LEVEL=warn',
+      server: () => service,
+      spec: () => ({ url: `${service.url}/v1/agents`, headers: key, connections: c, durationS: d }),
+    },
+    {
+      id: 'log-info',
+      title: '(b) LOG_LEVEL=info',
+      ratioTo: 'log-warn',
+      server: () => infoLogs,
+      spec: () => ({ url: `${infoLogs.url}/v1/agents`, headers: key, connections: c, durationS: d }),
+    },
   ];
   for (const scenario of logScenarios) {
     const m = await measured(watch, scenario.server(), scenario.spec());
@@ -516,12 +573,24 @@ async function main(): Promise<void> {
   const byId = (id: string) => summaries.find((s) => s.id === id);
   const b = byId('b');
   const checks: TargetCheck[] = [
-    { target: '(b) >= 0.9x (a) at 50 connections (aim > 1.0x)', measured: `${fmt.n2(b?.ratio)}x (rounds: ${b?.ratioPerRound?.map((r) => r.toFixed(2)).join(', ')})`, met: b?.ratio !== undefined ? b.ratio >= 0.9 : undefined },
-    { target: `(b) p99 < 15 ms at a fixed ${settings.fixedRate} req/s`, measured: `${fmt.n1(byId('b-fixed')?.p99Ms)} ms (achieved ${fmt.n0(byId('b-fixed')?.rps ?? NaN)} req/s; the baseline (a) at the same rate: ${fmt.n1(byId('a-fixed')?.p99Ms)} ms)`, met: (byId('b-fixed')?.p99Ms ?? Infinity) < 15 },
+    {
+      target: '(b) >= 0.9x (a) at 50 connections (aim > 1.0x)',
+      measured: `${fmt.n2(b?.ratio)}x (rounds: ${b?.ratioPerRound?.map((r) => r.toFixed(2)).join(', ')})`,
+      met: b?.ratio !== undefined ? b.ratio >= 0.9 : undefined,
+    },
+    {
+      target: `(b) p99 < 15 ms at a fixed ${settings.fixedRate} req/s`,
+      measured: `${fmt.n1(byId('b-fixed')?.p99Ms)} ms (achieved ${fmt.n0(byId('b-fixed')?.rps ?? NaN)} req/s; the baseline (a) at the same rate: ${fmt.n1(byId('a-fixed')?.p99Ms)} ms)`,
+      met: (byId('b-fixed')?.p99Ms ?? Infinity) < 15,
+    },
     { target: '(d) >= 1,200 req/s', measured: `${fmt.n0(byId('d')?.rps ?? NaN)} req/s`, met: (byId('d')?.rps ?? 0) >= 1200 },
     ...[30, 365].map((days) => {
       const s = byId(`e${days}-1`);
-      return { target: `(e) ${days} d: median < 3 ms end to end (1 connection)`, measured: `${fmt.n2(s?.p50Ms)} ms (p99 ${fmt.n2(s?.p99Ms)} ms)`, met: (s?.p50Ms ?? Infinity) < 3 };
+      return {
+        target: `(e) ${days} d: median < 3 ms end to end (1 connection)`,
+        measured: `${fmt.n2(s?.p50Ms)} ms (p99 ${fmt.n2(s?.p99Ms)} ms)`,
+        met: (s?.p50Ms ?? Infinity) < 3,
+      };
     }),
     ...plansAtEnd
       .filter((p) => p.label.startsWith('(e)'))
@@ -536,7 +605,11 @@ async function main(): Promise<void> {
       met: byId('g-key')?.ratio !== undefined ? byId('g-key')!.ratio! >= 0.85 : undefined,
     },
     { target: '(f) WEB_CONCURRENCY=2 against 1: report the ratio', measured: `${fmt.n2(byId('f2')?.ratio)}x`, met: undefined },
-    { target: '(i) PATCH /v1/threads/{id} >= 1,000 req/s', measured: `${fmt.n0(byId('i')?.rps ?? NaN)} req/s (p99 ${fmt.n1(byId('i')?.p99Ms)} ms)`, met: (byId('i')?.rps ?? 0) >= 1000 },
+    {
+      target: '(i) PATCH /v1/threads/{id} >= 1,000 req/s',
+      measured: `${fmt.n0(byId('i')?.rps ?? NaN)} req/s (p99 ${fmt.n1(byId('i')?.p99Ms)} ms)`,
+      met: (byId('i')?.rps ?? 0) >= 1000,
+    },
     ...(
       [
         ['(g) funnel 30 days', 10],
@@ -570,8 +643,13 @@ async function main(): Promise<void> {
       `load generator ${wrk ? wrkVersion : 'autocannon'} (fixed rate: bench/paced-run.ts); ${settings.rounds} rounds of ${settings.durationS} s per run after ${settings.warmupS} s of warm-up; ` +
       `medians over rounds. Whole bench ${totalMinutes.toFixed(1)} min. Load average at the end ${loadAverage()}.`,
     '',
-    `Seed: ${Object.entries(fixture.counts).map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`).join(', ')} in ${fixture.timings.total!.toFixed(1)} s ` +
-      `(${Object.entries(fixture.timings).filter(([k]) => k !== 'total').map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}). ` +
+    `Seed: ${Object.entries(fixture.counts)
+      .map(([k, v]) => `${k} ${v.toLocaleString('en-US')}`)
+      .join(', ')} in ${fixture.timings.total!.toFixed(1)} s ` +
+      `(${Object.entries(fixture.timings)
+        .filter(([k]) => k !== 'total')
+        .map(([k, v]) => `${k} ${v.toFixed(1)} s`)
+        .join(', ')}). ` +
       `Threads' pages all-visible after the seed: ${fixture.allVisiblePercent}%. ` +
       `VACUUM (ANALYZE) of threads and messages after each round (autovacuum ${pgSettings.autovacuum}): ${vacuums.map((v) => `${v.seconds.toFixed(1)} s (${v.allVisiblePercent}% all-visible)`).join(', ')}.`,
     '',

@@ -86,7 +86,9 @@ const SETUP_SESSION = `set session_replication_role = replica; set synchronous_c
 function smallTables(shape: SeedShape, workspaceId: string): Array<[string, string]> {
   const { workspaces, agentsPerWorkspace: agents, contactsPerWorkspace: contacts } = shape;
   return [
-    ['workspaces', `
+    [
+      'workspaces',
+      `
       insert into workspaces (id, name, created_at)
       select ${uuid7("now() - interval '400 days'", 'g')}, 'Workspace ' || g, now() - interval '400 days'
         from generate_series(1, ${workspaces - 1}) g;
@@ -103,8 +105,11 @@ function smallTables(shape: SeedShape, workspaceId: string): Array<[string, stri
              (array_agg(id order by position))[3] as s3, (array_agg(id order by position))[4] as s4
         from stages group by workspace_id;
       create unlogged table seed_ws as
-      select id, (row_number() over (order by id = '${workspaceId}' desc, id) - 1)::int as wn from workspaces`],
-    ['agents, contacts', `
+      select id, (row_number() over (order by id = '${workspaceId}' desc, id) - 1)::int as wn from workspaces`,
+    ],
+    [
+      'agents, contacts',
+      `
       insert into agents (workspace_id, id, name, status, instructions, model, created_at, updated_at)
       select w.id, ${uuid7('x.ts', 'n')}, 'Agente ' || (n + 1),
              case when n % 10 = 9 then 'inactive' else 'active' end,
@@ -123,7 +128,8 @@ function smallTables(shape: SeedShape, workspaceId: string): Array<[string, stri
       select workspace_id, id, (row_number() over (partition by workspace_id order by type desc) - 1)::int as n from channels;
       create unlogged table seed_agents as
       select workspace_id, id, (row_number() over (partition by workspace_id order by created_at, id) - 1)::int as n from agents;
-      analyze seed_ws; analyze seed_contacts; analyze seed_channels; analyze seed_agents; analyze seed_stages`],
+      analyze seed_ws; analyze seed_contacts; analyze seed_channels; analyze seed_agents; analyze seed_stages`,
+    ],
   ];
 }
 
@@ -141,7 +147,9 @@ function bigTables(shape: SeedShape, part: number, parts: number, t0: string): A
   const npsPercent = Math.round(shape.npsShare * 100);
   const mine = `(select * from seed_ws where wn % ${parts} = ${part})`;
   return [
-    ['threads', `
+    [
+      'threads',
+      `
       insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, closed_at,
                            nps_score, nps_created_at, nps_agent_id, nps_stage_id, last_message_at, created_at, updated_at)
       select w.id, ${uuid7('x.ts', 'g')}, c.id, ch.id, y.agent_id, y.stage_id, y.moved, x.status,
@@ -167,8 +175,11 @@ function bigTables(shape: SeedShape, part: number, parts: number, t0: string): A
                  ${lastStage('x.status', 'x.ts', 's')} as stage_id,
                  x.ts + ${stay('x.ts', t0, 1)} + ${stay('x.ts', t0, 2)} as moved
         ) y
-       order by g desc, w.wn`],
-    ['thread_history', `
+       order by g desc, w.wn`,
+    ],
+    [
+      'thread_history',
+      `
       insert into thread_history (workspace_id, id, thread_id, field, from_id, to_id, stay_ms, actor_type, actor_id, reason, created_at)
       select t.workspace_id, ${uuid7('e.at', 'e.k')}, t.id, 'stageId', e.from_id, e.to_id, e.stay_ms, 'system', null, null, e.at
         from threads t
@@ -180,15 +191,19 @@ function bigTables(shape: SeedShape, part: number, parts: number, t0: string): A
           (2, s.s2, ${lastStage('t.status', 't.created_at', 's')}, (extract(epoch from d.d2) * 1000)::bigint, t.created_at + d.d1 + d.d2)
         ) e(k, from_id, to_id, stay_ms, at)
        where t.workspace_id in (select id from ${mine} w)
-       order by e.at, t.workspace_id`],
-    ['messages', `
+       order by e.at, t.workspace_id`,
+    ],
+    [
+      'messages',
+      `
       insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, created_at)
       select workspace_id, ${uuid7('last_message_at', '0')}, id, contact_id, channel_id,
              case when random() < 0.5 then 'inbound' else 'outbound' end,
              'Olá! Obrigado pelo contato. Em que posso ajudar hoje?', 'delivered', last_message_at
         from threads
        where workspace_id in (select id from ${mine} w)
-       order by last_message_at, workspace_id`],
+       order by last_message_at, workspace_id`,
+    ],
   ];
 }
 
@@ -293,7 +308,19 @@ export async function seed(adminUrl: string, name: string, shape: SeedShape, log
     await client.query(NPS_DAILY_BACKFILL);
     await client.query(NPS_DAILY_GROUPS_BACKFILL);
     step('nps rollups');
-    for (const table of ['threads', 'thread_history', 'messages', 'nps_daily', 'nps_daily_groups', 'stages', 'agents', 'contacts', 'channels', 'api_keys', 'workspaces']) {
+    for (const table of [
+      'threads',
+      'thread_history',
+      'messages',
+      'nps_daily',
+      'nps_daily_groups',
+      'stages',
+      'agents',
+      'contacts',
+      'channels',
+      'api_keys',
+      'workspaces',
+    ]) {
       await client.query(`vacuum (analyze) ${table}`);
     }
     // VACUUM marks a page all-visible only once no open snapshot predates the load; on a shared

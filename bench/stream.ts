@@ -79,7 +79,9 @@ async function main(): Promise<void> {
     for (let i = 0; i < total; i++) {
       const wait = started + (i * 1000) / rate - performance.now();
       if (wait > 0) await sleep(wait);
-      pending.push(recordEvent(db, key.workspaceId, 'nps.answered', { id: `bench-${i}`, score: 9 }, SYSTEM).then((id) => void committedAt.set(id, performance.now())));
+      pending.push(
+        recordEvent(db, key.workspaceId, 'nps.answered', { id: `bench-${i}`, score: 9 }, SYSTEM).then((id) => void committedAt.set(id, performance.now())),
+      );
     }
     await Promise.all(pending);
     const deadline = Date.now() + 30_000;

@@ -51,7 +51,13 @@ async function main(): Promise<void> {
     // BENCH_WEBHOOK_PROFILE=<file.cpuprofile>: a CPU profile of the service over the fixed-rate run (bench/profile.ts reads it).
     const profile = process.env.BENCH_WEBHOOK_PROFILE ? path.resolve(process.env.BENCH_WEBHOOK_PROFILE) : undefined;
     const hook = profile ? ['--import', './bench/cpu-profile-hook.ts'] : [];
-    const service = startProcess(process.execPath, ['--import', 'tsx', ...hook, 'src/server.ts'], { ...env, ...(profile && { BENCH_CPU_PROFILE: profile }) }, ROOT, true);
+    const service = startProcess(
+      process.execPath,
+      ['--import', 'tsx', ...hook, 'src/server.ts'],
+      { ...env, ...(profile && { BENCH_CPU_PROFILE: profile }) },
+      ROOT,
+      true,
+    );
     const deadline = Date.now() + 120_000;
     while ((await httpStatus(`${base}/healthz`)) !== 200) {
       if (Date.now() > deadline) throw new Error(`the service did not start:\n${service.output()}`);
@@ -115,12 +121,21 @@ async function main(): Promise<void> {
       process.kill(service.child.pid!, 'SIGUSR2');
       while (!fs.existsSync(profile)) await sleep(100);
     }
-    log(`events at ${rate}/s: ${latencies.length} delivered, committed -> first attempt p50 ${ms(pct(latencies, 50))}, p95 ${ms(pct(latencies, 95))}, p99 ${ms(pct(latencies, 99))}, ${errors} errors; service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST and its delivery)`);
+    log(
+      `events at ${rate}/s: ${latencies.length} delivered, committed -> first attempt p50 ${ms(pct(latencies, 50))}, p95 ${ms(pct(latencies, 95))}, p99 ${ms(pct(latencies, 99))}, ${errors} errors; service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST and its delivery)`,
+    );
     await sleep(1_000); // pg_stat_database is updated when backends report
     const xactPerEvent = ((await xacts()) - xact0) / Math.max(1, latencies.length);
     log(`  ${xactPerEvent.toFixed(1)} PostgreSQL transactions an event (statements outside a transaction count one each)`);
-    notes.push(`events at ${rate}/s: service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST /v1/contacts and its delivery), ${xactPerEvent.toFixed(1)} PostgreSQL transactions an event`);
-    rows.push([`POST /v1/contacts at a fixed ${rate}/s: its contact.created committed (the 201) -> first attempt: p50 / p95`, `${ms(pct(latencies, 50))} / ${ms(pct(latencies, 95))}`, 'p50 <= 100 ms', pct(latencies, 50) <= 100 ? 'met' : 'missed']);
+    notes.push(
+      `events at ${rate}/s: service CPU ${fixedCpuUs.toFixed(0)} µs an event (its POST /v1/contacts and its delivery), ${xactPerEvent.toFixed(1)} PostgreSQL transactions an event`,
+    );
+    rows.push([
+      `POST /v1/contacts at a fixed ${rate}/s: its contact.created committed (the 201) -> first attempt: p50 / p95`,
+      `${ms(pct(latencies, 50))} / ${ms(pct(latencies, 95))}`,
+      'p50 <= 100 ms',
+      pct(latencies, 50) <= 100 ? 'met' : 'missed',
+    ]);
 
     // (1b) The same rate with the events committed by recordEvent from here (one statement each, as
     // a change's transaction commits it): the webhook pipeline alone, without the API's own work.
@@ -144,9 +159,16 @@ async function main(): Promise<void> {
       if (at !== undefined) direct.push(Math.max(0, request.at - at));
     }
     const directCpuUs = ((groupCpuMs(service.child.pid!) - directCpu0) * 1000) / Math.max(1, direct.length);
-    log(`events committed directly at ${rate}/s: committed -> first attempt p50 ${ms(pct(direct, 50))}, p95 ${ms(pct(direct, 95))}, p99 ${ms(pct(direct, 99))}; service CPU ${directCpuUs.toFixed(0)} µs an event (its delivery)`);
+    log(
+      `events committed directly at ${rate}/s: committed -> first attempt p50 ${ms(pct(direct, 50))}, p95 ${ms(pct(direct, 95))}, p99 ${ms(pct(direct, 99))}; service CPU ${directCpuUs.toFixed(0)} µs an event (its delivery)`,
+    );
     notes.push(`events committed directly at ${rate}/s: service CPU ${directCpuUs.toFixed(0)} µs an event (its delivery)`);
-    rows.push([`event committed (recordEvent, no API request) -> first attempt, at a fixed ${rate}/s: p50 / p95`, `${ms(pct(direct, 50))} / ${ms(pct(direct, 95))}`, 'p50 <= 100 ms', pct(direct, 50) <= 100 ? 'met' : 'missed']);
+    rows.push([
+      `event committed (recordEvent, no API request) -> first attempt, at a fixed ${rate}/s: p50 / p95`,
+      `${ms(pct(direct, 50))} / ${ms(pct(direct, 95))}`,
+      'p50 <= 100 ms',
+      pct(direct, 50) <= 100 ? 'met' : 'missed',
+    ]);
 
     // (2) Backlogs: committed at once, drained into the receiver.
     const drain = async (what: string, type: 'thread.created' | 'thread.updated', events: number, paths: string[]): Promise<void> => {
@@ -159,17 +181,29 @@ async function main(): Promise<void> {
         if (Date.now() > deliveryDeadline) throw new Error(`${what}: the backlog did not drain`);
         await sleep(20);
       }
-      const last = Math.max(...paths.flatMap((p, i) => receiver.to(p).slice(counts[i]).map((r) => r.at)));
+      const last = Math.max(
+        ...paths.flatMap((p, i) =>
+          receiver
+            .to(p)
+            .slice(counts[i])
+            .map((r) => r.at),
+        ),
+      );
       const perSecond = expected / ((last - committed) / 1000);
       const cpuUs = ((groupCpuMs(service.child.pid!) - cpu0) * 1000) / expected;
-      log(`${what}: ${expected} deliveries in ${((last - committed) / 1000).toFixed(1)} s = ${perSecond.toFixed(0)}/s, service CPU ${cpuUs.toFixed(0)} µs a delivery`);
+      log(
+        `${what}: ${expected} deliveries in ${((last - committed) / 1000).toFixed(1)} s = ${perSecond.toFixed(0)}/s, service CPU ${cpuUs.toFixed(0)} µs a delivery`,
+      );
       notes.push(`${what}: service CPU ${cpuUs.toFixed(0)} µs a delivery`);
       rows.push([`${what}: ${expected} deliveries committed at once`, `${perSecond.toFixed(0)}/s`, '>= 500/s', perSecond >= 500 ? 'met' : 'missed']);
     };
     await drain('backlog to one endpoint', 'thread.created', backlogSize, [single]);
     await drain('backlog over eight endpoints', 'thread.updated', Math.ceil(backlogSize / 8), spread);
 
-    const warnings = service.output().split('\n').filter((line) => line.includes('"level":40') || line.includes('"level":50'));
+    const warnings = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"level":40') || line.includes('"level":50'));
     if (warnings.length > 0) log(`service warnings (last ${warnings.length}):\n${warnings.slice(-10).join('\n')}`);
     await stopProcess(service.child);
   } finally {

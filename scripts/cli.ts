@@ -20,10 +20,7 @@ const withoutDatabaseUrl = (command: string): string =>
  * migrations are applied first unless the command is the migration itself. Exit codes: 0 done,
  * 2 bad arguments or configuration, 1 anything else.
  */
-export async function runCommand(
-  run: (db: Db) => Promise<unknown>,
-  options: { migrateFirst?: boolean; needsDatabaseUrl?: string } = {},
-): Promise<void> {
+export async function runCommand(run: (db: Db) => Promise<unknown>, options: { migrateFirst?: boolean; needsDatabaseUrl?: string } = {}): Promise<void> {
   let db: Db | undefined;
   let code = 0;
   try {

@@ -11,18 +11,7 @@ import path from 'node:path';
 import { createSupportFunnelClient } from '../client/index.js';
 import { contractOperations, spec, specPath } from '../src/contract.js';
 import type { Provisioned } from '../src/provisioning.js';
-import {
-  createScratchDatabase,
-  killGroup,
-  provisionKey,
-  root,
-  scratchDir,
-  start,
-  startRealServer,
-  stop,
-  stopAll,
-  type RealServer,
-} from './lib/real-server.js';
+import { createScratchDatabase, killGroup, provisionKey, root, scratchDir, start, startRealServer, stop, stopAll, type RealServer } from './lib/real-server.js';
 
 const portmanConfig = path.join(root, 'test/contract/portman-config.json');
 /** The PostgreSQL server of DATABASE_URL, in which each run works in a fresh database of its own. */
@@ -106,7 +95,10 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
   const channel = must('a meta channel', await api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } }));
   // A contact for deleteContact to erase, and another whose (contact, WhatsApp) pair has a closed
   // thread beside an open one, for updateThread's reopening 409 and updateContact's phone 409.
-  const toErase = must('a contact to erase', await api.POST('/contacts', { body: { name: 'Paula Apagar', phone: `${phone.slice(0, -1)}${(Number(phone.at(-1)) + 1) % 10}` } }));
+  const toErase = must(
+    'a contact to erase',
+    await api.POST('/contacts', { body: { name: 'Paula Apagar', phone: `${phone.slice(0, -1)}${(Number(phone.at(-1)) + 1) % 10}` } }),
+  );
   const other = must('another contact', await api.POST('/contacts', { body: { name: 'Rita Souza' } }));
   const send = { body: { contactId: other.id, channelId: whatsapp.id, content: 'Oi, Rita!' } };
   const first = must('a message to close', await api.POST('/messages', send));
@@ -248,8 +240,15 @@ async function main(): Promise<number> {
     console.log(`operations in the contract: ${contractOperations.length}, all in the collection`);
     console.log(`requests:   ${stats.requests.total} (${stats.requests.failed} failed)`);
     console.log(`assertions: ${stats.assertions.total} (${stats.assertions.failed} failed)`);
-    console.log(`scripts:    ${stats.testScripts.total} test, ${stats.prerequestScripts.total} pre-request (${stats.testScripts.failed + stats.prerequestScripts.failed} failed)`);
-    console.log(`statuses:   ${[...statuses].sort(([a], [b]) => a - b).map(([code, n]) => `${code}×${n}`).join(', ')}`);
+    console.log(
+      `scripts:    ${stats.testScripts.total} test, ${stats.prerequestScripts.total} pre-request (${stats.testScripts.failed + stats.prerequestScripts.failed} failed)`,
+    );
+    console.log(
+      `statuses:   ${[...statuses]
+        .sort(([a], [b]) => a - b)
+        .map(([code, n]) => `${code}×${n}`)
+        .join(', ')}`,
+    );
     console.log(`failures:   ${failures.length}`);
     for (const failure of failures) {
       const request = failure.source?.request;

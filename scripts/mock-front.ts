@@ -67,7 +67,7 @@ function asAnswer(req: Request, status: number, body: unknown): unknown {
   if (isObject(body.error)) return { ...body, error: { ...body.error, requestId: req.id } };
   if (status !== 200 && status !== 201) return body;
   const answer: Json = { ...body };
-  const id = (req.openapi?.pathParams)?.id;
+  const id = req.openapi?.pathParams?.id;
   if (id !== undefined && 'id' in answer) {
     answer.id = id.toLowerCase();
   } else if (status === 201 && 'id' in answer) {
@@ -83,7 +83,11 @@ function asAnswer(req: Request, status: number, body: unknown): unknown {
   return answer;
 }
 
-const schemaAt = (ref: string): Json => ref.split('/').slice(1).reduce<Json>((node, key) => node[key] as Json, spec);
+const schemaAt = (ref: string): Json =>
+  ref
+    .split('/')
+    .slice(1)
+    .reduce<Json>((node, key) => node[key] as Json, spec);
 
 /** What nullableLeftOut reads of an operation: its JSON request and 201 schemas. */
 interface JsonContent {
@@ -98,7 +102,7 @@ interface OperationNode {
 function inputFields(schema: Json): string[] {
   const resolved = typeof schema.$ref === 'string' ? schemaAt(schema.$ref) : schema;
   const branches = [...((resolved.oneOf ?? []) as Json[]), ...((resolved.anyOf ?? []) as Json[]), ...((resolved.allOf ?? []) as Json[])];
-  return [...new Set([...Object.keys((resolved.properties ?? {})), ...branches.flatMap(inputFields)])];
+  return [...new Set([...Object.keys(resolved.properties ?? {}), ...branches.flatMap(inputFields)])];
 }
 
 /** Fields of the operation's request body that the client did not send and its 201 record may hold as null. */

@@ -67,7 +67,12 @@ prism.on('exit', (code) => {
 const prismUrl = `http://127.0.0.1:${prismPort}`;
 const deadline = Date.now() + 120_000;
 const probe = { headers: { authorization: `Bearer sfk_${'0'.repeat(43)}` } };
-while (!(await fetch(`${prismUrl}/v1/channels`, probe).then(() => true, () => false))) {
+while (
+  !(await fetch(`${prismUrl}/v1/channels`, probe).then(
+    () => true,
+    () => false,
+  ))
+) {
   if (Date.now() > deadline) {
     process.stderr.write('Prism did not start within 120 s\n');
     stop('SIGTERM');

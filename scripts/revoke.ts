@@ -7,16 +7,19 @@ import { runCommand, UsageError } from './cli.js';
 const USAGE = 'usage: npm run --silent revoke -- --key-id <uuid>';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-await runCommand(async (db) => {
-  let values;
-  try {
-    ({ values } = parseArgs({ options: { 'key-id': { type: 'string' } }, strict: true }));
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${USAGE}`);
-  }
-  const keyId = values['key-id'];
-  if (!keyId || !UUID.test(keyId)) throw new UsageError(`--key-id must be a key's UUID\n${USAGE}`);
-  const revoked = await revokeApiKey(db, keyId.toLowerCase());
-  if (!revoked) throw new UsageError(`no key with id ${keyId}`);
-  return { keyId: keyId.toLowerCase(), workspaceId: revoked.workspaceId, revokedAt: revoked.revokedAt.toISOString() };
-}, { needsDatabaseUrl: 'revoke' });
+await runCommand(
+  async (db) => {
+    let values;
+    try {
+      ({ values } = parseArgs({ options: { 'key-id': { type: 'string' } }, strict: true }));
+    } catch (err) {
+      throw new UsageError(`${(err as Error).message}\n${USAGE}`);
+    }
+    const keyId = values['key-id'];
+    if (!keyId || !UUID.test(keyId)) throw new UsageError(`--key-id must be a key's UUID\n${USAGE}`);
+    const revoked = await revokeApiKey(db, keyId.toLowerCase());
+    if (!revoked) throw new UsageError(`no key with id ${keyId}`);
+    return { keyId: keyId.toLowerCase(), workspaceId: revoked.workspaceId, revokedAt: revoked.revokedAt.toISOString() };
+  },
+  { needsDatabaseUrl: 'revoke' },
+);

@@ -8,12 +8,7 @@ import type { operations } from '../generated/api.js';
 export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
 /** The top-level `webhooks`: what this service sends to integrators, not operations it serves. */
 export type WebhookEventOperationId =
-  | 'onContactCreatedEvent'
-  | 'onThreadCreatedEvent'
-  | 'onThreadUpdatedEvent'
-  | 'onMessageCreatedEvent'
-  | 'onMessageUpdatedEvent'
-  | 'onNpsAnsweredEvent';
+  'onContactCreatedEvent' | 'onThreadCreatedEvent' | 'onThreadUpdatedEvent' | 'onMessageCreatedEvent' | 'onMessageUpdatedEvent' | 'onNpsAnsweredEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 
@@ -94,7 +89,14 @@ function listOperations(spec: SpecDocument): Operation[] {
 /** Query parameters whose values may hold a `+` and never a space: date-times, e-mails, phones. */
 function literalPlusQueryParameters(spec: SpecDocument): Set<string> {
   const resolve = <T extends { $ref?: string }>(node: T | undefined): T | undefined =>
-    node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], spec) as T) : node;
+    node?.$ref
+      ? resolve(
+          node.$ref
+            .split('/')
+            .slice(1)
+            .reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], spec) as T,
+        )
+      : node;
   const names = new Set<string>();
   for (const item of Object.values(spec.paths)) {
     for (const op of [item, ...METHODS.map((m) => item[m])]) {

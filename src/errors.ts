@@ -28,9 +28,7 @@ export class ApiError extends Error {
 export const notFound = (what: string): ApiError => new ApiError(404, 'not_found', `${what} not found.`);
 
 export const invalidReference = (field: string, what: string): ApiError =>
-  new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [
-    { path: `/body/${field}`, message: `no ${what} with this id` },
-  ]);
+  new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [{ path: `/body/${field}`, message: `no ${what} with this id` }]);
 
 /** True when `err` is PostgreSQL's error `code` (e.g. 23505) raised by `constraint`. */
 export function isConstraintError(err: unknown, code: string, constraint: string): boolean {

@@ -48,7 +48,14 @@ export class ProvisionError extends Error {}
 /** Parses `all` or a comma list of scopes; throws ProvisionError naming an unknown scope. */
 export function parseScopes(list: string): Scope[] {
   if (list.trim() === 'all') return [...SCOPES];
-  const scopes = [...new Set(list.split(',').map((s) => s.trim()).filter(Boolean))];
+  const scopes = [
+    ...new Set(
+      list
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ];
   const unknown = scopes.filter((s) => !SCOPES.includes(s as Scope));
   if (unknown.length > 0) throw new ProvisionError(`unknown scope ${unknown.join(', ')}; use ${SCOPES.join(', ')} or all`);
   if (scopes.length === 0) throw new ProvisionError('give at least one scope, or all');

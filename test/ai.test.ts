@@ -62,7 +62,9 @@ describe('the Chat Completions request and answer (pure)', () => {
   });
 
   it('when the answer calls handoff_to_human with broken arguments, then it is still a handoff', () => {
-    const answer = readChatAnswer({ choices: [{ message: { content: null, tool_calls: [{ type: 'function', function: { name: 'handoff_to_human', arguments: '{"reas' } }] } }] });
+    const answer = readChatAnswer({
+      choices: [{ message: { content: null, tool_calls: [{ type: 'function', function: { name: 'handoff_to_human', arguments: '{"reas' } }] } }],
+    });
 
     expect(answer).toEqual({ kind: 'handoff', reason: 'handoff_requested' });
   });
@@ -127,7 +129,10 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
   }
 
   async function inbound(setup: Setup, from: string, content: string): Promise<Message> {
-    const { data, response } = await setup.ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: setup.channelId } }, body: { from, content, name: 'Mariana Silva' } });
+    const { data, response } = await setup.ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: setup.channelId } },
+      body: { from, content, name: 'Mariana Silva' },
+    });
     expect(response.status).toBe(201);
     return data!;
   }
@@ -157,7 +162,9 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
 
     const first = await inbound(setup, buildPhone(), 'Oi, meu pedido 4521 não chegou');
 
-    await waitFor('the agent answer delivered', async () => (await messagesOf(setup.ws, first.threadId)).some((m) => m.direction === 'outbound' && m.status === 'delivered'));
+    await waitFor('the agent answer delivered', async () =>
+      (await messagesOf(setup.ws, first.threadId)).some((m) => m.direction === 'outbound' && m.status === 'delivered'),
+    );
     const [request, ...more] = ai.forModel(setup.model);
     expect(more).toEqual([]);
     expect(request).toMatchObject({
@@ -206,7 +213,9 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     const first = await inbound(setup, phone, 'Oi');
     await waitFor('the first answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 2);
     // An operator's message through the API is the assistant's side too.
-    const { response } = await setup.ws.api.POST('/messages', { body: { contactId: first.contactId, channelId: setup.channelId, content: 'Aqui é o Pedro, da equipe.' } });
+    const { response } = await setup.ws.api.POST('/messages', {
+      body: { contactId: first.contactId, channelId: setup.channelId, content: 'Aqui é o Pedro, da equipe.' },
+    });
     expect(response.status).toBe(201);
 
     await inbound(setup, phone, 'Quero trocar o tamanho');
@@ -322,18 +331,38 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     ai.answerFor(setup.model, textAnswer('Claro! Qual o número do pedido?'));
     const from = buildPhone().slice(1);
     const texts = ['Oi', 'Preciso de ajuda', 'Com um pedido'];
-    const messages = texts.map((body, i) => ({ from, id: `wamid.ai.${randomUUID()}`, timestamp: String(Math.floor(Date.now() / 1000) + i), type: 'text', text: { body } }));
+    const messages = texts.map((body, i) => ({
+      from,
+      id: `wamid.ai.${randomUUID()}`,
+      timestamp: String(Math.floor(Date.now() / 1000) + i),
+      type: 'text',
+      text: { body },
+    }));
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { contacts: [{ profile: { name: 'Mariana Silva' }, wa_id: from }], messages }), { appSecret: meta.appSecret });
+    const res = await postWebhook(
+      server,
+      meta.channel.id,
+      whatsappDelivery(meta.externalId, { contacts: [{ profile: { name: 'Mariana Silva' }, wa_id: from }], messages }),
+      { appSecret: meta.appSecret },
+    );
 
     expect(res.status).toBe(200);
     await waitFor('the answer sent to Graph', () => graph.to(meta.externalId).length === 1);
     expect(ai.forModel(setup.model).map((r) => r.body.messages.slice(1))).toEqual([texts.map((content) => ({ role: 'user', content }))]);
-    expect(graph.to(meta.externalId)[0]!.body).toMatchObject({ messaging_product: 'whatsapp', to: from, type: 'text', text: { body: 'Claro! Qual o número do pedido?' } });
+    expect(graph.to(meta.externalId)[0]!.body).toMatchObject({
+      messaging_product: 'whatsapp',
+      to: from,
+      type: 'text',
+      text: { body: 'Claro! Qual o número do pedido?' },
+    });
     const { data: threads } = await setup.ws.api.GET('/threads', { params: { query: { channelId: meta.channel.id } } });
     const thread = threads!.data[0]!;
     await waitFor('the answer sent', async () => (await messagesOf(setup.ws, thread.id)).at(-1)?.status === 'sent');
-    expect((await messagesOf(setup.ws, thread.id)).at(-1)).toMatchObject({ direction: 'outbound', agentId: setup.agentId, externalId: expect.stringMatching(/^wamid\./) });
+    expect((await messagesOf(setup.ws, thread.id)).at(-1)).toMatchObject({
+      direction: 'outbound',
+      agentId: setup.agentId,
+      externalId: expect.stringMatching(/^wamid\./),
+    });
   });
 
   it('when the thread is closed before the reply runs, then the agent stays silent', async () => {
@@ -358,7 +387,13 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     let history: Entry[] = [];
     await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
     expect(ai.forModel(setup.model)).toHaveLength(MAX_ATTEMPTS);
-    expect(history.at(-1)).toMatchObject({ field: 'agentId', from: setup.agentId, to: null, actor: { type: 'agent', id: setup.agentId }, reason: 'ai_unavailable' });
+    expect(history.at(-1)).toMatchObject({
+      field: 'agentId',
+      from: setup.agentId,
+      to: null,
+      actor: { type: 'agent', id: setup.agentId },
+      reason: 'ai_unavailable',
+    });
     expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
     expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
   });
@@ -415,7 +450,11 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
       inbound(other, buildPhone(), 'Thread C: pedido 3003'),
     ]);
 
-    for (const [ws, m] of [[setup.ws, a], [setup.ws, b], [other.ws, c]] as const) {
+    for (const [ws, m] of [
+      [setup.ws, a],
+      [setup.ws, b],
+      [other.ws, c],
+    ] as const) {
       await waitFor('the answer', async () => (await messagesOf(ws, m.threadId)).length === 2);
     }
     const requests = ai.forModel(setup.model);
@@ -446,7 +485,10 @@ describe.skipIf(!databaseUrl)('without AI_BASE_URL (needs DATABASE_URL)', () => 
     const channelId = ws.channels.find((c) => c.type === 'whatsapp')!.id;
     await ws.api.PATCH('/channels/{id}', { params: { path: { id: channelId } }, body: { defaultAgentId: agent!.id } });
 
-    const { data: message, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: channelId } }, body: { from: buildPhone(), content: 'Oi' } });
+    const { data: message, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: channelId } },
+      body: { from: buildPhone(), content: 'Oi' },
+    });
 
     expect(response.status).toBe(201);
     expect(message).toMatchObject({ direction: 'inbound', content: 'Oi', agentId: null });

@@ -71,21 +71,18 @@ function samplePath(path: string): string {
 const scoped = contractOperations.filter((op) => op.scopes.length > 0);
 
 describe('scopes', () => {
-  it.each(scoped.map((op) => [op.operationId, op] as const))(
-    'when the key lacks the scope of %s, then it answers 403 naming the scope',
-    async (_id, op) => {
-      const scope = op.scopes[0]!;
-      const { apiKey } = await createWorkspace(server, { scopes: SCOPES.filter((s) => s !== scope) });
+  it.each(scoped.map((op) => [op.operationId, op] as const))('when the key lacks the scope of %s, then it answers 403 naming the scope', async (_id, op) => {
+    const scope = op.scopes[0]!;
+    const { apiKey } = await createWorkspace(server, { scopes: SCOPES.filter((s) => s !== scope) });
 
-      const response = await request(server, op.method.toUpperCase(), samplePath(op.path), {
-        apiKey,
-        ...(op.hasBody && { body: {} }),
-      });
+    const response = await request(server, op.method.toUpperCase(), samplePath(op.path), {
+      apiKey,
+      ...(op.hasBody && { body: {} }),
+    });
 
-      expect(response.status).toBe(403);
-      expect(response.body).toEqual({ error: { code: 'forbidden', message: `This API key lacks the scope ${scope}.`, requestId: expect.any(String) } });
-    },
-  );
+    expect(response.status).toBe(403);
+    expect(response.body).toEqual({ error: { code: 'forbidden', message: `This API key lacks the scope ${scope}.`, requestId: expect.any(String) } });
+  });
 
   it('when a key holds only a write scope, then reading is still forbidden', async () => {
     const { apiKey } = await createWorkspace(server, { scopes: ['agents:write'] });

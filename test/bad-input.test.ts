@@ -46,7 +46,13 @@ async function arrange(): Promise<Arranged> {
 /** Every row of the workspace's tenant tables, so "nothing changed" covers updates as well as inserts. */
 async function snapshot(workspaceId: string) {
   const count = async (table: 'agents' | 'contacts' | 'threads' | 'messages') =>
-    (await server.db.selectFrom(table).select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow()).n;
+    (
+      await server.db
+        .selectFrom(table)
+        .select(sql<number>`count(*)::int`.as('n'))
+        .where('workspace_id', '=', workspaceId)
+        .executeTakeFirstOrThrow()
+    ).n;
   return {
     counts: { agents: await count('agents'), contacts: await count('contacts'), threads: await count('threads'), messages: await count('messages') },
     agents: await server.db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId).orderBy('id').execute(),
@@ -222,7 +228,11 @@ describe('body encodings and text', () => {
     ['a stray continuation byte', Buffer.concat([Buffer.from('{"name":"Ana '), Buffer.from([0x80]), Buffer.from('","instructions":"x","model":"m"}')]), 13],
     ['a truncated sequence', Buffer.concat([Buffer.from('{"name":"Jo'), Buffer.from([0xc3]), Buffer.from('o","instructions":"x","model":"m"}')]), 11],
     ['an overlong encoding', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('","instructions":"x","model":"m"}')]), 9],
-    ['a UTF-8-encoded surrogate', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('","instructions":"x","model":"m"}')]), 9],
+    [
+      'a UTF-8-encoded surrogate',
+      Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('","instructions":"x","model":"m"}')]),
+      9,
+    ],
     ['latin1 text', Buffer.from('{"name":"Conceição","instructions":"x","model":"m"}', 'latin1'), 15],
   ])('when the body holds %s, then 400 validation_error names the byte and nothing is stored', async (_label, rawBody, byte) => {
     const ws = await arrange();
@@ -348,7 +358,11 @@ describe('POST /contacts', () => {
   it.each([
     ['an unknown field', { ...buildContact(), cpf: '123' }, [{ path: '/body/cpf', message: 'must NOT have additional properties' }]],
     ['a number as phone', { name: 'Ana', phone: 5511987654321 }, [{ path: '/body/phone', message: 'must be string' }]],
-    ['a phone without its +', { name: 'Ana', phone: '5511987654321' }, [{ path: '/body/phone', message: 'must match pattern "^\\+[1-9]\\d{7,14}$", e.g. +5511987654321' }]],
+    [
+      'a phone without its +',
+      { name: 'Ana', phone: '5511987654321' },
+      [{ path: '/body/phone', message: 'must match pattern "^\\+[1-9]\\d{7,14}$", e.g. +5511987654321' }],
+    ],
     ['null as email', { name: 'Ana', email: null }, [{ path: '/body/email', message: 'must be string' }]],
     ['a name of 201 characters', { name: 'c'.repeat(201) }, [{ path: '/body/name', message: 'must NOT have more than 200 characters' }]],
     ['a NUL byte in name', { name: `Ana${NUL}Souza` }, [{ path: '/body/name', message: NUL_PATTERN }]],
@@ -392,11 +406,23 @@ describe('POST /messages', () => {
   });
 
   it.each([
-    ['a NUL byte in content', (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: `Olá${NUL}` }), [{ path: '/body/content', message: NUL_PATTERN }]],
-    ['an unknown field', (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: 'Olá', direction: 'inbound' }), [{ path: '/body/direction', message: 'must NOT have additional properties' }]],
+    [
+      'a NUL byte in content',
+      (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: `Olá${NUL}` }),
+      [{ path: '/body/content', message: NUL_PATTERN }],
+    ],
+    [
+      'an unknown field',
+      (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: 'Olá', direction: 'inbound' }),
+      [{ path: '/body/direction', message: 'must NOT have additional properties' }],
+    ],
     ['a malformed contactId', (ws: Arranged) => ({ contactId: '123', channelId: ws.channelId, content: 'Olá' }), UUID_DETAILS('/body/contactId')],
     ['a malformed channelId', (ws: Arranged) => ({ contactId: ws.contactId, channelId: 'whatsapp', content: 'Olá' }), UUID_DETAILS('/body/channelId')],
-    ['a number as content', (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: 42 }), [{ path: '/body/content', message: 'must be string' }]],
+    [
+      'a number as content',
+      (ws: Arranged) => ({ contactId: ws.contactId, channelId: ws.channelId, content: 42 }),
+      [{ path: '/body/content', message: 'must be string' }],
+    ],
   ])('when the body has %s, then it answers 400 validation_error and stores nothing', async (_label, build, details) => {
     const ws = await arrange();
     const before = await snapshot(ws.workspaceId);

@@ -43,7 +43,11 @@ afterAll(async () => {
 describe('the bench load generator without wrk', () => {
   it('when 2,000 request bodies (over 128 KiB) are given, then autocannon sends them, cycling, and counts the answers', async () => {
     const variants = Array.from({ length: 2_000 }, (_, i) => ({
-      body: JSON.stringify({ contactId: `01935f50-1c2d-7e3f-8a4b-${String(i).padStart(12, '0')}`, channelId: '01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f', content: 'Olá! Seu pedido foi enviado.' }),
+      body: JSON.stringify({
+        contactId: `01935f50-1c2d-7e3f-8a4b-${String(i).padStart(12, '0')}`,
+        channelId: '01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f',
+        content: 'Olá! Seu pedido foi enviado.',
+      }),
     }));
     expect(JSON.stringify(variants).length).toBeGreaterThan(128 * 1024);
 

@@ -49,7 +49,9 @@ describe('backoff', () => {
   });
 
   it('when another caller backs off without jitter or with its own, then it doubles from its base up to its cap', () => {
-    expect([1, 2, 3, 4, 5, 6, 7].map((n) => backoffMs(n, { baseMs: 250, maxMs: 5_000, jitter: 0 }, 0.9))).toEqual([250, 500, 1_000, 2_000, 4_000, 5_000, 5_000]);
+    expect([1, 2, 3, 4, 5, 6, 7].map((n) => backoffMs(n, { baseMs: 250, maxMs: 5_000, jitter: 0 }, 0.9))).toEqual([
+      250, 500, 1_000, 2_000, 4_000, 5_000, 5_000,
+    ]);
     expect(backoffMs(2, { baseMs: 1_000, maxMs: 30_000, jitter: 0.1 }, 0)).toBe(1_800);
     expect(backoffMs(2, { baseMs: 1_000, maxMs: 30_000, jitter: 0.1 }, 0.999_999)).toBe(2_200);
     expect(backoffMs(1, { baseMs: 0, maxMs: 30_000, jitter: 0 })).toBe(1);
@@ -90,7 +92,13 @@ describe('Graph failures', () => {
 
 describe('Graph request bodies', () => {
   it('when text goes to WhatsApp, then the phone loses its +', () => {
-    expect(whatsappTextBody('+5511987654321', 'Oi')).toEqual({ messaging_product: 'whatsapp', recipient_type: 'individual', to: '5511987654321', type: 'text', text: { body: 'Oi' } });
+    expect(whatsappTextBody('+5511987654321', 'Oi')).toEqual({
+      messaging_product: 'whatsapp',
+      recipient_type: 'individual',
+      to: '5511987654321',
+      type: 'text',
+      text: { body: 'Oi' },
+    });
   });
   it('when a template goes to WhatsApp, then parameters become body components', () => {
     expect(whatsappTemplateBody('+5511987654321', { name: 't', language: 'pt_BR', parameters: ['a'] })).toEqual({
@@ -148,7 +156,9 @@ describe('reading webhooks', () => {
                   metadata: { display_phone_number: '1555', phone_number_id: '106' },
                   contacts: [{ profile: { name: 'Sheena Nelson' }, wa_id: '16505551234' }],
                   messages: [{ from: '16505551234', id: 'wamid.A', timestamp: '1749416383', type: 'text', text: { body: 'Oi' } }],
-                  statuses: [{ id: 'wamid.B', status: 'failed', timestamp: '1', recipient_id: '1', errors: [{ code: 131026, title: 'Message undeliverable' }] }],
+                  statuses: [
+                    { id: 'wamid.B', status: 'failed', timestamp: '1', recipient_id: '1', errors: [{ code: 131026, title: 'Message undeliverable' }] },
+                  ],
                 },
               },
               { field: 'account_update', value: {} },
@@ -224,7 +234,12 @@ describe('sealed secrets', () => {
 
   it('when the delivery settings are read, then the defaults are those documented and a request may outlast the lease (it is renewed)', () => {
     const config = loadConfig({});
-    expect([config.metaGraphUrl, config.deliveryRetryBaseMs, config.deliveryMaxAttempts, config.metaGraphTimeoutMs]).toEqual(['https://graph.facebook.com/v23.0', 1_000, 10, 10_000]);
+    expect([config.metaGraphUrl, config.deliveryRetryBaseMs, config.deliveryMaxAttempts, config.metaGraphTimeoutMs]).toEqual([
+      'https://graph.facebook.com/v23.0',
+      1_000,
+      10,
+      10_000,
+    ]);
     expect(loadConfig({ META_GRAPH_URL: 'http://127.0.0.1:9/v23.0/' }).metaGraphUrl).toBe('http://127.0.0.1:9/v23.0');
     expect(loadConfig({ JOB_LEASE_MS: '5000' })).toMatchObject({ jobLeaseMs: 5_000, metaGraphTimeoutMs: 10_000 });
     expect(() => loadConfig({ JOB_LEASE_MS: '500' })).toThrow(/JOB_LEASE_MS must be an integer from 1000 to 3600000/);

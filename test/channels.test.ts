@@ -169,7 +169,10 @@ describe('POST /channels', () => {
   it('when a sandbox channel comes with Meta settings, then it answers 400 and stores nothing', async () => {
     const { apiKey, workspaceId } = await createWorkspace(server);
 
-    const res = await request(server, 'POST', '/v1/channels', { apiKey, body: { type: 'whatsapp', name: 'Confuso', provider: 'sandbox', meta: metaSettings() } });
+    const res = await request(server, 'POST', '/v1/channels', {
+      apiKey,
+      body: { type: 'whatsapp', name: 'Confuso', provider: 'sandbox', meta: metaSettings() },
+    });
 
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('validation_error');
@@ -201,15 +204,18 @@ const taken = (error: unknown) =>
   });
 
 describe('POST /channels: one channel per Meta account', () => {
-
   it('when the Meta account is connected to a channel of another workspace, or of the same one, then it answers 409 conflict and stores nothing', async () => {
     const first = await createWorkspace(server);
     const second = await createWorkspace(server);
     const meta = metaSettings();
     const created = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
 
-    const elsewhere = await second.api.POST('/channels', { body: { type: 'whatsapp', name: 'Outro', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
-    const again = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'De novo', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const elsewhere = await second.api.POST('/channels', {
+      body: { type: 'whatsapp', name: 'Outro', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } },
+    });
+    const again = await first.api.POST('/channels', {
+      body: { type: 'whatsapp', name: 'De novo', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } },
+    });
 
     expect(created.response.status).toBe(201);
     expect([elsewhere.response.status, again.response.status]).toEqual([409, 409]);
@@ -224,7 +230,9 @@ describe('POST /channels: one channel per Meta account', () => {
     const { externalId } = metaSettings();
 
     const answers = await Promise.all(
-      workspaces.map((ws) => ws.api.POST('/channels', { body: { type: 'instagram', name: 'Instagram Loja', provider: 'meta', meta: { ...metaSettings(), externalId } } })),
+      workspaces.map((ws) =>
+        ws.api.POST('/channels', { body: { type: 'instagram', name: 'Instagram Loja', provider: 'meta', meta: { ...metaSettings(), externalId } } }),
+      ),
     );
 
     expect(answers.map((a) => a.response.status).sort()).toEqual([201, 409]);
@@ -238,7 +246,9 @@ describe('POST /channels: one channel per Meta account', () => {
     const meta = metaSettings();
 
     const whatsapp = await ws.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp', provider: 'meta', meta } });
-    const instagram = await ws.api.POST('/channels', { body: { type: 'instagram', name: 'Instagram', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const instagram = await ws.api.POST('/channels', {
+      body: { type: 'instagram', name: 'Instagram', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } },
+    });
 
     expect([whatsapp.response.status, instagram.response.status]).toEqual([201, 201]);
   });
@@ -250,7 +260,9 @@ describe('POST /channels: one channel per Meta account', () => {
     const { data: channel } = await first.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta } });
 
     await first.api.PATCH('/channels/{id}', { params: { path: { id: channel!.id } }, body: { provider: 'sandbox' } });
-    const { response } = await second.api.POST('/channels', { body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const { response } = await second.api.POST('/channels', {
+      body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } },
+    });
 
     expect(response.status).toBe(201);
   });
@@ -308,7 +320,10 @@ describe('PATCH /channels/{id}', () => {
     const ws = await createWorkspace(server);
     const id = ws.channels[0]!.id;
 
-    const { error, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id } }, body: { provider: 'meta', meta: { externalId: '106540352242922' } } });
+    const { error, response } = await ws.api.PATCH('/channels/{id}', {
+      params: { path: { id } },
+      body: { provider: 'meta', meta: { externalId: '106540352242922' } },
+    });
 
     expect(response.status).toBe(400);
     expect(error!.error.details!.map((d) => d.path)).toEqual(['/body/meta/accessToken', '/body/meta/appSecret', '/body/meta/verifyToken']);
@@ -318,11 +333,18 @@ describe('PATCH /channels/{id}', () => {
   it('when only the access token is replaced, then the other settings are kept', async () => {
     const { ws, meta, channel } = await metaChannel();
 
-    const { data, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channel.id } }, body: { meta: { accessToken: 'EAAnewtokenSECRET' } } });
+    const { data, response } = await ws.api.PATCH('/channels/{id}', {
+      params: { path: { id: channel.id } },
+      body: { meta: { accessToken: 'EAAnewtokenSECRET' } },
+    });
 
     expect(response.status).toBe(200);
     expect(data).toEqual({ ...channel, updatedAt: expect.stringMatching(ISO_MS) });
-    expect(await openStored(ws.workspaceId, channel.id)).toEqual({ accessToken: 'EAAnewtokenSECRET', appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+    expect(await openStored(ws.workspaceId, channel.id)).toEqual({
+      accessToken: 'EAAnewtokenSECRET',
+      appSecret: meta.appSecret,
+      verifyToken: meta.verifyToken,
+    });
   });
 
   it('when a meta channel goes back to the sandbox, then its Meta settings are forgotten', async () => {
@@ -334,14 +356,21 @@ describe('PATCH /channels/{id}', () => {
     expect((await storedChannels(ws.workspaceId)).find((r) => r.id === channel.id)).toMatchObject({ external_id: null, secrets: null });
   });
 
-  it("when the type would change, then it answers 409 and the channel stays as it was", async () => {
+  it('when the type would change, then it answers 409 and the channel stays as it was', async () => {
     const ws = await createWorkspace(server);
     const id = ws.channels[0]!.id;
 
     const { error, response } = await ws.api.PATCH('/channels/{id}', { params: { path: { id } }, body: { type: 'instagram', name: 'Outro' } });
 
     expect(response.status).toBe(409);
-    expect(error).toEqual({ error: { code: 'conflict', message: "A channel's type cannot change; create another channel.", details: [{ path: '/body/type', message: 'the channel is whatsapp' }], requestId: expect.any(String) } });
+    expect(error).toEqual({
+      error: {
+        code: 'conflict',
+        message: "A channel's type cannot change; create another channel.",
+        details: [{ path: '/body/type', message: 'the channel is whatsapp' }],
+        requestId: expect.any(String),
+      },
+    });
     expect((await storedChannels(ws.workspaceId))[0]).toMatchObject({ type: 'whatsapp', name: 'WhatsApp' });
   });
 
@@ -350,16 +379,25 @@ describe('PATCH /channels/{id}', () => {
     const other = await createWorkspace(server);
     const sibling = (await ws.api.POST('/channels', { body: { type: 'whatsapp', name: 'Outro número', provider: 'meta', meta: metaSettings() } })).data!;
 
-    const fromSandbox = await other.api.PATCH('/channels/{id}', { params: { path: { id: other.channels[0]!.id } }, body: { provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } } });
+    const fromSandbox = await other.api.PATCH('/channels/{id}', {
+      params: { path: { id: other.channels[0]!.id } },
+      body: { provider: 'meta', meta: { ...metaSettings(), externalId: meta.externalId } },
+    });
     const repointed = await ws.api.PATCH('/channels/{id}', { params: { path: { id: sibling.id } }, body: { meta: { externalId: meta.externalId } } });
-    const same = await ws.api.PATCH('/channels/{id}', { params: { path: { id: channel.id } }, body: { name: 'WhatsApp Vendas 2', meta: { externalId: meta.externalId } } });
+    const same = await ws.api.PATCH('/channels/{id}', {
+      params: { path: { id: channel.id } },
+      body: { name: 'WhatsApp Vendas 2', meta: { externalId: meta.externalId } },
+    });
 
     expect([fromSandbox.response.status, repointed.response.status, same.response.status]).toEqual([409, 409, 200]);
     for (const { error } of [fromSandbox, repointed]) {
       taken(error);
     }
     expect((await storedChannels(other.workspaceId))[0]).toMatchObject({ provider: 'sandbox', external_id: null, secrets: null });
-    expect((await storedChannels(ws.workspaceId)).find((r) => r.id === sibling.id)).toMatchObject({ external_id: sibling.externalId, updated_at: new Date(sibling.updatedAt) });
+    expect((await storedChannels(ws.workspaceId)).find((r) => r.id === sibling.id)).toMatchObject({
+      external_id: sibling.externalId,
+      updated_at: new Date(sibling.updatedAt),
+    });
     expect(same.data).toMatchObject({ name: 'WhatsApp Vendas 2', externalId: meta.externalId });
   });
 
@@ -387,7 +425,11 @@ describe('Meta secrets', () => {
     bodies.push(JSON.stringify((await request(server, 'GET', `/v1/channels/${created.body.id}`, { apiKey: ws.apiKey })).body));
     bodies.push(JSON.stringify((await request(server, 'GET', '/v1/channels', { apiKey: ws.apiKey })).body));
     // A failing request with secrets in its body is logged too.
-    bodies.push(JSON.stringify((await request(server, 'POST', '/v1/channels', { apiKey: ws.apiKey, body: { type: 'fax', name: 'W', provider: 'meta', meta: first } })).body));
+    bodies.push(
+      JSON.stringify(
+        (await request(server, 'POST', '/v1/channels', { apiKey: ws.apiKey, body: { type: 'fax', name: 'W', provider: 'meta', meta: first } })).body,
+      ),
+    );
 
     const logged = logs.lines.map((line) => JSON.stringify(line)).join('\n');
     expect(logged).toContain(created.body.id);
@@ -418,7 +460,11 @@ describe('rotating SECRETS_KEY (npm run secrets:rotate)', () => {
       expect(second).toEqual({ keyId: rotated.keyId, resealed: 0, remaining: 0 });
       const row = await db.selectFrom('channels').select('secrets').where('id', '=', channel.id).executeTakeFirstOrThrow();
       // The new key alone opens it now: the previous one can be dropped.
-      expect(JSON.parse(createSecretBox(newKey).open(row.secrets!))).toEqual({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken });
+      expect(JSON.parse(createSecretBox(newKey).open(row.secrets!))).toEqual({
+        accessToken: meta.accessToken,
+        appSecret: meta.appSecret,
+        verifyToken: meta.verifyToken,
+      });
     } finally {
       await db.destroy();
     }
@@ -450,13 +496,21 @@ describe('migration 0010 (one channel per Meta account)', () => {
       await channel(workspaces[0]!, 'whatsapp', null);
       await channel(workspaces[1]!, 'whatsapp', null);
 
-      const refused = await migrateToLatest(db).then(() => undefined, (err: Error) => err.message);
+      const refused = await migrateToLatest(db).then(
+        () => undefined,
+        (err: Error) => err.message,
+      );
       await sql`update channels set provider = 'sandbox', external_id = null, secrets = null where id = ${newer}`.execute(db);
       const applied = await migrateToLatest(db);
 
-      expect(refused).toContain(`migration 0010_one_channel_per_meta_account failed: a Meta account may be connected to one channel only, and these are connected to several (oldest first): whatsapp 106540352242922: channels ${older}, ${newer}. `);
+      expect(refused).toContain(
+        `migration 0010_one_channel_per_meta_account failed: a Meta account may be connected to one channel only, and these are connected to several (oldest first): whatsapp 106540352242922: channels ${older}, ${newer}. `,
+      );
       expect(applied[0]).toBe('0010_one_channel_per_meta_account');
-      const duplicate = await channel(workspaces[1]!, 'whatsapp', '106540352242922').then(() => undefined, (err: { code?: string; constraint?: string }) => [err.code, err.constraint]);
+      const duplicate = await channel(workspaces[1]!, 'whatsapp', '106540352242922').then(
+        () => undefined,
+        (err: { code?: string; constraint?: string }) => [err.code, err.constraint],
+      );
       expect(duplicate).toEqual(['23505', 'channels_meta_account_key']);
     } finally {
       await db.destroy();

@@ -101,23 +101,27 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 node src/server.ts
     expect(new Set(await servedBy(successes))).toEqual(new Set(workerPids));
   });
 
-  it('when a worker dies, then the primary starts another in its place', async () => {
-    const [dead, survivor] = workerPids as [number, number];
-    const { apiKey } = await provision(db, { plan: 'enterprise', scopes: [...SCOPES] });
+  it(
+    'when a worker dies, then the primary starts another in its place',
+    async () => {
+      const [dead, survivor] = workerPids as [number, number];
+      const { apiKey } = await provision(db, { plan: 'enterprise', scopes: [...SCOPES] });
 
-    process.kill(dead, 'SIGKILL');
-    const listening = await service.waitForListening(3);
-    const replacement = listening[2]!;
-    everyPid.add(replacement);
-    workerPids = [survivor, replacement];
-    const replies = await getMany(10, port, apiKey);
+      process.kill(dead, 'SIGKILL');
+      const listening = await service.waitForListening(3);
+      const replacement = listening[2]!;
+      everyPid.add(replacement);
+      workerPids = [survivor, replacement];
+      const replies = await getMany(10, port, apiKey);
 
-    expect(alive(dead)).toBe(false);
-    expect(service.logs.matching(/^worker exited; starting another$/, LEVEL.error)).toMatchObject([{ workerPid: dead, signal: 'SIGKILL' }]);
-    expect([dead, survivor, service.child.pid]).not.toContain(replacement);
-    expect(replies.map((r) => r.status)).toEqual(new Array(10).fill(200));
-    expect(new Set(await servedBy(replies))).toEqual(new Set(workerPids));
-  }, START_MS + 10_000);
+      expect(alive(dead)).toBe(false);
+      expect(service.logs.matching(/^worker exited; starting another$/, LEVEL.error)).toMatchObject([{ workerPid: dead, signal: 'SIGKILL' }]);
+      expect([dead, survivor, service.child.pid]).not.toContain(replacement);
+      expect(replies.map((r) => r.status)).toEqual(new Array(10).fill(200));
+      expect(new Set(await servedBy(replies))).toEqual(new Set(workerPids));
+    },
+    START_MS + 10_000,
+  );
 
   it('when the primary gets SIGTERM, then the workers stop and every process exits', async () => {
     const exitsBefore = service.logs.matching(/worker exited/).length;
@@ -145,18 +149,22 @@ describe.skipIf(!databaseUrl || !redisUrl)('WEB_CONCURRENCY=2 on a port already 
     await own?.drop();
   });
 
-  it('when no worker can start, then the service exits 1 instead of forking workers forever', async () => {
-    holder = net.createServer();
-    const port = await freePort();
-    await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
+  it(
+    'when no worker can start, then the service exits 1 instead of forking workers forever',
+    async () => {
+      holder = net.createServer();
+      const port = await freePort();
+      await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
 
-    own = await ownDatabase();
-    service = new Service(port, { WEB_CONCURRENCY: '2', DATABASE_URL: own.url, REDIS_URL: redisUrl! });
-    const exit = await waitForExit(service.child, START_MS);
+      own = await ownDatabase();
+      service = new Service(port, { WEB_CONCURRENCY: '2', DATABASE_URL: own.url, REDIS_URL: redisUrl! });
+      const exit = await waitForExit(service.child, START_MS);
 
-    expect(exit).toEqual({ code: 1, signal: null });
-    expect(service.stderr).toContain('EADDRINUSE');
-    expect(service.logs.matching(/^a worker failed to start; stopping$/, LEVEL.error)).toHaveLength(1);
-    expect(service.logs.matching(/starting another/)).toEqual([]);
-  }, START_MS + 10_000);
+      expect(exit).toEqual({ code: 1, signal: null });
+      expect(service.stderr).toContain('EADDRINUSE');
+      expect(service.logs.matching(/^a worker failed to start; stopping$/, LEVEL.error)).toHaveLength(1);
+      expect(service.logs.matching(/starting another/)).toEqual([]);
+    },
+    START_MS + 10_000,
+  );
 });

@@ -95,10 +95,7 @@ describe('PATCH /contacts/{id}', () => {
     const contacts = await Promise.all(Array.from({ length: 8 }, () => createContact(ws)));
     const phone = buildPhone();
 
-    const results = await Promise.all([
-      ...contacts.map((c) => update(ws, c.id, { phone })),
-      ws.api.POST('/contacts', { body: buildContact({ phone }) }),
-    ]);
+    const results = await Promise.all([...contacts.map((c) => update(ws, c.id, { phone })), ws.api.POST('/contacts', { body: buildContact({ phone }) })]);
 
     const statuses = results.map((r) => r.response.status);
     expect(statuses.filter((s) => s === 409)).toHaveLength(8);
@@ -192,7 +189,14 @@ describe('DELETE /contacts/{id}', () => {
     expect((await ws.api.DELETE('/contacts/{id}', { params: { path: { id: person.id } } })).error).toEqual(notFound);
     expect((await ws.api.GET('/contacts')).data).toEqual({ data: [other], pagination: { total: 1, page: 1, limit: 20 } });
     expect((await ws.api.GET('/contacts', { params: { query: { phone: person.phone! } } })).data!.data).toEqual([]);
-    const invalid = { error: { requestId: expect.any(String), code: 'invalid_reference', message: 'The contact does not exist.', details: [{ path: '/body/contactId', message: 'no contact with this id' }] } };
+    const invalid = {
+      error: {
+        requestId: expect.any(String),
+        code: 'invalid_reference',
+        message: 'The contact does not exist.',
+        details: [{ path: '/body/contactId', message: 'no contact with this id' }],
+      },
+    };
     for (const channelId of [ws.channels[0]!.id, ws.channels[1]!.id]) {
       // The person's WhatsApp thread is still open: a message must not slip into it.
       const message = await ws.api.POST('/messages', { body: { contactId: person.id, channelId, content: 'Olá?' } });

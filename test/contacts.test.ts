@@ -31,8 +31,7 @@ async function createContacts(ws: TestWorkspace, bodies: ContactCreate[]): Promi
 }
 
 /** `count` contacts without phone or e-mail, named in creation order. */
-const numbered = (count: number): ContactCreate[] =>
-  Array.from({ length: count }, (_, i) => ({ name: `Contato ${String(i + 1).padStart(3, '0')}` }));
+const numbered = (count: number): ContactCreate[] => Array.from({ length: count }, (_, i) => ({ name: `Contato ${String(i + 1).padStart(3, '0')}` }));
 
 async function storedContacts(workspaceId: string) {
   return server.db.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).orderBy('id').execute();
@@ -120,7 +119,15 @@ describe('POST /contacts', () => {
     const { data, response } = await api.POST('/contacts', { body: { name: 'Limite', phone } });
 
     expect(response.status).toBe(201);
-    expect(data).toEqual({ id: expect.stringMatching(UUID), name: 'Limite', phone, email: null, instagramId: null, createdAt: expect.stringMatching(ISO_MS), updatedAt: data!.createdAt });
+    expect(data).toEqual({
+      id: expect.stringMatching(UUID),
+      name: 'Limite',
+      phone,
+      email: null,
+      instagramId: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: data!.createdAt,
+    });
     expect((await storedContacts(workspaceId)).map((r) => r.phone)).toEqual([phone]);
   });
 
@@ -256,18 +263,18 @@ describe('GET /contacts', () => {
     const { data } = await ws.api.GET('/contacts');
 
     expect(data).toEqual({
-      data: [{ ...b, createdAt: tied.toISOString() }, { ...c, createdAt: tied.toISOString() }, { ...a, createdAt: later.toISOString() }],
+      data: [
+        { ...b, createdAt: tied.toISOString() },
+        { ...c, createdAt: tied.toISOString() },
+        { ...a, createdAt: later.toISOString() },
+      ],
       pagination: { total: 3, page: 1, limit: 20 },
     });
   });
 
   it('when q is part of a name in another case, then it lists the contacts whose name contains it', async () => {
     const ws = await createWorkspace(server);
-    const [mariana, , silvana] = await createContacts(ws, [
-      { name: 'Mariana Silva' },
-      { name: 'João Pereira' },
-      { name: 'SILVANA Costa' },
-    ]);
+    const [mariana, , silvana] = await createContacts(ws, [{ name: 'Mariana Silva' }, { name: 'João Pereira' }, { name: 'SILVANA Costa' }]);
 
     const { data, response } = await ws.api.GET('/contacts', { params: { query: { q: 'sIlVa' } } });
 
@@ -319,7 +326,10 @@ describe('GET /contacts', () => {
     ['\\', 'Loja A\\B', ['Loja AB', 'Loja A/B']],
   ])('when q is %j, then it is matched literally, not as a pattern', async (q, literal, others) => {
     const ws = await createWorkspace(server);
-    const contacts = await createContacts(ws, [literal, ...others].map((name) => ({ name })));
+    const contacts = await createContacts(
+      ws,
+      [literal, ...others].map((name) => ({ name })),
+    );
 
     const { data, response } = await ws.api.GET('/contacts', { params: { query: { q } } });
 
@@ -478,7 +488,9 @@ describe('PUT /contacts/{id}', () => {
 
     expect(response.status).toBe(405);
     expect(response.headers.get('allow')).toBe('GET, PATCH, DELETE');
-    expect(response.body).toEqual({ error: { code: 'method_not_allowed', message: `${method} is not allowed on this path; use GET, PATCH, DELETE.`, requestId: expect.any(String) } });
+    expect(response.body).toEqual({
+      error: { code: 'method_not_allowed', message: `${method} is not allowed on this path; use GET, PATCH, DELETE.`, requestId: expect.any(String) },
+    });
     expect(await storedContacts(ws.workspaceId)).toEqual(before);
   });
 });

@@ -49,7 +49,13 @@ function startWriters(baseUrl: string, apiKey: string): { attempts: Attempt[]; s
         });
         const body = (await response.json()) as { id?: string; error?: { code: string } };
         checkResponse('POST', url, response.status, response.headers, body);
-        attempts.push({ sentAt, answeredAt: Date.now(), status: response.status, ...(body.id && { id: body.id }), ...(body.error && { detail: body.error.code }) });
+        attempts.push({
+          sentAt,
+          answeredAt: Date.now(),
+          status: response.status,
+          ...(body.id && { id: body.id }),
+          ...(body.error && { detail: body.error.code }),
+        });
       } catch (err) {
         attempts.push({ sentAt, answeredAt: Date.now(), status: 'network error', detail: (err as Error).message });
         await sleep(50);
@@ -117,74 +123,95 @@ describe.skipIf(!bin && !process.env.CI)('PostgreSQL restarts under writes (a pr
   it.each([
     ['one process', 1],
     ['two workers', 2],
-  ])('when PostgreSQL restarts fast and stops immediately under writes (%s), then nothing dies, the outage is 503 and every 201 is stored', async (_label, workers) => {
-    const database = `sf_${workers}_${Date.now()}`;
-    const admin = new pg.Client({ connectionString: postgres.url() });
-    await admin.connect();
-    await admin.query(`create database ${database}`);
-    await admin.end();
-    const port = await freePort();
-    const service = new Service(port, {
-      DATABASE_URL: postgres.url(database),
-      REDIS_URL: '',
-      WEB_CONCURRENCY: String(workers),
-      DATABASE_POOL_WAIT_MS: '2000',
-    });
-    services.push(service);
-    const pids = await service.waitForListening(workers);
-    const db = createDatabase({ databaseUrl: postgres.url(database), pgliteDir: 'memory://', poolSize: 2 });
-    dbs.push(db);
-    const { apiKey } = await provision(db, { plan: 'enterprise', scopes: [...SCOPES] });
-    const baseUrl = `http://127.0.0.1:${port}`;
+  ])(
+    'when PostgreSQL restarts fast and stops immediately under writes (%s), then nothing dies, the outage is 503 and every 201 is stored',
+    async (_label, workers) => {
+      const database = `sf_${workers}_${Date.now()}`;
+      const admin = new pg.Client({ connectionString: postgres.url() });
+      await admin.connect();
+      await admin.query(`create database ${database}`);
+      await admin.end();
+      const port = await freePort();
+      const service = new Service(port, {
+        DATABASE_URL: postgres.url(database),
+        REDIS_URL: '',
+        WEB_CONCURRENCY: String(workers),
+        DATABASE_POOL_WAIT_MS: '2000',
+      });
+      services.push(service);
+      const pids = await service.waitForListening(workers);
+      const db = createDatabase({ databaseUrl: postgres.url(database), pgliteDir: 'memory://', poolSize: 2 });
+      dbs.push(db);
+      const { apiKey } = await provision(db, { plan: 'enterprise', scopes: [...SCOPES] });
+      const baseUrl = `http://127.0.0.1:${port}`;
 
-    const writers = startWriters(baseUrl, apiKey);
-    // The scenario's timeline: writes before, between and after two restarts (each wait is a stretch of load).
-    await sleep(1_500);
-    await postgres.stop('fast');
-    await postgres.start();
-    const fastUp = await upAgain();
-    await sleep(2_500);
-    const immediateDown = Date.now();
-    await postgres.stop('immediate');
-    await sleep(1_000);
-    await postgres.start();
-    const immediateUp = await upAgain();
-    await sleep(2_500);
-    await writers.stop();
-    const end = Date.now();
+      const writers = startWriters(baseUrl, apiKey);
+      // The scenario's timeline: writes before, between and after two restarts (each wait is a stretch of load).
+      await sleep(1_500);
+      await postgres.stop('fast');
+      await postgres.start();
+      const fastUp = await upAgain();
+      await sleep(2_500);
+      const immediateDown = Date.now();
+      await postgres.stop('immediate');
+      await sleep(1_000);
+      await postgres.start();
+      const immediateUp = await upAgain();
+      await sleep(2_500);
+      await writers.stop();
+      const end = Date.now();
 
-    const { attempts } = writers;
-    const outages: Outage[] = [
-      { mode: 'fast', upAt: fastUp, until: immediateDown },
-      { mode: 'immediate', upAt: immediateUp, until: end },
-    ];
-    const created = attempts.filter((a) => a.status === 201);
-    const unavailable = attempts.filter((a) => a.status === 503);
-    const stored = await db.selectFrom('contacts').select('id').where('id', 'in', created.map((a) => a.id!)).execute();
-    const recovery = outages.map((outage) => recoveryMs(attempts, outage));
-    const slowest = Math.max(...attempts.map((a) => a.answeredAt - a.sentAt));
-    process.stdout.write(
-      `\n[db-restart, ${workers} worker(s)] requests ${attempts.length}, 201 ${created.length}, 503 ${unavailable.length}, ` +
-        `other ${attempts.length - created.length - unavailable.length}, lost writes ${created.length - stored.length}, ` +
-        `slowest answer ${slowest} ms, back to full service ${recovery.map((ms, i) => `${ms} ms after -m ${outages[i]!.mode}`).join(', ')}\n`,
-    );
+      const { attempts } = writers;
+      const outages: Outage[] = [
+        { mode: 'fast', upAt: fastUp, until: immediateDown },
+        { mode: 'immediate', upAt: immediateUp, until: end },
+      ];
+      const created = attempts.filter((a) => a.status === 201);
+      const unavailable = attempts.filter((a) => a.status === 503);
+      const stored = await db
+        .selectFrom('contacts')
+        .select('id')
+        .where(
+          'id',
+          'in',
+          created.map((a) => a.id!),
+        )
+        .execute();
+      const recovery = outages.map((outage) => recoveryMs(attempts, outage));
+      const slowest = Math.max(...attempts.map((a) => a.answeredAt - a.sentAt));
+      process.stdout.write(
+        `\n[db-restart, ${workers} worker(s)] requests ${attempts.length}, 201 ${created.length}, 503 ${unavailable.length}, ` +
+          `other ${attempts.length - created.length - unavailable.length}, lost writes ${created.length - stored.length}, ` +
+          `slowest answer ${slowest} ms, back to full service ${recovery.map((ms, i) => `${ms} ms after -m ${outages[i]!.mode}`).join(', ')}\n`,
+      );
 
-    expect(service.running).toBe(true);
-    expect(service.listening()).toEqual(pids);
-    expect((await fetch(`${baseUrl}/healthz`)).status).toBe(200);
-    expect(attempts.filter((a) => a.status !== 201 && a.status !== 503)).toEqual([]);
-    expect(unavailable.every((a) => a.detail === 'service_unavailable')).toBe(true);
-    expect(unavailable.length).toBeGreaterThan(0);
-    expect(slowest).toBeLessThan(MAX_ANSWER_MS);
-    expect(stored.length).toBe(created.length);
-    for (const [i, ms] of recovery.entries()) {
-      const failures = failuresAfter(attempts, outages[i]!).map((a) => ({ ...a, sentAfterUpMs: a.sentAt - outages[i]!.upAt, tookMs: a.answeredAt - a.sentAt }));
-      const causes = service.logs.lines
-        .filter((line) => line.msg === 'request failed: service unavailable' && Number(line.time) >= outages[i]!.upAt && Number(line.time) < outages[i]!.until)
-        .map((line) => line.cause);
-      if (ms > RECOVERY_MS) expect.fail(`-m ${outages[i]!.mode}: ${ms} ms to full service; failures: ${JSON.stringify(failures.slice(0, 5))}; causes: ${JSON.stringify([...new Set(causes)])}`);
-    }
-    // 503s are warnings: an outage is not a bug.
-    expect(service.logs.lines.filter((line) => line.level >= 50)).toEqual([]);
-  }, START_MS + 90_000);
+      expect(service.running).toBe(true);
+      expect(service.listening()).toEqual(pids);
+      expect((await fetch(`${baseUrl}/healthz`)).status).toBe(200);
+      expect(attempts.filter((a) => a.status !== 201 && a.status !== 503)).toEqual([]);
+      expect(unavailable.every((a) => a.detail === 'service_unavailable')).toBe(true);
+      expect(unavailable.length).toBeGreaterThan(0);
+      expect(slowest).toBeLessThan(MAX_ANSWER_MS);
+      expect(stored.length).toBe(created.length);
+      for (const [i, ms] of recovery.entries()) {
+        const failures = failuresAfter(attempts, outages[i]!).map((a) => ({
+          ...a,
+          sentAfterUpMs: a.sentAt - outages[i]!.upAt,
+          tookMs: a.answeredAt - a.sentAt,
+        }));
+        const causes = service.logs.lines
+          .filter(
+            (line) => line.msg === 'request failed: service unavailable' && Number(line.time) >= outages[i]!.upAt && Number(line.time) < outages[i]!.until,
+          )
+          .map((line) => line.cause);
+        if (ms > RECOVERY_MS)
+          expect.fail(
+            `-m ${outages[i]!.mode}: ${ms} ms to full service; failures: ${JSON.stringify(failures.slice(0, 5))}; causes: ${JSON.stringify([...new Set(causes)])}`,
+          );
+      }
+      // 503s are warnings: an outage is not a bug.
+      expect(service.logs.lines.filter((line) => line.level >= 50)).toEqual([]);
+    },
+    START_MS + 90_000,
+  );
 });

@@ -50,7 +50,13 @@ afterAll(async () => {
 });
 
 const contactCount = async (workspaceId: string) =>
-  (await server.db.selectFrom('contacts').select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow()).n;
+  (
+    await server.db
+      .selectFrom('contacts')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirstOrThrow()
+  ).n;
 
 function postContact(rawBody: string | Buffer, headers: Record<string, string> = {}): Promise<RawResponse> {
   return request(server, 'POST', '/v1/contacts', { apiKey: ws.apiKey, rawBody, headers: { 'content-type': 'application/json', ...headers } });
@@ -100,7 +106,12 @@ describe('POST /contacts with a deeply nested body', () => {
 
     expect(refused.status).toBe(400);
     expect(refused.body).toEqual({
-      error: { code: 'validation_error', message: 'The request does not match the contract.', details: [{ path: '/body/name', message: 'must be string' }], requestId: expect.any(String) },
+      error: {
+        code: 'validation_error',
+        message: 'The request does not match the contract.',
+        details: [{ path: '/body/name', message: 'must be string' }],
+        requestId: expect.any(String),
+      },
     });
     expect(await contactCount(ws.workspaceId)).toBe(before);
   });
@@ -128,15 +139,20 @@ describe('POST /contacts with a deeply nested body', () => {
     expect(created.body.name).toBe(`${'['.repeat(MAX_JSON_DEPTH + 10)}"{{{`);
   });
 
-  it.each(['utf-16', 'utf-16le', 'utf-32'])('when the charset is %s, then it answers 415 (the body is read as UTF-8 only) and stores nothing', async (charset) => {
-    const before = await contactCount(ws.workspaceId);
+  it.each(['utf-16', 'utf-16le', 'utf-32'])(
+    'when the charset is %s, then it answers 415 (the body is read as UTF-8 only) and stores nothing',
+    async (charset) => {
+      const before = await contactCount(ws.workspaceId);
 
-    const refused = await postContact(Buffer.from(JSON.stringify(buildContact()), 'utf16le'), { 'content-type': `application/json; charset=${charset}` });
+      const refused = await postContact(Buffer.from(JSON.stringify(buildContact()), 'utf16le'), { 'content-type': `application/json; charset=${charset}` });
 
-    expect(refused.status).toBe(415);
-    expect(refused.body).toEqual({ error: { code: 'unsupported_media_type', message: 'Send the body as application/json in UTF-8.', requestId: expect.any(String) } });
-    expect(await contactCount(ws.workspaceId)).toBe(before);
-  });
+      expect(refused.status).toBe(415);
+      expect(refused.body).toEqual({
+        error: { code: 'unsupported_media_type', message: 'Send the body as application/json in UTF-8.', requestId: expect.any(String) },
+      });
+      expect(await contactCount(ws.workspaceId)).toBe(before);
+    },
+  );
 });
 
 describe('query strings', () => {
@@ -147,7 +163,12 @@ describe('query strings', () => {
 
     expect(response.status).toBe(400);
     expect(response.body).toEqual({
-      error: { code: 'validation_error', message: 'The request does not match the contract.', details: [{ path: '/query/a', message: "Unknown query parameter 'a'" }], requestId: expect.any(String) },
+      error: {
+        code: 'validation_error',
+        message: 'The request does not match the contract.',
+        details: [{ path: '/query/a', message: "Unknown query parameter 'a'" }],
+        requestId: expect.any(String),
+      },
     });
   });
 });
@@ -171,17 +192,20 @@ describe("the mock's front (npm run mock)", () => {
     ['objects', 5_000],
     ['arrays', 400_000],
     ['objects', 400_000],
-  ] as const)('when the body nests %s %i levels deep around a lone surrogate, then it is refused as the service refuses it and the mock goes on answering', async (shape, depth) => {
-    const text = nested(shape, depth, '"\\ud800"');
-    const headers = { 'content-type': 'application/json' };
+  ] as const)(
+    'when the body nests %s %i levels deep around a lone surrogate, then it is refused as the service refuses it and the mock goes on answering',
+    async (shape, depth) => {
+      const text = nested(shape, depth, '"\\ud800"');
+      const headers = { 'content-type': 'application/json' };
 
-    const refused = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, rawBody: text, headers });
-    const next = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, body: { phone: buildPhone() } });
+      const refused = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, rawBody: text, headers });
+      const next = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, body: { phone: buildPhone() } });
 
-    expect({ status: refused.status, body: refused.body }).toEqual(refusalOf(text));
-    expect(next.status).toBe(400);
-    expect(next.body.error.details).toEqual([{ path: '/body/name', message: "must have required property 'name'" }]);
-  });
+      expect({ status: refused.status, body: refused.body }).toEqual(refusalOf(text));
+      expect(next.status).toBe(400);
+      expect(next.body.error.details).toEqual([{ path: '/body/name', message: "must have required property 'name'" }]);
+    },
+  );
 });
 
 describe('POST /webhooks/meta/{channelId} with a deeply nested signed body', () => {
@@ -192,25 +216,36 @@ describe('POST /webhooks/meta/{channelId} with a deeply nested signed body', () 
   const notUnderstood = () =>
     logs.lines.filter((l) => l.msg === 'webhook delivery not understood; stored nothing' && l.channelId === meta.channel.id).map((l) => l.object);
   const inboundCount = async () =>
-    (await server.db.selectFrom('messages').select(sql<number>`count(*)::int`.as('n')).where('channel_id', '=', meta.channel.id).executeTakeFirstOrThrow()).n;
+    (
+      await server.db
+        .selectFrom('messages')
+        .select(sql<number>`count(*)::int`.as('n'))
+        .where('channel_id', '=', meta.channel.id)
+        .executeTakeFirstOrThrow()
+    ).n;
 
   it.each([
     ['arrays', 100],
     ['arrays', 5_000],
     ['arrays', 400_000],
     ['objects', 100_000],
-  ] as const)('when it nests %s %i levels deep, then it answers 200, is not parsed, stores nothing and is logged; the next delivery is stored', async (shape, depth) => {
-    const logged = notUnderstood().length;
-    const before = await inboundCount();
+  ] as const)(
+    'when it nests %s %i levels deep, then it answers 200, is not parsed, stores nothing and is logged; the next delivery is stored',
+    async (shape, depth) => {
+      const logged = notUnderstood().length;
+      const before = await inboundCount();
 
-    const deep = await postWebhook(server, meta.channel.id, undefined, { appSecret: meta.appSecret, rawBody: nested(shape, depth, '"\\ud800"') });
-    const next = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, whatsappText(buildPhone().slice(1), 'Oi')), { appSecret: meta.appSecret });
+      const deep = await postWebhook(server, meta.channel.id, undefined, { appSecret: meta.appSecret, rawBody: nested(shape, depth, '"\\ud800"') });
+      const next = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, whatsappText(buildPhone().slice(1), 'Oi')), {
+        appSecret: meta.appSecret,
+      });
 
-    expect([deep.status, deep.body]).toEqual([200, { received: true }]);
-    expect(notUnderstood().slice(logged)).toEqual([`nested deeper than ${MAX_JSON_DEPTH} levels`]);
-    expect(next.status).toBe(200);
-    expect(await inboundCount()).toBe(before + 1);
-  });
+      expect([deep.status, deep.body]).toEqual([200, { received: true }]);
+      expect(notUnderstood().slice(logged)).toEqual([`nested deeper than ${MAX_JSON_DEPTH} levels`]);
+      expect(next.status).toBe(200);
+      expect(await inboundCount()).toBe(before + 1);
+    },
+  );
 
   it('when a deep part hides in an otherwise valid delivery, then the whole delivery is dropped, as no delivery of Meta nests so deep', async () => {
     const logged = notUnderstood().length;
@@ -250,7 +285,11 @@ describe.skipIf(!databaseUrl)('node src/server.ts, as operators run it (needs Po
     const target = { baseUrl: `http://127.0.0.1:${port}` } as TestServer;
     const pid = service.listening()[0]!;
 
-    const refused = await request(target, 'POST', '/v1/contacts', { apiKey, rawBody: nested('arrays', 5_000, '"\\ud800"'), headers: { 'content-type': 'application/json' } });
+    const refused = await request(target, 'POST', '/v1/contacts', {
+      apiKey,
+      rawBody: nested('arrays', 5_000, '"\\ud800"'),
+      headers: { 'content-type': 'application/json' },
+    });
     const next = await request(target, 'POST', '/v1/contacts', { apiKey, body: buildContact() });
 
     expect({ status: refused.status, body: refused.body }).toEqual({ status: 400, body: TOO_DEEP });

@@ -28,7 +28,9 @@ describe.skipIf(!databaseUrl)('two instances on one PostgreSQL database (needs D
       dbs.push(db);
       // Each instance reaches Graph under its own prefix, so the double tells who sent what.
       const metaGraphUrl = graph.url.replace(/\/v23\.0$/, `/${name}/v23.0`);
-      servers.push(await startServer({ db, databaseUrl: own.url, jobs: true, config: { metaGraphUrl, deliveryRetryBaseMs: 20, jobPollMs: 200, deliveryConcurrency: 8 } }));
+      servers.push(
+        await startServer({ db, databaseUrl: own.url, jobs: true, config: { metaGraphUrl, deliveryRetryBaseMs: 20, jobPollMs: 200, deliveryConcurrency: 8 } }),
+      );
     }
   });
   afterAll(async () => {
@@ -43,7 +45,9 @@ describe.skipIf(!databaseUrl)('two instances on one PostgreSQL database (needs D
     const ws = await createWorkspace(a);
     const meta = await createMetaChannel(ws, 'whatsapp');
     const apiB = checkedClient(`${b.baseUrl}/v1`, ws.apiKey);
-    const contacts = await Promise.all(Array.from({ length: 20 }, async () => (await ws.api.POST('/contacts', { body: buildContact({ phone: buildPhone() }) })).data!));
+    const contacts = await Promise.all(
+      Array.from({ length: 20 }, async () => (await ws.api.POST('/contacts', { body: buildContact({ phone: buildPhone() }) })).data!),
+    );
     graph.answer((request) => (request.externalId === meta.externalId ? { ...sentAnswer(request), delayMs: 5 } : undefined));
 
     for (let round = 1; round <= 10; round++) {
@@ -51,16 +55,29 @@ describe.skipIf(!databaseUrl)('two instances on one PostgreSQL database (needs D
         contacts.map(async (contact, i) => {
           const api = (i + round) % 2 === 0 ? ws.api : apiB;
           const { response } = await api.POST('/messages', {
-            body: { contactId: contact.id, channelId: meta.channel.id, template: { name: 'sequencia', language: 'pt_BR', parameters: [contact.phone!, String(round)] } },
+            body: {
+              contactId: contact.id,
+              channelId: meta.channel.id,
+              template: { name: 'sequencia', language: 'pt_BR', parameters: [contact.phone!, String(round)] },
+            },
           });
           expect(response.status).toBe(201);
         }),
       );
     }
-    await waitFor('200 messages sent', async () => {
-      const row = await a.db.selectFrom('messages').select((eb) => eb.fn.countAll<string>().as('n')).where('workspace_id', '=', ws.workspaceId).where('status', '=', 'sent').executeTakeFirstOrThrow();
-      return Number(row.n) === 200;
-    }, 60_000);
+    await waitFor(
+      '200 messages sent',
+      async () => {
+        const row = await a.db
+          .selectFrom('messages')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('workspace_id', '=', ws.workspaceId)
+          .where('status', '=', 'sent')
+          .executeTakeFirstOrThrow();
+        return Number(row.n) === 200;
+      },
+      60_000,
+    );
 
     const requests = graph.to(meta.externalId);
     const parameters = (r: (typeof requests)[number]) => r.body.template.components[0].parameters.map((p: { text: string }) => p.text) as [string, string];
@@ -96,50 +113,64 @@ describe.skipIf(!databaseUrl)('a server killed mid-delivery (needs DATABASE_URL)
     await own?.drop();
   });
 
-  it('when the server is killed with SIGKILL right after a 201 whose send was failing, then the next server sends it', async () => {
-    const env = {
-      DATABASE_URL: own.url,
-      SECRETS_KEY: randomBytes(32).toString('base64'),
-      META_GRAPH_URL: graph.url,
-      META_GRAPH_TIMEOUT_MS: '1000',
-      JOB_LEASE_MS: '3000',
-      JOB_POLL_MS: '200',
-      DELIVERY_RETRY_BASE_MS: '200',
-    };
-    const first = new Service(await freePort(), env);
-    services.push(first);
-    const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Crash' });
-    await first.waitForListening(1);
-    const api = checkedClient(`http://127.0.0.1:${first.port}/v1`, key.apiKey);
-    const { data: channel } = await api.POST('/channels', {
-      body: { type: 'whatsapp', name: 'WhatsApp', provider: 'meta', meta: { externalId: `1065${Date.now()}`, accessToken: 'EAAcrash', appSecret: 'secret', verifyToken: 'verify' } },
-    });
-    const { data: contact } = await api.POST('/contacts', { body: buildContact({ phone: buildPhone() }) });
-    graph.answer(() => graphError(2, 'Service temporarily unavailable', 503));
+  it(
+    'when the server is killed with SIGKILL right after a 201 whose send was failing, then the next server sends it',
+    async () => {
+      const env = {
+        DATABASE_URL: own.url,
+        SECRETS_KEY: randomBytes(32).toString('base64'),
+        META_GRAPH_URL: graph.url,
+        META_GRAPH_TIMEOUT_MS: '1000',
+        JOB_LEASE_MS: '3000',
+        JOB_POLL_MS: '200',
+        DELIVERY_RETRY_BASE_MS: '200',
+      };
+      const first = new Service(await freePort(), env);
+      services.push(first);
+      const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Crash' });
+      await first.waitForListening(1);
+      const api = checkedClient(`http://127.0.0.1:${first.port}/v1`, key.apiKey);
+      const { data: channel } = await api.POST('/channels', {
+        body: {
+          type: 'whatsapp',
+          name: 'WhatsApp',
+          provider: 'meta',
+          meta: { externalId: `1065${Date.now()}`, accessToken: 'EAAcrash', appSecret: 'secret', verifyToken: 'verify' },
+        },
+      });
+      const { data: contact } = await api.POST('/contacts', { body: buildContact({ phone: buildPhone() }) });
+      graph.answer(() => graphError(2, 'Service temporarily unavailable', 503));
 
-    const { data: message, response } = await api.POST('/messages', { body: { contactId: contact!.id, channelId: channel!.id, template: { name: 'hello_world', language: 'en_US' } } });
-    expect(response.status).toBe(201);
-    await waitFor('a failing send', () => graph.to(channel!.externalId!).length > 0, 10_000);
-    process.kill(-first.child.pid!, 'SIGKILL');
-    await first.kill();
-    const failedBefore = graph.to(channel!.externalId!).length;
-    graph.answer(undefined);
+      const { data: message, response } = await api.POST('/messages', {
+        body: { contactId: contact!.id, channelId: channel!.id, template: { name: 'hello_world', language: 'en_US' } },
+      });
+      expect(response.status).toBe(201);
+      await waitFor('a failing send', () => graph.to(channel!.externalId!).length > 0, 10_000);
+      process.kill(-first.child.pid!, 'SIGKILL');
+      await first.kill();
+      const failedBefore = graph.to(channel!.externalId!).length;
+      graph.answer(undefined);
 
-    const second = new Service(await freePort(), env);
-    services.push(second);
-    await second.waitForListening(1);
-    const stored = async (): Promise<Pick<Message, 'status' | 'externalId'>> => {
-      const row = await db.selectFrom('messages').select(['status', 'external_id']).where('id', '=', message!.id).executeTakeFirstOrThrow();
-      return { status: row.status, externalId: row.external_id };
-    };
-    await waitFor('sent by the second server', async () => (await stored()).status === 'sent', 20_000);
+      const second = new Service(await freePort(), env);
+      services.push(second);
+      await second.waitForListening(1);
+      const stored = async (): Promise<Pick<Message, 'status' | 'externalId'>> => {
+        const row = await db.selectFrom('messages').select(['status', 'external_id']).where('id', '=', message!.id).executeTakeFirstOrThrow();
+        return { status: row.status, externalId: row.external_id };
+      };
+      await waitFor('sent by the second server', async () => (await stored()).status === 'sent', 20_000);
 
-    const requests = graph.to(channel!.externalId!);
-    const accepted = requests.filter((r) => 'status' in r.answer! && r.answer.status === 200);
-    expect(failedBefore).toBeGreaterThanOrEqual(1);
-    expect(accepted).toHaveLength(1);
-    expect(await stored()).toEqual({ status: 'sent', externalId: (accepted[0]!.answer as { body: { messages: Array<{ id: string }> } }).body.messages[0]!.id });
-  }, START_MS * 2 + 60_000);
+      const requests = graph.to(channel!.externalId!);
+      const accepted = requests.filter((r) => 'status' in r.answer! && r.answer.status === 200);
+      expect(failedBefore).toBeGreaterThanOrEqual(1);
+      expect(accepted).toHaveLength(1);
+      expect(await stored()).toEqual({
+        status: 'sent',
+        externalId: (accepted[0]!.answer as { body: { messages: Array<{ id: string }> } }).body.messages[0]!.id,
+      });
+    },
+    START_MS * 2 + 60_000,
+  );
 });
 
 describe.skipIf(!databaseUrl)('SECRETS_KEY in production (needs DATABASE_URL)', () => {
@@ -163,20 +194,32 @@ describe.skipIf(!databaseUrl)('SECRETS_KEY in production (needs DATABASE_URL)', 
     return { code: service.child.exitCode, stderr: service.stderr };
   }
 
-  it('when it is missing and a channel is connected to Meta, then the service refuses to start, saying why', async () => {
-    const ws = await provision(db, { plan: 'pro', scopes: ['channels:write'] });
-    await db.updateTable('channels').set({ provider: 'meta', external_id: '1065', secrets: 'v1.00000000.a.b.c' }).where('id', '=', ws.channels[0]!.id).execute();
+  it(
+    'when it is missing and a channel is connected to Meta, then the service refuses to start, saying why',
+    async () => {
+      const ws = await provision(db, { plan: 'pro', scopes: ['channels:write'] });
+      await db
+        .updateTable('channels')
+        .set({ provider: 'meta', external_id: '1065', secrets: 'v1.00000000.a.b.c' })
+        .where('id', '=', ws.channels[0]!.id)
+        .execute();
 
-    const { code, stderr } = await exitOf({});
+      const { code, stderr } = await exitOf({});
 
-    expect(code).toBe(2);
-    expect(stderr).toMatch(/configuration error: 1 channel secret is sealed under key 00000000, but SECRETS_KEY is not set; start it with the key/);
-  }, START_MS + 10_000);
+      expect(code).toBe(2);
+      expect(stderr).toMatch(/configuration error: 1 channel secret is sealed under key 00000000, but SECRETS_KEY is not set; start it with the key/);
+    },
+    START_MS + 10_000,
+  );
 
-  it('when it is malformed, then the service refuses to start, saying what it must be', async () => {
-    const { code, stderr } = await exitOf({ SECRETS_KEY: 'c2hvcnQ=' });
+  it(
+    'when it is malformed, then the service refuses to start, saying what it must be',
+    async () => {
+      const { code, stderr } = await exitOf({ SECRETS_KEY: 'c2hvcnQ=' });
 
-    expect(code).toBe(2);
-    expect(stderr).toMatch(/configuration error: SECRETS_KEY must be the base64 of 32 random bytes/);
-  }, START_MS + 10_000);
+      expect(code).toBe(2);
+      expect(stderr).toMatch(/configuration error: SECRETS_KEY must be the base64 of 32 random bytes/);
+    },
+    START_MS + 10_000,
+  );
 });

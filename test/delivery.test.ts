@@ -83,7 +83,13 @@ describe('WhatsApp Cloud API', () => {
       path: `/v23.0/${meta.externalId}/messages`,
       authorization: `Bearer ${meta.accessToken}`,
       contentType: 'application/json',
-      body: { messaging_product: 'whatsapp', recipient_type: 'individual', to: contact.phone.slice(1), type: 'text', text: { body: 'Olá, Mariana! Seu pedido saiu para entrega.' } },
+      body: {
+        messaging_product: 'whatsapp',
+        recipient_type: 'individual',
+        to: contact.phone.slice(1),
+        type: 'text',
+        text: { body: 'Olá, Mariana! Seu pedido saiu para entrega.' },
+      },
     });
     const wamid = (request!.answer as { body: { messages: Array<{ id: string }> } }).body.messages[0]!.id;
     expect(sent).toEqual({ ...queued, status: 'sent', externalId: wamid });
@@ -106,7 +112,19 @@ describe('WhatsApp Cloud API', () => {
         recipient_type: 'individual',
         to: contact.phone.slice(1),
         type: 'template',
-        template: { name: 'pedido_em_rota', language: { code: 'pt_BR' }, components: [{ type: 'body', parameters: [{ type: 'text', text: 'Mariana' }, { type: 'text', text: '4521' }] }] },
+        template: {
+          name: 'pedido_em_rota',
+          language: { code: 'pt_BR' },
+          components: [
+            {
+              type: 'body',
+              parameters: [
+                { type: 'text', text: 'Mariana' },
+                { type: 'text', text: '4521' },
+              ],
+            },
+          ],
+        },
       },
     ]);
   });
@@ -150,7 +168,9 @@ describe('Instagram Messaging API', () => {
     const meta = await createMetaChannel(ws, 'instagram');
     const { data: contact } = await ws.api.POST('/contacts', { body: { name: 'Bia', instagramId: `1784${Date.now()}` } });
 
-    const { error, response } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'promo', language: 'pt_BR' } } });
+    const { error, response } = await ws.api.POST('/messages', {
+      body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'promo', language: 'pt_BR' } },
+    });
 
     expect(response.status).toBe(422);
     expect(error!.error.code).toBe('template_not_supported');
@@ -164,7 +184,11 @@ describe('failures', () => {
     const meta = await createMetaChannel(ws, 'whatsapp');
     const contact = await contactWithPhone(ws);
     await whatsappInbound(meta, contact.phone);
-    const failures = [graphError(2, 'Service temporarily unavailable', 500), graphError(4, 'Application request limit reached', 429), graphError(131000, 'Something went wrong', 400)];
+    const failures = [
+      graphError(2, 'Service temporarily unavailable', 500),
+      graphError(4, 'Application request limit reached', 429),
+      graphError(131000, 'Something went wrong', 400),
+    ];
     graph.answer((request) => {
       if (request.externalId !== meta.externalId) return undefined;
       return failures[graph.to(meta.externalId).length - 1];
@@ -327,7 +351,11 @@ describe("Meta's 24-hour window", () => {
     await server.db.updateTable('threads').set({ last_inbound_at: stale }).where('workspace_id', '=', ws.workspaceId).execute();
 
     const refused = await ws.api.POST('/messages', { body: { contactId: contact.id, channelId: meta.channel.id, content: 'Tarde demais' } });
-    await server.db.updateTable('threads').set({ last_inbound_at: new Date(Date.now() - 23 * 3_600_000) }).where('workspace_id', '=', ws.workspaceId).execute();
+    await server.db
+      .updateTable('threads')
+      .set({ last_inbound_at: new Date(Date.now() - 23 * 3_600_000) })
+      .where('workspace_id', '=', ws.workspaceId)
+      .execute();
     const accepted = await ws.api.POST('/messages', { body: { contactId: contact.id, channelId: meta.channel.id, content: 'Ainda dá' } });
 
     expect(refused.response.status).toBe(422);
@@ -342,10 +370,19 @@ describe("Meta's 24-hour window", () => {
     const meta = await createMetaChannel(ws, 'whatsapp');
     const { data: contact } = await ws.api.POST('/contacts', { body: { name: 'Sem telefone' } });
 
-    const { error, response } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } } });
+    const { error, response } = await ws.api.POST('/messages', {
+      body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } },
+    });
 
     expect(response.status).toBe(422);
-    expect(error).toEqual({ error: { code: 'invalid_reference', message: 'The contact cannot be reached on WhatsApp.', details: [{ path: '/body/contactId', message: 'the contact has no phone' }], requestId: expect.any(String) } });
+    expect(error).toEqual({
+      error: {
+        code: 'invalid_reference',
+        message: 'The contact cannot be reached on WhatsApp.',
+        details: [{ path: '/body/contactId', message: 'the contact has no phone' }],
+        requestId: expect.any(String),
+      },
+    });
   });
 });
 
@@ -359,12 +396,16 @@ describe('the sandbox', () => {
     const queued = await send(ws, { contactId: contact.id, channelId: ws.channels[0]!.id, content: 'Olá do sandbox' });
     const seen = new Set<string>();
     let delivered: Message | undefined;
-    await waitFor('delivered', async () => {
-      const current = await readMessage(ws, queued);
-      seen.add(current.status);
-      if (current.status === 'delivered') delivered = current;
-      return delivered !== undefined;
-    }, 5_000);
+    await waitFor(
+      'delivered',
+      async () => {
+        const current = await readMessage(ws, queued);
+        seen.add(current.status);
+        if (current.status === 'delivered') delivered = current;
+        return delivered !== undefined;
+      },
+      5_000,
+    );
 
     expect(Date.now() - started).toBeLessThan(1_500);
     expect(queued.status).toBe('queued');
@@ -378,7 +419,10 @@ describe('the sandbox', () => {
     const channelId = ws.channels[0]!.id;
     const phone = buildPhone();
 
-    const { data: inbound, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: channelId } }, body: { from: phone, name: 'Carla Souza', content: 'Oi, quero trocar um produto' } });
+    const { data: inbound, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: channelId } },
+      body: { from: phone, name: 'Carla Souza', content: 'Oi, quero trocar um produto' },
+    });
     const reply = await send(ws, { contactId: inbound!.contactId, channelId, content: 'Claro, Carla!' });
 
     expect(response.status).toBe(201);
@@ -408,7 +452,10 @@ describe('the sandbox', () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'whatsapp');
 
-    const { error, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: meta.channel.id } }, body: { from: buildPhone(), content: 'Oi' } });
+    const { error, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: meta.channel.id } },
+      body: { from: buildPhone(), content: 'Oi' },
+    });
 
     expect(response.status).toBe(404);
     expect(error).toEqual({ error: { code: 'not_found', message: 'Channel not found.', requestId: expect.any(String) } });

@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spec } from '../src/contract.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
-
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = '/tmp/docs.png';
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
@@ -46,9 +45,14 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
   // Every operation of the contract: the /v1 ones and Meta's webhooks (served outside /v1); then the
   // events this service sends to integrators (OpenAPI 3.1's top-level `webhooks`), shown as well.
   const documented = Object.entries<Record<string, { operationId: string }>>(spec.paths).flatMap(([path, item]) =>
-    (['get', 'post', 'patch', 'put', 'delete'] as const).filter((method) => item[method]).map((method) => ({ path, method, operationId: item[method]!.operationId })),
+    (['get', 'post', 'patch', 'put', 'delete'] as const)
+      .filter((method) => item[method])
+      .map((method) => ({ path, method, operationId: item[method]!.operationId })),
   );
-  const sentWebhooks = Object.entries<Record<string, { operationId: string }>>(spec.webhooks).map(([name, item]) => ({ name, operationId: item.post!.operationId }));
+  const sentWebhooks = Object.entries<Record<string, { operationId: string }>>(spec.webhooks).map(([name, item]) => ({
+    name,
+    operationId: item.post!.operationId,
+  }));
 
   it('when the page loads, then it renders every operation, requests only this host and logs no error', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -91,8 +95,7 @@ describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chrom
         summary: spec.webhooks[hook.name].post.summary as string,
       })),
     ];
-    const byKey = (a: { method: string; path: string }, b: { method: string; path: string }) =>
-      `${a.path} ${a.method}`.localeCompare(`${b.path} ${b.method}`);
+    const byKey = (a: { method: string; path: string }, b: { method: string; path: string }) => `${a.path} ${a.method}`.localeCompare(`${b.path} ${b.method}`);
     expect(rendered.sort(byKey)).toEqual(expected.sort(byKey));
     await expect(page.title()).resolves.toBe('Support Funnel API v1 reference');
     await expect(page.locator('.info .title').innerText()).resolves.toContain('Support Funnel API');

@@ -28,11 +28,17 @@ describe('held statuses in the logs', () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'whatsapp');
     const wamids = Array.from({ length: STATUSES }, (_, i) => `wamid.nobody${Date.now()}x${i}`);
-    const held = () => sql<{ id: string }>`select id from jobs where workspace_id = ${ws.workspaceId} and queue = 'early-status'`.execute(server.db).then((r) => r.rows);
+    const held = () =>
+      sql<{ id: string }>`select id from jobs where workspace_id = ${ws.workspaceId} and queue = 'early-status'`.execute(server.db).then((r) => r.rows);
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: wamids.map((id) => whatsappStatus(id, 'delivered', '5511987650001')) }), {
-      appSecret: meta.appSecret,
-    });
+    const res = await postWebhook(
+      server,
+      meta.channel.id,
+      whatsappDelivery(meta.externalId, { statuses: wamids.map((id) => whatsappStatus(id, 'delivered', '5511987650001')) }),
+      {
+        appSecret: meta.appSecret,
+      },
+    );
     const jobIds = new Set((await held()).map((job) => job.id));
     // Every look at once rather than after the backoff's quarter of a minute: each put back is due again now.
     await waitFor(
@@ -52,8 +58,11 @@ describe('held statuses in the logs', () => {
     );
     expect(new Set(about.filter((line) => line.level >= LEVEL.info).map((line) => line.externalId))).toEqual(new Set(wamids));
     // The five looks happened: four put back, the last given up, each at debug.
-    expect(about.filter((line) => line.level === LEVEL.debug).map((line) => line.msg).sort()).toEqual(
-      wamids.flatMap(() => ['job failed on its last attempt; giving up', ...Array(4).fill('job failed; will retry')]).sort(),
-    );
+    expect(
+      about
+        .filter((line) => line.level === LEVEL.debug)
+        .map((line) => line.msg)
+        .sort(),
+    ).toEqual(wamids.flatMap(() => ['job failed on its last attempt; giving up', ...Array(4).fill('job failed; will retry')]).sort());
   });
 });

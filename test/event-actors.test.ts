@@ -117,7 +117,10 @@ describe('changes the service makes', () => {
   it('when a customer writes on a sandbox channel for the first time, then their contact, thread and message are the system’s', async () => {
     const ws = await createWorkspace(server);
     const channelId = ws.channels.find((c) => c.type === 'whatsapp')!.id;
-    const { response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: channelId } }, body: { from: buildPhone(), content: 'Oi!' } });
+    const { response } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: channelId } },
+      body: { from: buildPhone(), content: 'Oi!' },
+    });
     expect(response.status).toBe(201);
 
     expect(await actorsByType(ws)).toEqual({ 'contact.created': [SYSTEM], 'thread.created': [SYSTEM], 'message.created': [SYSTEM] });
@@ -139,7 +142,9 @@ describe('changes the service makes', () => {
       wamid = (sentEvent?.data.object as { externalId?: string } | undefined)?.externalId ?? '';
       return wamid !== '';
     });
-    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'delivered', phone.slice(1))] }), { appSecret: meta.appSecret });
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'delivered', phone.slice(1))] }), {
+      appSecret: meta.appSecret,
+    });
 
     const all = (await events(ws)).reverse();
     expect(all.map((e) => [e.type, e.data.actor])).toEqual([
@@ -183,7 +188,10 @@ describe.skipIf(!databaseUrl)('changes an AI agent makes (needs DATABASE_URL)', 
   it('when an agent hands the thread off, then thread.updated is the agent’s, as its history entry is', async () => {
     const { ws, channelId, agentId, model } = await withAgent();
     ai.answerFor(model, toolCallAnswer({ reason: 'Cliente pediu um atendente' }));
-    const { data: message } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: channelId } }, body: { from: buildPhone(), content: 'Quero uma pessoa' } });
+    const { data: message } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: channelId } },
+      body: { from: buildPhone(), content: 'Quero uma pessoa' },
+    });
 
     await waitFor('the handoff', async () => (await events(ws, 'thread.updated')).length === 1);
 

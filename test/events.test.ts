@@ -66,7 +66,10 @@ describe('recording', () => {
     const ws = await createWorkspace(server);
     const channel = ws.channels.find((c) => c.type === 'whatsapp')!;
     const phone = buildPhone();
-    const res = await request(server, 'POST', `/v1/channels/${channel.id}/sandbox/inbound`, { apiKey: ws.apiKey, body: { from: phone, content: 'Oi, preciso de ajuda', name: 'Rita' } });
+    const res = await request(server, 'POST', `/v1/channels/${channel.id}/sandbox/inbound`, {
+      apiKey: ws.apiKey,
+      body: { from: phone, content: 'Oi, preciso de ajuda', name: 'Rita' },
+    });
     expect(res.status).toBe(201);
 
     const all = await events(ws);

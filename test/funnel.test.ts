@@ -68,7 +68,12 @@ async function openThread(ws: TestWorkspace, channel: number): Promise<Thread> {
   return data!;
 }
 
-const toModel = (thread: Thread): ModelThread => ({ id: thread.id, status: thread.status, stays: [{ stageId: thread.stageId, enteredAt: ms(thread.createdAt) }], exits: [] });
+const toModel = (thread: Thread): ModelThread => ({
+  id: thread.id,
+  status: thread.status,
+  stays: [{ stageId: thread.stageId, enteredAt: ms(thread.createdAt) }],
+  exits: [],
+});
 
 /** Applies a PATCH through the API and records what it did in the model. */
 async function change(ws: TestWorkspace, model: ModelThread, body: components['schemas']['ThreadUpdate']): Promise<void> {
@@ -182,19 +187,36 @@ describe('GET /threads/stats/funnel', () => {
     const their = await funnelOf(other, '2000-01-01T00:00:00Z', '2100-01-01T00:00:00Z');
 
     expect(mine.data!.stages.every((s) => s.entered === 0 && s.current === 0)).toBe(true);
-    expect(their.data!.stages.map((s) => [s.entered, s.exited, s.current])).toEqual([[1, 1, 0], [1, 0, 1], [0, 0, 0], [0, 0, 0]]);
+    expect(their.data!.stages.map((s) => [s.entered, s.exited, s.current])).toEqual([
+      [1, 1, 0],
+      [1, 0, 1],
+      [0, 0, 0],
+      [0, 0, 0],
+    ]);
   });
 
   it.each([
-    ['dateFrom is after dateTo', { dateFrom: '2026-02-01T00:00:00Z', dateTo: '2026-01-31T23:59:59.999Z' }, { path: '/query/dateFrom', message: 'must not be after dateTo' }],
+    [
+      'dateFrom is after dateTo',
+      { dateFrom: '2026-02-01T00:00:00Z', dateTo: '2026-01-31T23:59:59.999Z' },
+      { path: '/query/dateFrom', message: 'must not be after dateTo' },
+    ],
     ['dateTo is missing', { dateFrom: '2026-02-01T00:00:00Z' }, { path: '/query/dateTo', message: expect.stringContaining('dateTo') }],
-    ['dateFrom has no offset', { dateFrom: '2026-02-01T00:00:00', dateTo: '2026-03-01T00:00:00Z' }, { path: '/query/dateFrom', message: 'must match format "date-time"' }],
+    [
+      'dateFrom has no offset',
+      { dateFrom: '2026-02-01T00:00:00', dateTo: '2026-03-01T00:00:00Z' },
+      { path: '/query/dateFrom', message: 'must match format "date-time"' },
+    ],
   ])('when %s, then 400 validation_error', async (_, query, detail) => {
     const ws = await createWorkspace(server);
 
-    const res = await request(server, 'GET', `/v1/threads/stats/funnel?${new URLSearchParams(query as Record<string, string>).toString()}`, { apiKey: ws.apiKey });
+    const res = await request(server, 'GET', `/v1/threads/stats/funnel?${new URLSearchParams(query as Record<string, string>).toString()}`, {
+      apiKey: ws.apiKey,
+    });
 
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: { requestId: expect.any(String), code: 'validation_error', message: 'The request does not match the contract.', details: [detail] } });
+    expect(res.body).toEqual({
+      error: { requestId: expect.any(String), code: 'validation_error', message: 'The request does not match the contract.', details: [detail] },
+    });
   });
 });

@@ -19,18 +19,14 @@ afterAll(async () => {
 });
 
 describe('contract fuzzing', () => {
-  it(
-    'when 2,000 requests are generated from openapi.yaml across every operation, then every property holds',
-    async () => {
-      const result = await runFuzz({ runs: RUNS, seed: SEED, server });
+  it('when 2,000 requests are generated from openapi.yaml across every operation, then every property holds', async () => {
+    const result = await runFuzz({ runs: RUNS, seed: SEED, server });
 
-      console.log(`${formatCounts(result)}\nknown issues present: ${result.present.map((issue) => issue.id).join(', ') || 'none'}`);
-      expect(result.failures.map((failure) => formatFailure(result, failure))).toEqual([]);
-      expect(Object.keys(result.operations).sort()).toEqual(contractOperations.map((op) => op.operationId).sort());
-      expect(result.total).toBeGreaterThanOrEqual(RUNS);
-    },
-    240_000,
-  );
+    console.log(`${formatCounts(result)}\nknown issues present: ${result.present.map((issue) => issue.id).join(', ') || 'none'}`);
+    expect(result.failures.map((failure) => formatFailure(result, failure))).toEqual([]);
+    expect(Object.keys(result.operations).sort()).toEqual(contractOperations.map((op) => op.operationId).sort());
+    expect(result.total).toBeGreaterThanOrEqual(RUNS);
+  }, 240_000);
 
   const database = databaseUrl ? 'postgres' : 'pglite';
   const issues = KNOWN_ISSUES.filter((issue) => !issue.onlyOn || issue.onlyOn === database);

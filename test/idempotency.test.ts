@@ -24,14 +24,32 @@ const post = (ws: TestWorkspace, path: string, body: unknown, key?: string, apiK
   request(server, 'POST', path, { apiKey, body, ...(key !== undefined && { headers: { 'idempotency-key': key } }) });
 
 const count = async (table: 'agents' | 'contacts' | 'threads' | 'messages', workspaceId: string): Promise<number> =>
-  (await server.db.selectFrom(table).select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow()).n;
+  (
+    await server.db
+      .selectFrom(table)
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirstOrThrow()
+  ).n;
 
 const storedKeys = async (workspaceId: string): Promise<number> =>
-  (await server.db.selectFrom('idempotency_keys').select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow()).n;
+  (
+    await server.db
+      .selectFrom('idempotency_keys')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirstOrThrow()
+  ).n;
 
 /** Results stored under this key string, by any API key of any workspace. */
 const storedUnder = async (key: string): Promise<number> =>
-  (await server.db.selectFrom('idempotency_keys').select(sql<number>`count(*)::int`.as('n')).where('key', '=', key).executeTakeFirstOrThrow()).n;
+  (
+    await server.db
+      .selectFrom('idempotency_keys')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('key', '=', key)
+      .executeTakeFirstOrThrow()
+  ).n;
 
 /**
  * A transaction of the test's own, on a connection outside the service's pool, that has inserted a
@@ -173,7 +191,11 @@ describe('POST with Idempotency-Key', () => {
     expect(created.filter((a) => a.headers.get('idempotent-replayed') === null)).toHaveLength(1);
     for (const a of busy) {
       expect(a.body).toEqual({
-        error: { code: 'idempotency_key_in_progress', message: 'A request with this Idempotency-Key is still running; retry shortly.', requestId: a.headers.get('x-request-id') },
+        error: {
+          code: 'idempotency_key_in_progress',
+          message: 'A request with this Idempotency-Key is still running; retry shortly.',
+          requestId: a.headers.get('x-request-id'),
+        },
       });
     }
     expect(await count('contacts', ws.workspaceId)).toBe(1);

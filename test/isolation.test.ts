@@ -61,7 +61,11 @@ const notFound = (what: string) => ({ error: { code: 'not_found', message: `${wh
 describe('path ids of another workspace', () => {
   const operations: Array<[string, string, (b: TestWorkspace, a: Tenant) => Promise<{ error?: unknown; response: Response }>]> = [
     ['getAgent', 'Agent', (b, a) => b.api.GET('/agents/{id}', { params: { path: { id: a.agent.id } } })],
-    ['updateAgent', 'Agent', (b, a) => b.api.PATCH('/agents/{id}', { params: { path: { id: a.agent.id } }, body: { name: 'Sequestrado', status: 'inactive' } })],
+    [
+      'updateAgent',
+      'Agent',
+      (b, a) => b.api.PATCH('/agents/{id}', { params: { path: { id: a.agent.id } }, body: { name: 'Sequestrado', status: 'inactive' } }),
+    ],
     ['deleteAgent', 'Agent', (b, a) => b.api.DELETE('/agents/{id}', { params: { path: { id: a.agent.id } } })],
     ['getContact', 'Contact', (b, a) => b.api.GET('/contacts/{id}', { params: { path: { id: a.contact.id } } })],
     ['getThread', 'Thread', (b, a) => b.api.GET('/threads/{id}', { params: { path: { id: a.thread.id } } })],
@@ -118,11 +122,36 @@ describe('path ids of another workspace', () => {
 
 describe('body references to another workspace', () => {
   it.each([
-    ['POST /messages with A’s contactId', 'contactId', 'contact', (a: Tenant, b: Tenant) => b.ws.api.POST('/messages', { body: { contactId: a.contact.id, channelId: b.ws.channels[0]!.id, content: 'Oi' } })],
-    ['POST /messages with A’s channelId', 'channelId', 'channel', (a: Tenant, b: Tenant) => b.ws.api.POST('/messages', { body: { contactId: b.contact.id, channelId: a.ws.channels[1]!.id, content: 'Oi' } })],
-    ['POST /threads with A’s contactId', 'contactId', 'contact', (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: a.contact.id, channelId: b.ws.channels[1]!.id } })],
-    ['POST /threads with A’s channelId', 'channelId', 'channel', (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: b.contact.id, channelId: a.ws.channels[1]!.id } })],
-    ['POST /threads with A’s agentId', 'agentId', 'agent', (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: b.contact.id, channelId: b.ws.channels[1]!.id, agentId: a.agent.id } })],
+    [
+      'POST /messages with A’s contactId',
+      'contactId',
+      'contact',
+      (a: Tenant, b: Tenant) => b.ws.api.POST('/messages', { body: { contactId: a.contact.id, channelId: b.ws.channels[0]!.id, content: 'Oi' } }),
+    ],
+    [
+      'POST /messages with A’s channelId',
+      'channelId',
+      'channel',
+      (a: Tenant, b: Tenant) => b.ws.api.POST('/messages', { body: { contactId: b.contact.id, channelId: a.ws.channels[1]!.id, content: 'Oi' } }),
+    ],
+    [
+      'POST /threads with A’s contactId',
+      'contactId',
+      'contact',
+      (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: a.contact.id, channelId: b.ws.channels[1]!.id } }),
+    ],
+    [
+      'POST /threads with A’s channelId',
+      'channelId',
+      'channel',
+      (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: b.contact.id, channelId: a.ws.channels[1]!.id } }),
+    ],
+    [
+      'POST /threads with A’s agentId',
+      'agentId',
+      'agent',
+      (a: Tenant, b: Tenant) => b.ws.api.POST('/threads', { body: { contactId: b.contact.id, channelId: b.ws.channels[1]!.id, agentId: a.agent.id } }),
+    ],
   ] as const)('when B sends %s, then it answers 422 invalid_reference and nothing is stored in either workspace', async (_, field, what, send) => {
     const { a, b } = await createTenants();
     const [beforeA, beforeB] = [await snapshot(a.ws.workspaceId), await snapshot(b.ws.workspaceId)];

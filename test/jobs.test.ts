@@ -41,19 +41,30 @@ const queueName = () => `test-${randomUUID()}`;
 const storedJobs = (queue: string) => db.selectFrom('jobs').selectAll().where('queue', '=', queue).orderBy('created_at').orderBy('id').execute();
 
 describe('claiming', () => {
-  it("when a key has several jobs, then only its oldest is claimable, and the next only once it is finished", async () => {
+  it('when a key has several jobs, then only its oldest is claimable, and the next only once it is finished', async () => {
     const queue = queueName();
     const t = Date.now();
-    for (const [key, n] of [['a', 1], ['a', 2], ['b', 1], ['a', 3]] as const) {
+    for (const [key, n] of [
+      ['a', 1],
+      ['a', 2],
+      ['b', 1],
+      ['a', 3],
+    ] as const) {
       await enqueueJob(db, { workspaceId, queue, orderingKey: key, payload: { key, n }, createdAt: new Date(t + n) });
     }
 
     const { jobs: first } = await claimJobs(db, { queue, workerId: 'w1', limit: 10, leaseMs: 60_000 });
     const { jobs: meanwhile } = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
-    await finishJob(db, first.find((j) => j.payload.key === 'a')!);
+    await finishJob(
+      db,
+      first.find((j) => j.payload.key === 'a')!,
+    );
     const { jobs: next } = await claimJobs(db, { queue, workerId: 'w2', limit: 10, leaseMs: 60_000 });
 
-    expect(first.map((j) => j.payload).sort((x, y) => String(x.key).localeCompare(String(y.key)))).toEqual([{ key: 'a', n: 1 }, { key: 'b', n: 1 }]);
+    expect(first.map((j) => j.payload).sort((x, y) => String(x.key).localeCompare(String(y.key)))).toEqual([
+      { key: 'a', n: 1 },
+      { key: 'b', n: 1 },
+    ]);
     expect(first.every((j) => j.locked_by === 'w1' && j.attempts === 1)).toBe(true);
     expect(meanwhile).toEqual([]);
     expect(next.map((j) => j.payload)).toEqual([{ key: 'a', n: 2 }]);
@@ -62,10 +73,14 @@ describe('claiming', () => {
   it('when a claim is released, then the job is claimable again and the attempt does not count', async () => {
     const queue = queueName();
     await enqueueJob(db, { workspaceId, queue, payload: {} });
-    const { jobs: [held] } = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
+    const {
+      jobs: [held],
+    } = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
 
     await releaseJob(db, held!);
-    const { jobs: [again] } = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
+    const {
+      jobs: [again],
+    } = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
 
     expect(again).toMatchObject({ id: held!.id, attempts: 1, locked_by: 'w2' });
     // The first holder's claim is gone: finishing with it does nothing.
@@ -76,11 +91,15 @@ describe('claiming', () => {
   it('when a lease runs out (its worker died), then another worker takes the job', async () => {
     const queue = queueName();
     await enqueueJob(db, { workspaceId, queue, payload: {} });
-    const { jobs: [lost] } = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
+    const {
+      jobs: [lost],
+    } = await claimJobs(db, { queue, workerId: 'dead', limit: 1, leaseMs: 1 });
     // The scenario: a lease of 1 ms, outlived.
     await new Promise((resolve) => setTimeout(resolve, 20));
 
-    const { jobs: [taken] } = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
+    const {
+      jobs: [taken],
+    } = await claimJobs(db, { queue, workerId: 'alive', limit: 1, leaseMs: 60_000 });
 
     expect(taken).toMatchObject({ id: lost!.id, locked_by: 'alive', attempts: 2 });
   });
@@ -154,7 +173,10 @@ describe('the worker', () => {
     const queue = queueName();
     const listener = createJobListener({ db, databaseUrl, logger });
     const ran: number[] = [];
-    const worker = startWorker(handler(queue, async () => (ran.push(Date.now()), { kind: 'done' })), { ...options, db, listener, pollMs: 60_000 });
+    const worker = startWorker(
+      handler(queue, async () => (ran.push(Date.now()), { kind: 'done' })),
+      { ...options, db, listener, pollMs: 60_000 },
+    );
     try {
       // Settled first: the listener hears notifications, and the worker ran a first job and went back to sleep.
       await listening(listener);
@@ -178,7 +200,10 @@ describe('the worker', () => {
     const queue = queueName();
     const tries: number[] = [];
     const gaveUp: string[] = [];
-    const worker = startWorker(handler(queue, async () => (tries.push(Date.now()), { kind: 'retry', error: `try ${tries.length}` }), gaveUp), { ...options, db });
+    const worker = startWorker(
+      handler(queue, async () => (tries.push(Date.now()), { kind: 'retry', error: `try ${tries.length}` }), gaveUp),
+      { ...options, db },
+    );
     try {
       await enqueueJob(db, { workspaceId, queue, payload: {} });
 
@@ -290,7 +315,9 @@ describe('the worker', () => {
       await waitFor('running', () => started);
       // As when the database was out of reach for longer than the lease: the lease runs out and another instance claims the job.
       await sql`update jobs set locked_until = now() - interval '1 second' where queue = ${queue}`.execute(db);
-      const { jobs: [taken] } = await claimJobs(db, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 });
+      const {
+        jobs: [taken],
+      } = await claimJobs(db, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 });
 
       await waitFor('aborted', () => aborted && worker.running() === 0, 5_000);
 
@@ -306,11 +333,14 @@ describe('the worker', () => {
     const queue = queueName();
     const logs = new LogCapture();
     const gaveUp: string[] = [];
-    const worker = startWorker(handler(queue, async () => ({ kind: 'retry', error: 'not yet', expected: true }), gaveUp), {
-      ...options,
-      db,
-      logger: createLogger('debug', logs.destination),
-    });
+    const worker = startWorker(
+      handler(queue, async () => ({ kind: 'retry', error: 'not yet', expected: true }), gaveUp),
+      {
+        ...options,
+        db,
+        logger: createLogger('debug', logs.destination),
+      },
+    );
     try {
       const jobId = await enqueueJob(db, { workspaceId, queue, payload: {} });
 

@@ -63,7 +63,10 @@ describe('events', () => {
     return modules('src')
       .filter((file) => file !== 'src/events/record.ts')
       .flatMap((file) =>
-        [...read(file).matchAll(/\brecord(?:Change)?Event\(\s*[^,]+,\s*[^,]+,\s*(?:'([^']*)'|([^,)]+))/g)].map((m) => ({ file, type: m[1] ?? `(not a literal: ${m[2]!.trim()})` })),
+        [...read(file).matchAll(/\brecord(?:Change)?Event\(\s*[^,]+,\s*[^,]+,\s*(?:'([^']*)'|([^,)]+))/g)].map((m) => ({
+          file,
+          type: m[1] ?? `(not a literal: ${m[2]!.trim()})`,
+        })),
       );
   }
 

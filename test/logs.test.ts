@@ -25,8 +25,14 @@ afterAll(async () => {
 describe('request logs', () => {
   it('when requests succeed and fail, then each writes one access line with its id, client IP, key, workspace and status, and no key', async () => {
     const wrongKey = BAD_KEY;
-    const ok = await request(server, 'GET', '/v1/agents', { apiKey: workspace.apiKey, headers: { 'x-request-id': 'log-test-ok', 'x-forwarded-for': '203.0.113.7' } });
-    const denied = await request(server, 'GET', '/v1/agents', { apiKey: wrongKey, headers: { 'x-request-id': 'log-test-denied', 'x-forwarded-for': '203.0.113.8' } });
+    const ok = await request(server, 'GET', '/v1/agents', {
+      apiKey: workspace.apiKey,
+      headers: { 'x-request-id': 'log-test-ok', 'x-forwarded-for': '203.0.113.7' },
+    });
+    const denied = await request(server, 'GET', '/v1/agents', {
+      apiKey: wrongKey,
+      headers: { 'x-request-id': 'log-test-denied', 'x-forwarded-for': '203.0.113.8' },
+    });
 
     const lines = logs.lines.filter((line) => String(line.reqId).startsWith('log-test-'));
     expect(lines).toEqual([
@@ -41,7 +47,15 @@ describe('request logs', () => {
         keyId: workspace.keyId,
         workspaceId: workspace.workspaceId,
       }),
-      expect.objectContaining({ level: LEVEL.info, msg: 'request', reqId: 'log-test-denied', status: denied.status, ip: '203.0.113.8', keyId: null, workspaceId: null }),
+      expect.objectContaining({
+        level: LEVEL.info,
+        msg: 'request',
+        reqId: 'log-test-denied',
+        status: denied.status,
+        ip: '203.0.113.8',
+        keyId: null,
+        workspaceId: null,
+      }),
     ]);
     expect(lines[0]).not.toHaveProperty('errorCode');
     const everything = logs.lines.map((line) => JSON.stringify(line)).join('\n');
@@ -105,7 +119,14 @@ describe('request logs', () => {
       expect(response.status).toBe(500);
       expect(JSON.stringify(response.body)).not.toMatch(/relation|select|api_keys|at /i);
       const errors = brokenLogs.lines.filter((line) => line.level === LEVEL.error);
-      expect(errors).toEqual([expect.objectContaining({ reqId: 'log-test-500', msg: 'request failed', status: 500, err: expect.objectContaining({ message: expect.stringContaining('api_keys') }) })]);
+      expect(errors).toEqual([
+        expect.objectContaining({
+          reqId: 'log-test-500',
+          msg: 'request failed',
+          status: 500,
+          err: expect.objectContaining({ message: expect.stringContaining('api_keys') }),
+        }),
+      ]);
       expect(brokenLogs.lines.map((line) => JSON.stringify(line)).join('\n')).not.toContain(workspace.apiKey);
     } finally {
       await broken.close();

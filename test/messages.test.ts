@@ -296,7 +296,10 @@ describe('POST /messages', () => {
     );
     const threads = await storedThreads(ws.workspaceId);
     expect(threads.map((t) => [t.id, t.status])).toEqual([[threadId, 'open']]);
-    const latest = sent.map((m) => m.createdAt).sort().at(-1);
+    const latest = sent
+      .map((m) => m.createdAt)
+      .sort()
+      .at(-1);
     expect(threads[0]!.last_message_at?.toISOString()).toBe(latest);
     const messages = await storedMessages(ws.workspaceId);
     expect(messages).toHaveLength(20);

@@ -70,7 +70,12 @@ describe('migrations', () => {
 
       expect(first).toEqual(ALL_MIGRATIONS);
       expect(second).toEqual([]);
-      expect(tables.map((t) => t.name).filter((n) => !n.startsWith('kysely_')).sort()).toEqual(TABLES);
+      expect(
+        tables
+          .map((t) => t.name)
+          .filter((n) => !n.startsWith('kysely_'))
+          .sort(),
+      ).toEqual(TABLES);
     } finally {
       await db.destroy();
     }
@@ -141,9 +146,7 @@ describe('migrations', () => {
     }
 
     const daily = async (db: Kysely<any>) =>
-      (
-        await sql`select workspace_id, day::text as day, promotores, neutros, detratores from nps_daily order by workspace_id, day`.execute(db)
-      ).rows;
+      (await sql`select workspace_id, day::text as day, promotores, neutros, detratores from nps_daily order by workspace_id, day`.execute(db)).rows;
 
     async function migrateWithAnswers(db: Db): Promise<void> {
       const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
@@ -155,8 +158,16 @@ describe('migrations', () => {
 
       expect(applied.results?.map((r) => r.migrationName)).toEqual(['0002_nps_daily']);
       expect(await daily(db)).toEqual(DAILY);
-      expect(await countNpsAnswers(db, W1, instant('2026-02-28T00:00:00.000000Z'), instant('2026-03-02T23:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
-      expect(await countNpsAnswers(db, W1, instant('0001-01-01T00:00:00.000000Z'), instant('2026-03-01T02:59:59.999999Z'))).toEqual({ promotores: 2, neutros: 1, detratores: 1 });
+      expect(await countNpsAnswers(db, W1, instant('2026-02-28T00:00:00.000000Z'), instant('2026-03-02T23:59:59.999999Z'))).toEqual({
+        promotores: 2,
+        neutros: 1,
+        detratores: 1,
+      });
+      expect(await countNpsAnswers(db, W1, instant('0001-01-01T00:00:00.000000Z'), instant('2026-03-01T02:59:59.999999Z'))).toEqual({
+        promotores: 2,
+        neutros: 1,
+        detratores: 1,
+      });
 
       const down = await migrator.migrateTo('0001_initial');
       expect(down.error).toBeUndefined();

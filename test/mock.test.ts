@@ -45,14 +45,23 @@ const calls: Record<OperationId, Call> = {
   listChannels: (api) => api.GET('/channels'),
   createChannel: (api) =>
     api.POST('/channels', {
-      body: { type: 'whatsapp', name: 'WhatsApp Vendas', provider: 'meta', meta: { externalId: '106540352242922', accessToken: 'EAAJb0ZB', appSecret: '3f1c6b2a', verifyToken: 'vendas-verify' } },
+      body: {
+        type: 'whatsapp',
+        name: 'WhatsApp Vendas',
+        provider: 'meta',
+        meta: { externalId: '106540352242922', accessToken: 'EAAJb0ZB', appSecret: '3f1c6b2a', verifyToken: 'vendas-verify' },
+      },
     }),
   getChannel: (api) => api.GET('/channels/{id}', { params: { path: { id: CHANNEL_ID } } }),
   updateChannel: (api) => api.PATCH('/channels/{id}', { params: { path: { id: CHANNEL_ID } }, body: { name: 'WhatsApp Vendas' } }),
   simulateSandboxInbound: (api) =>
-    api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: CHANNEL_ID } }, body: { from: '+5511987654321', name: 'Mariana Silva', content: 'Oi!' } }),
+    api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: CHANNEL_ID } },
+      body: { from: '+5511987654321', name: 'Mariana Silva', content: 'Oi!' },
+    }),
   sendMessage: (api) => api.POST('/messages', { body: { contactId: CONTACT_ID, channelId: CHANNEL_ID, content: 'Olá, Mariana!' } }),
-  listThreads: (api) => api.GET('/threads', { params: { query: { status: 'open', contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID, stageId: STAGE_ID } } }),
+  listThreads: (api) =>
+    api.GET('/threads', { params: { query: { status: 'open', contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID, stageId: STAGE_ID } } }),
   createThread: (api) => api.POST('/threads', { body: { contactId: CONTACT_ID, channelId: CHANNEL_ID, agentId: AGENT_ID } }),
   getNpsStats: (api) =>
     api.GET('/threads/stats/nps', {
@@ -70,7 +79,9 @@ const calls: Record<OperationId, Call> = {
   createStreamToken: (api) => api.POST('/events/stream-tokens'),
   listWebhookEndpoints: (api) => api.GET('/webhook-endpoints', { params: { query: { page: 1, limit: 20 } } }),
   createWebhookEndpoint: (api) =>
-    api.POST('/webhook-endpoints', { body: { url: 'https://crm.exemplo.com.br/hooks/support-funnel', events: ['message.created', 'thread.updated'], description: 'CRM sync' } }),
+    api.POST('/webhook-endpoints', {
+      body: { url: 'https://crm.exemplo.com.br/hooks/support-funnel', events: ['message.created', 'thread.updated'], description: 'CRM sync' },
+    }),
   getWebhookEndpoint: (api) => api.GET('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } } }),
   updateWebhookEndpoint: (api) => api.PATCH('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } }, body: { enabled: true } }),
   deleteWebhookEndpoint: (api) => api.DELETE('/webhook-endpoints/{id}', { params: { path: { id: ENDPOINT_ID } } }),
@@ -200,7 +211,13 @@ describe('npm run mock', () => {
     const contact = await api.POST('/contacts', { body: { name: 'Zé Ninguém' } });
 
     expect(first.response.status).toBe(201);
-    expect(first.data).toMatchObject({ id: expect.stringMatching(UUID), name: 'Bruno Suporte', instructions: 'Atenda trocas.', model: 'gpt-4o', status: 'active' });
+    expect(first.data).toMatchObject({
+      id: expect.stringMatching(UUID),
+      name: 'Bruno Suporte',
+      instructions: 'Atenda trocas.',
+      model: 'gpt-4o',
+      status: 'active',
+    });
     expect(second.data).toMatchObject({ id: expect.stringMatching(UUID), name: 'Carla Vendas' });
     expect(new Set([first.data!.id, second.data!.id, AGENT_ID]).size).toBe(3);
     expect(Date.now() - Date.parse(first.data!.createdAt)).toBeLessThan(60_000);
@@ -242,7 +259,11 @@ describe('npm run mock refuses what the service refuses, alike', () => {
   });
 
   /** The same request to the mock and to the service. */
-  async function both(method: string, path: string, options: { body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<[RawResponse, RawResponse]> {
+  async function both(
+    method: string,
+    path: string,
+    options: { body?: unknown; rawBody?: string; headers?: Record<string, string> },
+  ): Promise<[RawResponse, RawResponse]> {
     const mock = await request({ baseUrl: mockOrigin } as TestServer, method, path, { apiKey: KEY, ...options });
     const real = await request(server, method, path, { apiKey: serverKey, ...options });
     return [mock, real];
@@ -252,7 +273,13 @@ describe('npm run mock refuses what the service refuses, alike', () => {
   it.each([
     ['a contact without its name', 'POST', '/v1/contacts', { body: { phone: '+5511900001111' } }, ['/body/name']],
     ['a contact with a phone missing its +', 'POST', '/v1/contacts', { body: { name: 'Ana', phone: '5511900001111' } }, ['/body/phone']],
-    ['a contact with two problems and an unknown field', 'POST', '/v1/contacts', { body: { phone: 'x', cpf: '1' } }, ['/body/name', '/body/phone', '/body/cpf']],
+    [
+      'a contact with two problems and an unknown field',
+      'POST',
+      '/v1/contacts',
+      { body: { phone: 'x', cpf: '1' } },
+      ['/body/name', '/body/phone', '/body/cpf'],
+    ],
     ['a message with a malformed contactId', 'POST', '/v1/messages', { body: { contactId: '123', channelId: CHANNEL_ID, content: 'Oi' } }, ['/body/contactId']],
     ['an agent id that is not a UUID', 'GET', '/v1/agents/not-a-uuid', {}, ['/params/id']],
     ['a limit over 100', 'GET', '/v1/contacts?limit=101', {}, ['/query/limit']],

@@ -95,7 +95,10 @@ describe('GET /threads/stats/nps?groupBy=', () => {
         });
         await ws.api.PATCH('/threads/{id}', { params: { path: { id: thread!.id } }, body: { stageId: stages[p.stage]! } });
         const at = start + p.at;
-        const { response } = await ws.api.POST('/threads/{id}/nps', { params: { path: { id: thread!.id } }, body: { score: p.score, answeredAt: new Date(at).toISOString() } });
+        const { response } = await ws.api.POST('/threads/{id}/nps', {
+          params: { path: { id: thread!.id } },
+          body: { score: p.score, answeredAt: new Date(at).toISOString() },
+        });
         expect(response.status).toBe(201);
         // Afterwards the thread moves on: its answer must stay in the groups it was given in.
         await ws.api.PATCH('/threads/{id}', {
@@ -188,7 +191,10 @@ describe('nps_daily_groups', () => {
 
     await Promise.all(
       threads.map((id, i) =>
-        ws.api.POST('/threads/{id}/nps', { params: { path: { id } }, body: { score: i % 11, answeredAt: ['2026-05-01T10:00:00Z', '2026-05-02T00:00:00Z'][Math.floor(i / 2) % 2]! } }),
+        ws.api.POST('/threads/{id}/nps', {
+          params: { path: { id } },
+          body: { score: i % 11, answeredAt: ['2026-05-01T10:00:00Z', '2026-05-02T00:00:00Z'][Math.floor(i / 2) % 2]! },
+        }),
       ),
     );
 

@@ -206,7 +206,11 @@ describe('setNpsAnswer and nps_daily', () => {
     expect(results.every((thread) => thread?.npsScore !== null)).toBe(true);
     const expectedDay = (parity: number) => {
       const scores = threadIds.map((_, i) => i % 11).filter((_, i) => i % 2 === parity);
-      return { promotores: scores.filter((s) => s >= 9).length, neutros: scores.filter((s) => s === 7 || s === 8).length, detratores: scores.filter((s) => s <= 6).length };
+      return {
+        promotores: scores.filter((s) => s >= 9).length,
+        neutros: scores.filter((s) => s === 7 || s === 8).length,
+        detratores: scores.filter((s) => s <= 6).length,
+      };
     };
     expect(await dailyRows(workspaceId)).toEqual([
       { day: '2026-03-01', ...expectedDay(0) },

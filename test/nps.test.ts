@@ -210,15 +210,18 @@ const cases: WindowCase[] = [
 ];
 
 describe('GET /threads/stats/nps', () => {
-  it.each(cases.map((c) => [c.title, c] as const))('when %s, then it answers the counts and score of the window', async (_, { dateFrom, dateTo, answers, expected }) => {
-    const ws = await createWorkspace(server);
-    await seedAnswers(ws, answers);
+  it.each(cases.map((c) => [c.title, c] as const))(
+    'when %s, then it answers the counts and score of the window',
+    async (_, { dateFrom, dateTo, answers, expected }) => {
+      const ws = await createWorkspace(server);
+      await seedAnswers(ws, answers);
 
-    const { data, response } = await statsOf(ws, { dateFrom, dateTo });
+      const { data, response } = await statsOf(ws, { dateFrom, dateTo });
 
-    expect(response.status).toBe(200);
-    expect(data).toEqual(expected);
-  });
+      expect(response.status).toBe(200);
+      expect(data).toEqual(expected);
+    },
+  );
 
   it('when the workspace has no answers, then it answers zero counts and a null score', async () => {
     const ws = await createWorkspace(server);

@@ -50,11 +50,17 @@ describe('the outbound HTTP client', () => {
       failure: 'network',
       message: 'the answer is longer than 1024 bytes',
     });
-    expect(await httpRequest(`${base}/big`, { method: 'GET', timeoutMs: 5_000, maxBodyBytes: 1_024, read: 'status' })).toEqual({ status: 200, body: Buffer.alloc(0) });
+    expect(await httpRequest(`${base}/big`, { method: 'GET', timeoutMs: 5_000, maxBodyBytes: 1_024, read: 'status' })).toEqual({
+      status: 200,
+      body: Buffer.alloc(0),
+    });
   });
 
   it('when the service does not answer in time, then it is a timeout', async () => {
-    expect(await httpRequest(`${base}/silent`, { method: 'GET', timeoutMs: 100, maxBodyBytes: 1_024 })).toEqual({ failure: 'timeout', message: 'no answer within 100 ms' });
+    expect(await httpRequest(`${base}/silent`, { method: 'GET', timeoutMs: 100, maxBodyBytes: 1_024 })).toEqual({
+      failure: 'timeout',
+      message: 'no answer within 100 ms',
+    });
   });
 
   it('when the signal aborts, then the call rejects with its reason, before or during the request', async () => {
@@ -74,7 +80,10 @@ describe('the outbound HTTP client', () => {
     const { port: freePort } = closed.address() as AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
 
-    expect(await httpRequest(`http://127.0.0.1:${freePort}/`, { method: 'GET', timeoutMs: 5_000, maxBodyBytes: 1_024 })).toMatchObject({ failure: 'network', code: 'ECONNREFUSED' });
+    expect(await httpRequest(`http://127.0.0.1:${freePort}/`, { method: 'GET', timeoutMs: 5_000, maxBodyBytes: 1_024 })).toMatchObject({
+      failure: 'network',
+      code: 'ECONNREFUSED',
+    });
   });
 
   it('when the service redirects, then the redirect is the answer (not followed)', async () => {
@@ -84,7 +93,12 @@ describe('the outbound HTTP client', () => {
   });
 
   it('when the request is pinned to an address, then it connects there, whatever the host name resolves to, and sends the name as Host', async () => {
-    const outcome = await postJson(`http://pinned.invalid:${port}/echo`, { pinTo: { address: '127.0.0.1', family: 4 }, body: '1', timeoutMs: 5_000, maxBodyBytes: 1_024 });
+    const outcome = await postJson(`http://pinned.invalid:${port}/echo`, {
+      pinTo: { address: '127.0.0.1', family: 4 },
+      body: '1',
+      timeoutMs: 5_000,
+      maxBodyBytes: 1_024,
+    });
 
     expect(outcome).toEqual({ status: 201, text: '{"got":1}' });
     expect(received.at(-1)!.headers.host).toBe(`pinned.invalid:${port}`);

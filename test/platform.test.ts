@@ -200,7 +200,7 @@ describe('service endpoints', () => {
     expect(await yaml.text()).toBe(specYaml);
   });
 
-  it("when /docs reads its copy of the contract, then this server is the first one and the guide is set apart", async () => {
+  it('when /docs reads its copy of the contract, then this server is the first one and the guide is set apart', async () => {
     const response = await request(server, 'GET', '/docs/openapi.json', { headers: { 'x-forwarded-proto': 'https' } });
     const contract = parse(specYaml);
 
@@ -234,46 +234,47 @@ describe('when the database is broken', () => {
       const response = await request(broken, 'GET', '/v1/agents', { apiKey: workspace.apiKey });
 
       expect(response.status).toBe(500);
-      expect(response.body).toEqual(
-        error('internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.'),
-      );
+      expect(response.body).toEqual(error('internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.'));
     } finally {
       await broken.close();
       await empty.destroy();
     }
   });
 
-  it.skipIf(!databaseUrl)('when a query waits past DATABASE_STATEMENT_TIMEOUT_MS (a row lock held elsewhere), then 503 and the change is not made', async () => {
-    const impatient = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2, statementTimeoutMs: 300 });
-    const slow = await startServer({ db: impatient, redisUrl: false });
-    const { data: agent } = await clientFor(slow, workspace.apiKey).POST('/agents', { body: buildAgent({ name: 'Ana' }) });
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const locked = new Promise<void>((lockedResolve) => {
-      void server.db.transaction().execute(async (trx) => {
-        await trx.selectFrom('agents').select('id').where('id', '=', agent!.id).forUpdate().execute();
-        lockedResolve();
-        await held;
+  it.skipIf(!databaseUrl)(
+    'when a query waits past DATABASE_STATEMENT_TIMEOUT_MS (a row lock held elsewhere), then 503 and the change is not made',
+    async () => {
+      const impatient = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 2, statementTimeoutMs: 300 });
+      const slow = await startServer({ db: impatient, redisUrl: false });
+      const { data: agent } = await clientFor(slow, workspace.apiKey).POST('/agents', { body: buildAgent({ name: 'Ana' }) });
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const locked = new Promise<void>((lockedResolve) => {
+        void server.db.transaction().execute(async (trx) => {
+          await trx.selectFrom('agents').select('id').where('id', '=', agent!.id).forUpdate().execute();
+          lockedResolve();
+          await held;
+        });
       });
-    });
-    try {
-      await locked;
-      const started = Date.now();
-      const response = await request(slow, 'PATCH', `/v1/agents/${agent!.id}`, { apiKey: workspace.apiKey, body: { name: 'Bia' } });
+      try {
+        await locked;
+        const started = Date.now();
+        const response = await request(slow, 'PATCH', `/v1/agents/${agent!.id}`, { apiKey: workspace.apiKey, body: { name: 'Bia' } });
 
-      expect(response.status).toBe(503);
-      expect(response.headers.get('retry-after')).toBe('5');
-      expect(response.body).toEqual(error('service_unavailable', 'The database took too long to answer; retry later.'));
-      expect(Date.now() - started).toBeLessThan(2_000);
-      release();
-      const { data: after } = await clientFor(slow, workspace.apiKey).GET('/agents/{id}', { params: { path: { id: agent!.id } } });
-      expect(after!.name).toBe('Ana');
-    } finally {
-      release();
-      await slow.close();
-      await impatient.destroy();
-    }
-  });
+        expect(response.status).toBe(503);
+        expect(response.headers.get('retry-after')).toBe('5');
+        expect(response.body).toEqual(error('service_unavailable', 'The database took too long to answer; retry later.'));
+        expect(Date.now() - started).toBeLessThan(2_000);
+        release();
+        const { data: after } = await clientFor(slow, workspace.apiKey).GET('/agents/{id}', { params: { path: { id: agent!.id } } });
+        expect(after!.name).toBe('Ana');
+      } finally {
+        release();
+        await slow.close();
+        await impatient.destroy();
+      }
+    },
+  );
 
   it.skipIf(!databaseUrl)('when every pooled connection is busy past DATABASE_POOL_WAIT_MS, then 503 instead of a wait', async () => {
     const small = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 1, poolWaitMs: 300 });

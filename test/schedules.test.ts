@@ -101,8 +101,10 @@ describe('recurring schedules', () => {
       await sql`insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response, created_at)
                 values (${workspaceId}, ${randomUUID()}, 'old', 'POST', '/v1/contacts', '', 201, '{}', now() - interval '25 hours')`.execute(db);
       const left = async () =>
-        (await sql<{ n: number }>`select (select count(*) from events where workspace_id = ${workspaceId})::int
-                                       + (select count(*) from idempotency_keys where workspace_id = ${workspaceId})::int as n`.execute(db)).rows[0]!.n;
+        (
+          await sql<{ n: number }>`select (select count(*) from events where workspace_id = ${workspaceId})::int
+                                       + (select count(*) from idempotency_keys where workspace_id = ${workspaceId})::int as n`.execute(db)
+        ).rows[0]!.n;
       expect(await left()).toBe(2);
 
       const instance = startInstance();

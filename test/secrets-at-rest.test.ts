@@ -63,7 +63,11 @@ async function expectNoSecretAtRest(): Promise<void> {
 const post = (path: string, body: unknown, key?: string) =>
   request(server, 'POST', path, { apiKey: ws.apiKey, body, ...(key !== undefined && { headers: { 'idempotency-key': key } }) });
 
-const endpointBody = (): { url: string; events: ['*']; description: string } => ({ url: `https://hooks.exemplo.com.br/${randomUUID()}`, events: ['*'], description: 'CRM' });
+const endpointBody = (): { url: string; events: ['*']; description: string } => ({
+  url: `https://hooks.exemplo.com.br/${randomUUID()}`,
+  events: ['*'],
+  description: 'CRM',
+});
 
 const metaSettings = (): { accessToken: string; appSecret: string; verifyToken: string } => ({
   accessToken: `EAA${randomBytes(24).toString('hex')}`,
@@ -72,7 +76,12 @@ const metaSettings = (): { accessToken: string; appSecret: string; verifyToken: 
 });
 
 const storedResult = (key: string) =>
-  server.db.selectFrom('idempotency_keys').select(['response', 'response_sealed']).where('workspace_id', '=', ws.workspaceId).where('key', '=', key).executeTakeFirstOrThrow();
+  server.db
+    .selectFrom('idempotency_keys')
+    .select(['response', 'response_sealed'])
+    .where('workspace_id', '=', ws.workspaceId)
+    .where('key', '=', key)
+    .executeTakeFirstOrThrow();
 
 /** The key and first answer of the endpoint created with an Idempotency-Key, replayed by later tests. */
 let keyed: { key: string; body: ReturnType<typeof endpointBody>; answer: Record<string, unknown> & { secret: string } };
@@ -163,10 +172,19 @@ describe("a Meta channel's secrets", () => {
     const before = metaSettings();
     const after = metaSettings();
     for (const secret of [...Object.values(before), ...Object.values(after)]) secrets.add(secret);
-    const created = await post('/v1/channels', { type: 'instagram', name: 'Instagram Loja', provider: 'meta', meta: { externalId: `1784${Date.now()}`, ...before } });
+    const created = await post('/v1/channels', {
+      type: 'instagram',
+      name: 'Instagram Loja',
+      provider: 'meta',
+      meta: { externalId: `1784${Date.now()}`, ...before },
+    });
 
     const patched = await request(server, 'PATCH', `/v1/channels/${created.body.id}`, { apiKey: ws.apiKey, body: { meta: after } });
-    const verified = await request(server, 'GET', `/webhooks/meta/${created.body.id}?hub.mode=subscribe&hub.verify_token=${after.verifyToken}&hub.challenge=1158201444`);
+    const verified = await request(
+      server,
+      'GET',
+      `/webhooks/meta/${created.body.id}?hub.mode=subscribe&hub.verify_token=${after.verifyToken}&hub.challenge=1158201444`,
+    );
 
     expect([created.status, patched.status, verified.status]).toEqual([201, 200, 200]);
     await expectNoSecretAtRest();
@@ -202,7 +220,11 @@ describe.skipIf(!databaseUrl)('npm run secrets:rotate (needs PostgreSQL)', () =>
     expect((await storedResult(keyed.key)).response).toMatch(new RegExp(`^v1\\.${keyIdOf(newKey)}\\.`));
     const rotated = await startServer({ db: server.db, secrets: createSecretBox(newKey), redisUrl: false });
     try {
-      const replay = await request(rotated, 'POST', '/v1/webhook-endpoints', { apiKey: ws.apiKey, body: keyed.body, headers: { 'idempotency-key': keyed.key } });
+      const replay = await request(rotated, 'POST', '/v1/webhook-endpoints', {
+        apiKey: ws.apiKey,
+        body: keyed.body,
+        headers: { 'idempotency-key': keyed.key },
+      });
 
       expect(replay.status).toBe(201);
       expect(replay.body).toEqual(keyed.answer);

@@ -89,38 +89,54 @@ const refusal = (keyId: string) =>
   'which is neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS; start it with the key they were sealed with';
 
 describe('starting with SECRETS_KEY', () => {
-  it('when it opens none of the stored secrets, then the service exits 2 before listening, naming the missing key and what it seals', async () => {
-    const service = start({ SECRETS_KEY: otherKey.toString('base64') }, await freePort());
+  it(
+    'when it opens none of the stored secrets, then the service exits 2 before listening, naming the missing key and what it seals',
+    async () => {
+      const service = start({ SECRETS_KEY: otherKey.toString('base64') }, await freePort());
 
-    const { code, stderr } = await exitOf(service);
+      const { code, stderr } = await exitOf(service);
 
-    expect(code).toBe(2);
-    expect(stderr).toContain(refusal(keyIdOf(sealingKey)));
-  }, START_MS + 10_000);
+      expect(code).toBe(2);
+      expect(stderr).toContain(refusal(keyIdOf(sealingKey)));
+    },
+    START_MS + 10_000,
+  );
 
-  it('when the key they were sealed under is in SECRETS_KEY_PREVIOUS, then it starts, is ready, and opens them', async () => {
-    const port = await freePort();
-    const service = start({ SECRETS_KEY: otherKey.toString('base64'), SECRETS_KEY_PREVIOUS: sealingKey.toString('base64') }, port);
-    await service.waitForListening(1);
-    const server = { baseUrl: `http://127.0.0.1:${port}` } as TestServer;
+  it(
+    'when the key they were sealed under is in SECRETS_KEY_PREVIOUS, then it starts, is ready, and opens them',
+    async () => {
+      const port = await freePort();
+      const service = start({ SECRETS_KEY: otherKey.toString('base64'), SECRETS_KEY_PREVIOUS: sealingKey.toString('base64') }, port);
+      await service.waitForListening(1);
+      const server = { baseUrl: `http://127.0.0.1:${port}` } as TestServer;
 
-    const ready = await request(server, 'GET', '/readyz');
-    const verified = await request(server, 'GET', `/webhooks/meta/${meta.channel.id}?hub.mode=subscribe&hub.verify_token=${meta.verifyToken}&hub.challenge=1158201444`);
+      const ready = await request(server, 'GET', '/readyz');
+      const verified = await request(
+        server,
+        'GET',
+        `/webhooks/meta/${meta.channel.id}?hub.mode=subscribe&hub.verify_token=${meta.verifyToken}&hub.challenge=1158201444`,
+      );
 
-    expect(ready.status).toBe(200);
-    expect(verified.status).toBe(200);
-    expect(verified.body).toBe(1158201444);
-    await service.kill();
-  }, START_MS + 10_000);
+      expect(ready.status).toBe(200);
+      expect(verified.status).toBe(200);
+      expect(verified.body).toBe(1158201444);
+      await service.kill();
+    },
+    START_MS + 10_000,
+  );
 
-  it.skipIf(!databaseUrl)('when workers start (WEB_CONCURRENCY=2) with a key that opens none, then the service exits non-zero, naming the missing key (needs PostgreSQL)', async () => {
-    const service = start({ SECRETS_KEY: otherKey.toString('base64'), WEB_CONCURRENCY: '2' }, await freePort());
+  it.skipIf(!databaseUrl)(
+    'when workers start (WEB_CONCURRENCY=2) with a key that opens none, then the service exits non-zero, naming the missing key (needs PostgreSQL)',
+    async () => {
+      const service = start({ SECRETS_KEY: otherKey.toString('base64'), WEB_CONCURRENCY: '2' }, await freePort());
 
-    const { code, stderr } = await exitOf(service);
+      const { code, stderr } = await exitOf(service);
 
-    expect(code).not.toBe(0);
-    expect(stderr).toContain(refusal(keyIdOf(sealingKey)));
-  }, START_MS + 10_000);
+      expect(code).not.toBe(0);
+      expect(stderr).toContain(refusal(keyIdOf(sealingKey)));
+    },
+    START_MS + 10_000,
+  );
 });
 
 describe('the refusal', () => {
@@ -128,7 +144,16 @@ describe('the refusal', () => {
   const known = keyIdOf(otherKey);
 
   it('when every sealed value opens with the keys, then there is none', () => {
-    expect(unopenableSecrets(box, [{ kind: 'channel', keyId: known, count: 3 }, { kind: 'webhookEndpoint', keyId: keyIdOf(sealingKey), count: 1 }], ', which is unknown')).toBeUndefined();
+    expect(
+      unopenableSecrets(
+        box,
+        [
+          { kind: 'channel', keyId: known, count: 3 },
+          { kind: 'webhookEndpoint', keyId: keyIdOf(sealingKey), count: 1 },
+        ],
+        ', which is unknown',
+      ),
+    ).toBeUndefined();
   });
 
   it('when several keys are missing, then it names each with what it seals, in one line', () => {

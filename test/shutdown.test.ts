@@ -106,34 +106,42 @@ describe('SIGTERM and SIGINT', () => {
     START_MS + 20_000,
   );
 
-  it('when a request is still unfinished at SHUTDOWN_TIMEOUT_MS, then it is cut, the drain logs it and the exit code is 1', async () => {
-    const { service, port, apiKey } = await startService({ SHUTDOWN_TIMEOUT_MS: '1000' });
-    const stuck = await connect(port);
-    startAgentRequest(stuck, apiKey);
-    // Time for the request to reach its handler; if it has not, the exit is 0 and this test fails.
-    await sleep(200);
+  it(
+    'when a request is still unfinished at SHUTDOWN_TIMEOUT_MS, then it is cut, the drain logs it and the exit code is 1',
+    async () => {
+      const { service, port, apiKey } = await startService({ SHUTDOWN_TIMEOUT_MS: '1000' });
+      const stuck = await connect(port);
+      startAgentRequest(stuck, apiKey);
+      // Time for the request to reach its handler; if it has not, the exit is 0 and this test fails.
+      await sleep(200);
 
-    const signalledAt = Date.now();
-    process.kill(service.child.pid!, 'SIGTERM');
-    const exit = await waitForExit(service.child, 10_000);
+      const signalledAt = Date.now();
+      process.kill(service.child.pid!, 'SIGTERM');
+      const exit = await waitForExit(service.child, 10_000);
 
-    expect(exit).toEqual({ code: 1, signal: null });
-    expect(Date.now() - signalledAt).toBeGreaterThanOrEqual(1_000);
-    expect(stuck.closedAt).toBeDefined();
-    expect(service.logs.matching(/^stopped$/, LEVEL.warn)).toMatchObject([{ inFlight: 1, answered: 0, cut: 1 }]);
-  }, START_MS + 20_000);
+      expect(exit).toEqual({ code: 1, signal: null });
+      expect(Date.now() - signalledAt).toBeGreaterThanOrEqual(1_000);
+      expect(stuck.closedAt).toBeDefined();
+      expect(service.logs.matching(/^stopped$/, LEVEL.warn)).toMatchObject([{ inFlight: 1, answered: 0, cut: 1 }]);
+    },
+    START_MS + 20_000,
+  );
 
-  it('when nothing is in flight, then SIGTERM exits 0 at once', async () => {
-    const { service } = await startService();
+  it(
+    'when nothing is in flight, then SIGTERM exits 0 at once',
+    async () => {
+      const { service } = await startService();
 
-    const signalledAt = Date.now();
-    process.kill(service.child.pid!, 'SIGTERM');
-    const exit = await waitForExit(service.child, 10_000);
+      const signalledAt = Date.now();
+      process.kill(service.child.pid!, 'SIGTERM');
+      const exit = await waitForExit(service.child, 10_000);
 
-    expect(exit).toEqual({ code: 0, signal: null });
-    expect(Date.now() - signalledAt).toBeLessThan(3_000);
-    expect(service.logs.matching(/^stopped$/, LEVEL.info)).toMatchObject([{ inFlight: 0, cut: 0 }]);
-  }, START_MS + 20_000);
+      expect(exit).toEqual({ code: 0, signal: null });
+      expect(Date.now() - signalledAt).toBeLessThan(3_000);
+      expect(service.logs.matching(/^stopped$/, LEVEL.info)).toMatchObject([{ inFlight: 0, cut: 0 }]);
+    },
+    START_MS + 20_000,
+  );
 });
 
 describe('the background-work registry', () => {

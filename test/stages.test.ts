@@ -84,7 +84,13 @@ describe('POST /stages', () => {
     const { data, response } = await ws.api.POST('/stages', { body: { name: 'Pós-venda' } });
 
     expect(response.status).toBe(201);
-    expect(data).toEqual({ id: expect.stringMatching(UUID), name: 'Pós-venda', position: 5, createdAt: expect.stringMatching(ISO_MS), updatedAt: data!.createdAt });
+    expect(data).toEqual({
+      id: expect.stringMatching(UUID),
+      name: 'Pós-venda',
+      position: 5,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: data!.createdAt,
+    });
     expect((await stagesOf(ws)).at(-1)).toEqual(data);
   });
 
@@ -111,7 +117,12 @@ describe('POST /stages', () => {
     expect(last.data!.position).toBe(5);
     expect(past.status).toBe(400);
     expect(past.body).toEqual({
-      error: { requestId: expect.any(String), code: 'validation_error', message: 'The request does not match the contract.', details: [{ path: '/body/position', message: 'must be from 1 to 6' }] },
+      error: {
+        requestId: expect.any(String),
+        code: 'validation_error',
+        message: 'The request does not match the contract.',
+        details: [{ path: '/body/position', message: 'must be from 1 to 6' }],
+      },
     });
     expect(await namesOf(ws)).toEqual([...DEFAULT_STAGES, 'Último']);
   });
@@ -209,7 +220,9 @@ describe('PATCH /stages/{id}', () => {
     const stages = await stagesOf(ws);
 
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => ws.api.PATCH('/stages/{id}', { params: { path: { id: stages[i % 4]!.id } }, body: { position: ((i * 3) % 4) + 1 } })),
+      Array.from({ length: 12 }, (_, i) =>
+        ws.api.PATCH('/stages/{id}', { params: { path: { id: stages[i % 4]!.id } }, body: { position: ((i * 3) % 4) + 1 } }),
+      ),
     );
 
     expect(results.map((r) => r.response.status)).toEqual(Array(12).fill(200));
@@ -258,7 +271,9 @@ describe('DELETE /stages/{id}', () => {
 
     for (const { response, error } of [withOpen, withClosed]) {
       expect(response.status).toBe(409);
-      expect(error).toEqual({ error: { requestId: expect.any(String), code: 'conflict', message: 'This stage holds threads; move them to another stage first.' } });
+      expect(error).toEqual({
+        error: { requestId: expect.any(String), code: 'conflict', message: 'This stage holds threads; move them to another stage first.' },
+      });
     }
     expect(await namesOf(ws)).toEqual([...DEFAULT_STAGES]);
   });

@@ -88,7 +88,9 @@ describe('GET /events/stream', () => {
 
   it('when ?types= holds an unknown type, then it is a 400 naming the parameter', async () => {
     const ws = await createWorkspace(server);
-    const response = await request(server, 'GET', '/v1/events/stream?types=contact.created,contact.exploded', { headers: { authorization: `Bearer ${ws.apiKey}` } });
+    const response = await request(server, 'GET', '/v1/events/stream?types=contact.created,contact.exploded', {
+      headers: { authorization: `Bearer ${ws.apiKey}` },
+    });
 
     expect(response.status).toBe(400);
     expect(response.body.error.code).toBe('validation_error');
@@ -145,7 +147,7 @@ describe('GET /events/stream', () => {
     expect([...received].sort()).toEqual((await allEventIds(ws)).sort());
   }, 60_000);
 
-  it('when Last-Event-ID is unknown here (made up, or another workspace\'s), then the stream opens with event: reset, data: {}, then live events', async () => {
+  it("when Last-Event-ID is unknown here (made up, or another workspace's), then the stream opens with event: reset, data: {}, then live events", async () => {
     const ws = await createWorkspace(server);
     const other = await createWorkspace(server);
     const othersEvent = await eventOfContact(other, await createContact(other));
@@ -253,7 +255,9 @@ describe('closing streams', () => {
       const padding = 'x'.repeat(4_000);
       const total = 3_000;
       for (let i = 0; i < total; i += 20) {
-        await Promise.all(Array.from({ length: 20 }, () => recordEvent(small.db, ws.workspaceId, 'contact.created', { id: crypto.randomUUID(), padding }, SYSTEM)));
+        await Promise.all(
+          Array.from({ length: 20 }, () => recordEvent(small.db, ws.workspaceId, 'contact.created', { id: crypto.randomUUID(), padding }, SYSTEM)),
+        );
       }
       socket.resume();
       await closed;
@@ -301,7 +305,7 @@ describe('closing streams', () => {
 });
 
 describe('stream tokens', () => {
-  it('when a token is made, then it is 201 {token, expiresAt in 60 s} and opens a stream of the key\'s workspace with ?token=', async () => {
+  it("when a token is made, then it is 201 {token, expiresAt in 60 s} and opens a stream of the key's workspace with ?token=", async () => {
     const ws = await createWorkspace(server);
     const before = Date.now();
     const { data, response } = await ws.api.POST('/events/stream-tokens');

@@ -40,8 +40,7 @@ async function openThread(ws: TestWorkspace, body: Partial<components['schemas']
   return data!;
 }
 
-const patch = (ws: TestWorkspace, id: string, body: components['schemas']['ThreadUpdate']) =>
-  ws.api.PATCH('/threads/{id}', { params: { path: { id } }, body });
+const patch = (ws: TestWorkspace, id: string, body: components['schemas']['ThreadUpdate']) => ws.api.PATCH('/threads/{id}', { params: { path: { id } }, body });
 
 async function historyOf(ws: TestWorkspace, id: string): Promise<Entry[]> {
   const { data, response } = await ws.api.GET('/threads/{id}/history', { params: { path: { id }, query: { limit: 100 } } });
@@ -178,7 +177,12 @@ describe('PATCH /threads/{id}', () => {
     const agentId = await createAgent(ws);
     const thread = await openThread(ws, { agentId });
 
-    const { data, response } = await patch(ws, thread.id, { status: 'open', stageId: thread.stageId.toUpperCase(), agentId: agentId.toUpperCase(), reason: 'Nada muda.' });
+    const { data, response } = await patch(ws, thread.id, {
+      status: 'open',
+      stageId: thread.stageId.toUpperCase(),
+      agentId: agentId.toUpperCase(),
+      reason: 'Nada muda.',
+    });
 
     expect(response.status).toBe(200);
     expect(data).toEqual(thread);
@@ -198,7 +202,12 @@ describe('PATCH /threads/{id}', () => {
 
       expect(response.status).toBe(422);
       expect(error).toEqual({
-        error: { requestId: expect.any(String), code: 'invalid_reference', message: `The ${what} does not exist.`, details: [{ path: `/body/${field}`, message: `no ${what} with this id` }] },
+        error: {
+          requestId: expect.any(String),
+          code: 'invalid_reference',
+          message: `The ${what} does not exist.`,
+          details: [{ path: `/body/${field}`, message: `no ${what} with this id` }],
+        },
       });
     }
     expect((await ws.api.GET('/threads/{id}', { params: { path: { id: thread.id } } })).data).toEqual(thread);
@@ -339,7 +348,15 @@ describe('GET /threads/{id}/history', () => {
 
     for (const thread of threads) {
       const last = (await historyOf(ws, thread.id)).at(-1)!;
-      expect(last).toEqual({ id: expect.stringMatching(UUID), field: 'agentId', from: agentId, to: null, actor: byKey(ws), reason: 'agent_deleted', createdAt: expect.stringMatching(ISO_MS) });
+      expect(last).toEqual({
+        id: expect.stringMatching(UUID),
+        field: 'agentId',
+        from: agentId,
+        to: null,
+        actor: byKey(ws),
+        reason: 'agent_deleted',
+        createdAt: expect.stringMatching(ISO_MS),
+      });
       expect((await ws.api.GET('/threads/{id}', { params: { path: { id: thread.id } } })).data!.agentId).toBeNull();
     }
     expect(await historyOf(ws, untouched.id)).toHaveLength(2);
@@ -349,7 +366,12 @@ describe('GET /threads/{id}/history', () => {
 describe('the channel’s default agent', () => {
   async function withDefaultAgent(ws: TestWorkspace): Promise<string> {
     const agentId = await createAgent(ws, 'Agente do canal');
-    await server.db.updateTable('channels').set({ default_agent_id: agentId }).where('workspace_id', '=', ws.workspaceId).where('id', '=', ws.channels[0]!.id).execute();
+    await server.db
+      .updateTable('channels')
+      .set({ default_agent_id: agentId })
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('id', '=', ws.channels[0]!.id)
+      .execute();
     return agentId;
   }
 
@@ -414,7 +436,14 @@ describe('the channel’s default agent', () => {
 
     expect([error.status, error.toBody('req-1')]).toEqual([
       422,
-      { error: { code: 'invalid_reference', message: 'The agent does not exist.', details: [{ path: '/body/defaultAgentId', message: 'no agent with this id' }], requestId: 'req-1' } },
+      {
+        error: {
+          code: 'invalid_reference',
+          message: 'The agent does not exist.',
+          details: [{ path: '/body/defaultAgentId', message: 'no agent with this id' }],
+          requestId: 'req-1',
+        },
+      },
     ]);
   });
 

@@ -39,8 +39,7 @@ async function openThreads(ws: TestWorkspace, count: number): Promise<Thread[]> 
   return threads;
 }
 
-const newestFirst = (a: Thread, b: Thread): number =>
-  a.createdAt === b.createdAt ? (a.id < b.id ? 1 : -1) : a.createdAt < b.createdAt ? 1 : -1;
+const newestFirst = (a: Thread, b: Thread): number => (a.createdAt === b.createdAt ? (a.id < b.id ? 1 : -1) : a.createdAt < b.createdAt ? 1 : -1);
 
 const storedThreads = (workspaceId: string) =>
   server.db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
@@ -111,9 +110,7 @@ describe('GET /threads', () => {
                where id = ${assigned.id}`.execute(server.db);
 
     const { data } = await ws.api.GET('/threads');
-    const singles = await Promise.all(
-      [bare, assigned].map(async (t) => (await ws.api.GET('/threads/{id}', { params: { path: { id: t.id } } })).data),
-    );
+    const singles = await Promise.all([bare, assigned].map(async (t) => (await ws.api.GET('/threads/{id}', { params: { path: { id: t.id } } })).data));
 
     expect(singles[0]).toMatchObject({ agentId: null, closedAt: null, npsScore: null, npsCreatedAt: null, lastMessageAt: null });
     expect(singles[1]).toMatchObject({

@@ -210,9 +210,7 @@ function limitsPerClientAndChannel(start: () => Promise<{ server: TestServer; lo
     await sequentially(LIMIT + 3, () => postBad(server, meta, ip));
 
     const warnings = logs.matching(/^client throttled: too many bad signatures/, LEVEL.warn).filter((line) => line.ip === ip);
-    expect(warnings).toEqual([
-      expect.objectContaining({ ip, client: ip, channelId: meta.channel.id, failures: LIMIT, retryAfterSeconds: expect.any(Number) }),
-    ]);
+    expect(warnings).toEqual([expect.objectContaining({ ip, client: ip, channelId: meta.channel.id, failures: LIMIT, retryAfterSeconds: expect.any(Number) })]);
   });
 }
 

@@ -135,7 +135,15 @@ describe('delivery', () => {
     expect(payload).toMatchObject({ type: 'contact.created', data: { object: contact } });
     expect(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(received!.body, received!.headers)).toThrow();
     const [delivery] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'succeeded', 'delivery succeeded');
-    expect(delivery).toMatchObject({ eventId: payload.id, eventType: 'contact.created', status: 'succeeded', attempts: 1, lastResponseStatus: 204, lastError: null, nextAttemptAt: null });
+    expect(delivery).toMatchObject({
+      eventId: payload.id,
+      eventType: 'contact.created',
+      status: 'succeeded',
+      attempts: 1,
+      lastResponseStatus: 204,
+      lastError: null,
+      nextAttemptAt: null,
+    });
     expect(delivery!.lastAttemptAt).toMatch(ISO_MS);
   });
 
@@ -185,7 +193,9 @@ describe('delivery', () => {
     await receiver.waitFor(1, path);
     const [running] = await deliveries(ws, created.id);
 
-    const { response } = await ws.api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: created.id, deliveryId: running!.id } } });
+    const { response } = await ws.api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', {
+      params: { path: { id: created.id, deliveryId: running!.id } },
+    });
     const [succeeded] = await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'succeeded', 'delivery succeeded');
     await waitForNoJobs(server.db, ws.workspaceId, WEBHOOK_QUEUE);
     const [first, second, ...more] = receiver.to(path);
@@ -276,7 +286,9 @@ describe('delivery', () => {
     const { data: stillOn } = await ws.api.GET('/webhook-endpoints/{id}', { params: { path: { id: created.id } } });
     expect(stillOn!.enabled).toBe(true);
     // The failing streak began 5 days and a minute ago.
-    await sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where workspace_id = ${ws.workspaceId} and id = ${created.id}`.execute(server.db);
+    await sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where workspace_id = ${ws.workspaceId} and id = ${created.id}`.execute(
+      server.db,
+    );
 
     await createContact(ws);
     await waitFor('endpoint disabled', async () => !(await ws.api.GET('/webhook-endpoints/{id}', { params: { path: { id: created.id } } })).data!.enabled);
@@ -296,7 +308,9 @@ describe('delivery', () => {
   it('when an attempt succeeds, then the failing streak ends and the endpoint stays enabled', async () => {
     const ws = await createWorkspace(server);
     const { endpoint: created } = await endpoint(ws);
-    await sql`update webhook_endpoints set failing_since = now() - interval '6 days' where workspace_id = ${ws.workspaceId} and id = ${created.id}`.execute(server.db);
+    await sql`update webhook_endpoints set failing_since = now() - interval '6 days' where workspace_id = ${ws.workspaceId} and id = ${created.id}`.execute(
+      server.db,
+    );
     await createContact(ws);
     await waitForDelivery(ws, created.id, (d) => d[0]?.status === 'succeeded', 'delivery succeeded');
 

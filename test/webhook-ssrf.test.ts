@@ -13,12 +13,41 @@ import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServe
 
 describe('public addresses', () => {
   it.each([
-    '127.0.0.1', '127.255.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '169.254.0.1',
-    '100.64.0.1', '100.127.255.254', '0.0.0.0', '224.0.0.1', '255.255.255.255', '192.0.2.1', '198.18.0.1',
-    '::1', '::', 'fe80::1', 'fc00::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:8.8.8.8', '64:ff9b::7f00:1', '2002:7f00:1::1',
-    '2001:db8::1', 'ff02::1', 'not-an-address',
+    '127.0.0.1',
+    '127.255.0.1',
+    '10.1.2.3',
+    '172.16.0.1',
+    '172.31.255.255',
+    '192.168.1.1',
+    '169.254.169.254',
+    '169.254.0.1',
+    '100.64.0.1',
+    '100.127.255.254',
+    '0.0.0.0',
+    '224.0.0.1',
+    '255.255.255.255',
+    '192.0.2.1',
+    '198.18.0.1',
+    '::1',
+    '::',
+    'fe80::1',
+    'fc00::1',
+    'fd00:ec2::254',
+    '::ffff:127.0.0.1',
+    '::ffff:8.8.8.8',
+    '64:ff9b::7f00:1',
+    '2002:7f00:1::1',
+    '2001:db8::1',
+    'ff02::1',
+    'not-an-address',
     // outside what the address library names: benchmarking, IETF protocol assignments, documentation, outside 2000::/3
-    '198.19.255.255', '2001:2::1', '2001:20::1', '3fff::1', '100::1', '::127.0.0.1', '4000::1',
+    '198.19.255.255',
+    '2001:2::1',
+    '2001:20::1',
+    '3fff::1',
+    '100::1',
+    '::127.0.0.1',
+    '4000::1',
   ])('when the address is %s, then it is not public', (address) => {
     expect(isPublicAddress(address)).toBe(false);
   });
@@ -90,7 +119,9 @@ describe('when private URLs are not allowed', () => {
     const id = uuidv7();
     await sql`
       insert into webhook_endpoints (workspace_id, id, url, events, secret, created_at, updated_at)
-      values (${ws.workspaceId}, ${id}, ${`https://localhost:${port}/rebound`}, ${['*']}, ${server.secrets!.seal('whsec_' + Buffer.alloc(32, 7).toString('base64'))}, now(), now())`.execute(server.db);
+      values (${ws.workspaceId}, ${id}, ${`https://localhost:${port}/rebound`}, ${['*']}, ${server.secrets!.seal('whsec_' + Buffer.alloc(32, 7).toString('base64'))}, now(), now())`.execute(
+      server.db,
+    );
     await ws.api.POST('/contacts', { body: buildContact() });
 
     let delivery: any;

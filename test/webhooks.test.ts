@@ -18,7 +18,12 @@ beforeAll(async () => {
   graph = await GraphDouble.start();
   // Its workers take every job of their database: one of their own.
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, jobs: true, logs: logs.destination, config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, jobPollMs: 200 } });
+  server = await startServer({
+    databaseUrl: own?.url,
+    jobs: true,
+    logs: logs.destination,
+    config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, jobPollMs: 200 },
+  });
 });
 afterAll(async () => {
   await server.close();
@@ -32,7 +37,8 @@ const storedContacts = (workspaceId: string) =>
   server.db.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
 
 /** The reasons logged for each delivery to the channel whose parts were left out. */
-const ignoredParts = (channelId: string) => logs.lines.filter((l) => l.msg === 'webhook delivery: parts ignored' && l.channelId === channelId).map((l) => l.ignored);
+const ignoredParts = (channelId: string) =>
+  logs.lines.filter((l) => l.msg === 'webhook delivery: parts ignored' && l.channelId === channelId).map((l) => l.ignored);
 
 async function whatsappChannel(): Promise<{ ws: TestWorkspace; meta: MetaChannel }> {
   const ws = await createWorkspace(server);
@@ -43,7 +49,11 @@ describe('GET /webhooks/meta/{channelId} (verification)', () => {
   it("when Meta sends the channel's verify token, then it answers 200 with the challenge as text", async () => {
     const { meta } = await whatsappChannel();
 
-    const res = await request(server, 'GET', `/webhooks/meta/${meta.channel.id}?hub.mode=subscribe&hub.verify_token=${meta.verifyToken}&hub.challenge=1158201444`);
+    const res = await request(
+      server,
+      'GET',
+      `/webhooks/meta/${meta.channel.id}?hub.mode=subscribe&hub.verify_token=${meta.verifyToken}&hub.challenge=1158201444`,
+    );
 
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
@@ -152,7 +162,7 @@ describe('POST /webhooks/meta/{channelId}: signatures', () => {
 });
 
 describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
-  it("when a new number writes, then a contact named after its WhatsApp profile gets the message in a new open thread", async () => {
+  it('when a new number writes, then a contact named after its WhatsApp profile gets the message in a new open thread', async () => {
     const { ws, meta } = await whatsappChannel();
     const phone = buildPhone();
     const inbound = whatsappText(phone.slice(1), 'Meu pedido 4521 não chegou', 'Sheena Nelson');
@@ -160,11 +170,26 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
     await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
 
     const { data: contacts } = await ws.api.GET('/contacts', { params: { query: { phone } } });
-    expect(contacts!.data).toEqual([{ id: expect.stringMatching(UUID), name: 'Sheena Nelson', phone, email: null, instagramId: null, createdAt: expect.stringMatching(ISO_MS), updatedAt: expect.stringMatching(ISO_MS) }]);
+    expect(contacts!.data).toEqual([
+      {
+        id: expect.stringMatching(UUID),
+        name: 'Sheena Nelson',
+        phone,
+        email: null,
+        instagramId: null,
+        createdAt: expect.stringMatching(ISO_MS),
+        updatedAt: expect.stringMatching(ISO_MS),
+      },
+    ]);
     const { data: threads } = await ws.api.GET('/threads', { params: { query: { contactId: contacts!.data[0]!.id } } });
     expect(threads!.data).toHaveLength(1);
     const thread = threads!.data[0]!;
-    expect(thread).toMatchObject({ channelId: meta.channel.id, status: 'open', lastInboundAt: expect.stringMatching(ISO_MS), lastMessageAt: expect.stringMatching(ISO_MS) });
+    expect(thread).toMatchObject({
+      channelId: meta.channel.id,
+      status: 'open',
+      lastInboundAt: expect.stringMatching(ISO_MS),
+      lastMessageAt: expect.stringMatching(ISO_MS),
+    });
     const { data: messages } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: thread.id } } });
     expect(messages!.data).toEqual([
       {
@@ -213,27 +238,52 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
     const { ws, meta } = await whatsappChannel();
     const from = buildPhone().slice(1);
     const messages = [
-      { from, id: `wamid.img${Date.now()}`, timestamp: '1749416383', type: 'image', image: { caption: 'Nota fiscal', mime_type: 'image/jpeg', sha256: 'x', id: '1' } },
-      { from, id: `wamid.loc${Date.now()}`, timestamp: '1749416384', type: 'location', location: { latitude: -23.55, longitude: -46.63, name: 'Loja Paulista' } },
-      { from, id: `wamid.btn${Date.now()}`, timestamp: '1749416385', type: 'interactive', interactive: { type: 'button_reply', button_reply: { id: 'b1', title: 'Sim, confirmo' } } },
+      {
+        from,
+        id: `wamid.img${Date.now()}`,
+        timestamp: '1749416383',
+        type: 'image',
+        image: { caption: 'Nota fiscal', mime_type: 'image/jpeg', sha256: 'x', id: '1' },
+      },
+      {
+        from,
+        id: `wamid.loc${Date.now()}`,
+        timestamp: '1749416384',
+        type: 'location',
+        location: { latitude: -23.55, longitude: -46.63, name: 'Loja Paulista' },
+      },
+      {
+        from,
+        id: `wamid.btn${Date.now()}`,
+        timestamp: '1749416385',
+        type: 'interactive',
+        interactive: { type: 'button_reply', button_reply: { id: 'b1', title: 'Sim, confirmo' } },
+      },
       { from, id: `wamid.unk${Date.now()}`, timestamp: '1749416386', type: 'unsupported', errors: [{ code: 131051, title: 'Message type unknown' }] },
     ];
 
     await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { messages }), { appSecret: meta.appSecret });
 
-    expect((await storedMessages(ws.workspaceId)).map((m) => m.content)).toEqual(['[image] Nota fiscal', '[location] Loja Paulista (-23.55, -46.63)', 'Sim, confirmo', '[unsupported]']);
+    expect((await storedMessages(ws.workspaceId)).map((m) => m.content)).toEqual([
+      '[image] Nota fiscal',
+      '[location] Loja Paulista (-23.55, -46.63)',
+      'Sim, confirmo',
+      '[unsupported]',
+    ]);
   });
 
-  it("when a change is for another phone number, then it is ignored", async () => {
+  it('when a change is for another phone number, then it is ignored', async () => {
     const { ws, meta } = await whatsappChannel();
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery('999999999', whatsappText(buildPhone().slice(1), 'Oi')), { appSecret: meta.appSecret });
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery('999999999', whatsappText(buildPhone().slice(1), 'Oi')), {
+      appSecret: meta.appSecret,
+    });
 
     expect(res.status).toBe(200);
     expect(await storedMessages(ws.workspaceId)).toEqual([]);
   });
 
-  it('when a change names no phone_number_id, then it is ignored and logged: it may be any number\'s', async () => {
+  it("when a change names no phone_number_id, then it is ignored and logged: it may be any number's", async () => {
     const { ws, meta } = await whatsappChannel();
 
     const res = await postWebhook(server, meta.channel.id, whatsappDelivery(null, whatsappText(buildPhone().slice(1), 'Oi')), { appSecret: meta.appSecret });
@@ -251,7 +301,9 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
 
     expect([notJson.status, otherObject.status]).toEqual([200, 200]);
     expect(await storedMessages(ws.workspaceId)).toEqual([]);
-    expect(logs.lines.filter((l) => l.msg === 'webhook delivery not understood; stored nothing' && l.channelId === meta.channel.id).map((l) => l.object)).toEqual(['not JSON', 'page']);
+    expect(
+      logs.lines.filter((l) => l.msg === 'webhook delivery not understood; stored nothing' && l.channelId === meta.channel.id).map((l) => l.object),
+    ).toEqual(['not JSON', 'page']);
   });
 });
 
@@ -260,7 +312,9 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
     const { ws, meta } = await whatsappChannel();
     const phone = buildPhone();
     const { data: contact } = await ws.api.POST('/contacts', { body: buildContact({ phone }) });
-    const { data: message } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } } });
+    const { data: message } = await ws.api.POST('/messages', {
+      body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } },
+    });
     let wamid = '';
     await waitFor('sent', async () => {
       const row = (await storedMessages(ws.workspaceId))[0]!;
@@ -276,7 +330,10 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
 
   it('when statuses arrive out of order, then they only move forward: a late delivered after read stays read', async () => {
     const { ws, meta, wamid, phone } = await sentMessage();
-    const post = (status: string) => postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, status, phone.slice(1))] }), { appSecret: meta.appSecret });
+    const post = (status: string) =>
+      postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, status, phone.slice(1))] }), {
+        appSecret: meta.appSecret,
+      });
 
     await post('delivered');
     const afterDelivered = await statusOf(ws.workspaceId);
@@ -291,13 +348,26 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
 
   it('when a failed status arrives, then the message fails with errors[0]', async () => {
     const { ws, meta, wamid, phone } = await sentMessage();
-    const errors = [{ code: 131047, title: 'Re-engagement message', message: 'Re-engagement message', error_data: { details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.' }, href: '/docs/whatsapp/cloud-api/support/error-codes/' }];
+    const errors = [
+      {
+        code: 131047,
+        title: 'Re-engagement message',
+        message: 'Re-engagement message',
+        error_data: { details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.' },
+        href: '/docs/whatsapp/cloud-api/support/error-codes/',
+      },
+    ];
 
-    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'failed', phone.slice(1), errors)] }), { appSecret: meta.appSecret });
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'failed', phone.slice(1), errors)] }), {
+      appSecret: meta.appSecret,
+    });
 
     expect(await statusOf(ws.workspaceId)).toEqual({
       status: 'failed',
-      error: { code: '131047', message: 'Re-engagement message: Message failed to send because more than 24 hours have passed since the customer last replied to this number.' },
+      error: {
+        code: '131047',
+        message: 'Re-engagement message: Message failed to send because more than 24 hours have passed since the customer last replied to this number.',
+      },
     });
   });
 
@@ -308,14 +378,23 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
     // Meta calls back about the message while its answer to the send is still on its way.
     graph.answer((request) =>
       request.externalId === meta.externalId
-        ? { status: 200, body: { messaging_product: 'whatsapp', contacts: [{ input: request.body.to, wa_id: request.body.to }], messages: [{ id: wamid }] }, delayMs: 400 }
+        ? {
+            status: 200,
+            body: { messaging_product: 'whatsapp', contacts: [{ input: request.body.to, wa_id: request.body.to }], messages: [{ id: wamid }] },
+            delayMs: 400,
+          }
         : undefined,
     );
     try {
       const { data: contact } = await ws.api.POST('/contacts', { body: buildContact({ phone }) });
-      const { data: message } = await ws.api.POST('/messages', { body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } } });
+      const { data: message } = await ws.api.POST('/messages', {
+        body: { contactId: contact!.id, channelId: meta.channel.id, template: { name: 'hello_world', language: 'en_US' } },
+      });
       await waitFor('the send', () => graph.to(meta.externalId).length === 1);
-      const post = (status: string) => postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, status, phone.slice(1))] }), { appSecret: meta.appSecret });
+      const post = (status: string) =>
+        postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, status, phone.slice(1))] }), {
+          appSecret: meta.appSecret,
+        });
 
       const answers = [await post('delivered'), await post('read')];
       const whileSending = await statusOf(ws.workspaceId);
@@ -324,7 +403,12 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
 
       expect(answers.map((a) => a.status)).toEqual([200, 200]);
       expect(whileSending).toEqual({ status: 'queued', error: null });
-      expect(events!.data.map((e) => e.data.object as { id: string; status: string }).map((m) => [m.id, m.status]).reverse()).toEqual([
+      expect(
+        events!.data
+          .map((e) => e.data.object as { id: string; status: string })
+          .map((m) => [m.id, m.status])
+          .reverse(),
+      ).toEqual([
         [message!.id, 'sent'],
         [message!.id, 'delivered'],
         [message!.id, 'read'],
@@ -337,9 +421,12 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp statuses', () => {
   it('when a status names a message the channel never sent, then it changes nothing, and is dropped after its last look', async () => {
     const { ws, meta, phone } = await sentMessage();
     const wamid = `wamid.unknown${Date.now()}`;
-    const held = () => server.db.selectFrom('jobs').select(['id', 'attempts']).where('workspace_id', '=', ws.workspaceId).where('queue', '=', 'early-status').execute();
+    const held = () =>
+      server.db.selectFrom('jobs').select(['id', 'attempts']).where('workspace_id', '=', ws.workspaceId).where('queue', '=', 'early-status').execute();
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'read', phone.slice(1))] }), { appSecret: meta.appSecret });
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { statuses: [whatsappStatus(wamid, 'read', phone.slice(1))] }), {
+      appSecret: meta.appSecret,
+    });
     const heldAfterPost = await held();
     // Skip to the last look rather than wait the 16 s of backoff.
     await server.db.updateTable('jobs').set({ attempts: 4, run_at: new Date() }).where('id', '=', heldAfterPost[0]!.id).execute();
@@ -380,20 +467,30 @@ describe('POST /webhooks/meta/{channelId}: Instagram', () => {
     const mine = instagramText(meta.externalId, customer, 'Para vocês');
     const toOther = instagramText(other, customer, 'Para a outra conta');
     const inOtherEntry = instagramText(other, customer, 'Também para a outra');
-    const payload = { object: 'instagram', entry: [{ id: meta.externalId, time: Date.now(), messaging: [mine.event, toOther.event] }, { id: other, time: Date.now(), messaging: [inOtherEntry.event] }] };
+    const payload = {
+      object: 'instagram',
+      entry: [
+        { id: meta.externalId, time: Date.now(), messaging: [mine.event, toOther.event] },
+        { id: other, time: Date.now(), messaging: [inOtherEntry.event] },
+      ],
+    };
 
     const res = await postWebhook(server, meta.channel.id, payload, { appSecret: meta.appSecret });
 
     expect(res.status).toBe(200);
     expect((await storedMessages(ws.workspaceId)).map((m) => m.external_id)).toEqual([mine.mid]);
-    expect(ignoredParts(meta.channel.id)).toEqual([[`an Instagram message to account ${other}, not this channel's`, `an entry for Instagram account ${other}, not this channel's`]]);
+    expect(ignoredParts(meta.channel.id)).toEqual([
+      [`an Instagram message to account ${other}, not this channel's`, `an entry for Instagram account ${other}, not this channel's`],
+    ]);
   });
 
   it('when a WhatsApp delivery reaches an Instagram channel, then it is not understood and stores nothing', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'instagram');
 
-    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, whatsappText(buildPhone().slice(1), 'Oi')), { appSecret: meta.appSecret });
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, whatsappText(buildPhone().slice(1), 'Oi')), {
+      appSecret: meta.appSecret,
+    });
 
     expect(res.status).toBe(200);
     expect(await storedMessages(ws.workspaceId)).toEqual([]);
@@ -456,7 +553,9 @@ describe('POST /webhooks/meta/{channelId}: items that cannot be stored', () => {
     (longMid.event as { message: { mid: string } }).message.mid = 'aWdf'.repeat(800);
     const badSender = instagramText(meta.externalId, 'não é um id', 'Oi');
 
-    const res = await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [nulText.event, good.event, longMid.event, badSender.event]), { appSecret: meta.appSecret });
+    const res = await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [nulText.event, good.event, longMid.event, badSender.event]), {
+      appSecret: meta.appSecret,
+    });
 
     expect(res.status).toBe(200);
     expect((await storedMessages(ws.workspaceId)).map((m) => [m.external_id, m.content])).toEqual([[good.mid, 'Vocês entregam em Campinas?']]);
@@ -480,7 +579,9 @@ describe('POST /webhooks/meta/{channelId}: items that cannot be stored', () => {
           end if;
           return new;
         end $$`.execute(server.db);
-      await sql`create trigger test_refuse_marked_message before insert on messages for each row execute function test_refuse_marked_message()`.execute(server.db);
+      await sql`create trigger test_refuse_marked_message before insert on messages for each row execute function test_refuse_marked_message()`.execute(
+        server.db,
+      );
     });
     afterAll(async () => {
       await sql`drop trigger test_refuse_marked_message on messages`.execute(server.db);

@@ -90,5 +90,10 @@ export function loadAverage(): number {
 }
 
 export function cores(): number {
-  return fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n').filter((line) => line.startsWith('processor')).length || 1;
+  return (
+    fs
+      .readFileSync('/proc/cpuinfo', 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('processor')).length || 1
+  );
 }

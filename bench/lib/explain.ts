@@ -84,7 +84,8 @@ export async function explainCall(databaseUrl: string, label: string, call: (db:
         nodes.push(describe(node));
         heapFetches += node['Heap Fetches'] ?? 0;
         // A Bitmap Index Scan's rows are read again by its Bitmap Heap Scan: count them once.
-        if (/Scan/.test(node['Node Type']) && node['Node Type'] !== 'Bitmap Index Scan') rowsScanned += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1);
+        if (/Scan/.test(node['Node Type']) && node['Node Type'] !== 'Bitmap Index Scan')
+          rowsScanned += (node['Actual Rows'] ?? 0) * (node['Actual Loops'] ?? 1);
         for (const child of node.Plans ?? []) walk(child);
       };
       walk(last.Plan);

@@ -105,7 +105,7 @@ export const ownCpuUs = (s: ScenarioSummary): number =>
 
 export function resultsTable(summaries: ScenarioSummary[], cores: number): string {
   const lines = [
-    '| scenario | load | req/s (median) | ratio to (a) | p50 ms | p99 ms | errors | CPU µs/req: server | PostgreSQL | Redis | load gen | all | ceiling req/s | other users\' CPU |',
+    "| scenario | load | req/s (median) | ratio to (a) | p50 ms | p99 ms | errors | CPU µs/req: server | PostgreSQL | Redis | load gen | all | ceiling req/s | other users' CPU |",
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const s of summaries) {

@@ -30,11 +30,15 @@ export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 /** Sends `body` (JSON text) on a kept-alive connection; status 0 when the request failed. */
 export function post(url: string, body: string, headers: Record<string, string>, method = 'POST'): Promise<{ status: number; body: string }> {
   return new Promise((resolve) => {
-    const req = http.request(url, { method, agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = http.request(
+      url,
+      { method, agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('error', () => resolve({ status: 0, body: '' }));
     req.end(body);
   });
@@ -94,7 +98,16 @@ export async function startBenchService(name: string, env: NodeJS.ProcessEnv, no
   const started = startProcess(
     process.execPath,
     ['--import', 'tsx', ...nodeArgs, 'src/server.ts'],
-    { ...process.env, NODE_ENV: 'production', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', REDIS_URL: redisUrl, REDIS_PREFIX: `sf-bench-${name}:${stamp}:`, ...env },
+    {
+      ...process.env,
+      NODE_ENV: 'production',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: `sf-bench-${name}:${stamp}:`,
+      ...env,
+    },
     ROOT,
     true,
   );

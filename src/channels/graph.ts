@@ -95,7 +95,8 @@ export async function sendGraphMessage(options: {
     signal: options.signal,
   });
   if ('failure' in outcome) {
-    if (outcome.failure === 'timeout') return { ok: false, transient: true, code: 'timeout', message: `no answer from the Graph API within ${options.timeoutMs} ms` };
+    if (outcome.failure === 'timeout')
+      return { ok: false, transient: true, code: 'timeout', message: `no answer from the Graph API within ${options.timeoutMs} ms` };
     return { ok: false, transient: true, code: 'network_error', message: `the Graph API could not be reached: ${outcome.message}` };
   }
   const { status, text } = outcome;

@@ -58,7 +58,12 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
       const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now, SYSTEM);
       const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
-      const row = await insertInboundMessage(trx, channel.workspace_id, { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId }, now);
+      const row = await insertInboundMessage(
+        trx,
+        channel.workspace_id,
+        { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId },
+        now,
+      );
       if (!row) {
         stored.duplicates++;
         continue;
@@ -127,7 +132,8 @@ export async function receiveMetaDelivery(
     log.warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
     return undefined;
   }
-  if (parsed.ignored.length > 0) log.info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
+  if (parsed.ignored.length > 0)
+    log.info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
   return storeDelivery(db, channel, parsed.events, log, ai);
 }
 
@@ -177,12 +183,21 @@ async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[]
 }
 
 /** A customer's message on a sandbox channel, stored as a real inbound one is. */
-export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound, ai?: AiReplies): Promise<Message> {
+export async function receiveSandboxInbound(
+  db: Db,
+  workspaceId: string,
+  channel: ChannelRow | undefined,
+  input: SandboxInbound,
+  ai?: AiReplies,
+): Promise<Message> {
   if (!channel || channel.provider !== 'sandbox') throw notFound('Channel');
   const valid = channel.type === 'whatsapp' ? PHONE.test(input.from) : INSTAGRAM_ID.test(input.from);
   if (!valid) {
     throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-      { path: '/body/from', message: channel.type === 'whatsapp' ? 'must be an E.164 phone on a WhatsApp channel' : 'must be an Instagram-scoped id on an Instagram channel' },
+      {
+        path: '/body/from',
+        message: channel.type === 'whatsapp' ? 'must be an E.164 phone on a WhatsApp channel' : 'must be an Instagram-scoped id on an Instagram channel',
+      },
     ]);
   }
   const event: InboundEvent = {

@@ -92,7 +92,9 @@ export function whatsappContent(message: Json): string {
       return labelled(type, [where, coordinates].filter(Boolean).join(' '));
     }
     case 'contacts': {
-      const names = objects(message.contacts).map((c) => (isObject(c.name) ? text(c.name.formatted_name) : undefined)).filter(Boolean);
+      const names = objects(message.contacts)
+        .map((c) => (isObject(c.name) ? text(c.name.formatted_name) : undefined))
+        .filter(Boolean);
       return labelled(type, names.join(', '));
     }
     case 'button':
@@ -176,7 +178,15 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
 function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {
   const message = isObject(event.message) ? event.message : undefined;
   if (!message) {
-    out.ignored.push(`an Instagram event without a message (${Object.keys(event).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k)).slice(0, 5).map(clip).join(', ') || 'empty'})`);
+    out.ignored.push(
+      `an Instagram event without a message (${
+        Object.keys(event)
+          .filter((k) => !['sender', 'recipient', 'timestamp'].includes(k))
+          .slice(0, 5)
+          .map(clip)
+          .join(', ') || 'empty'
+      })`,
+    );
     return;
   }
   if (message.is_echo === true) {

@@ -47,12 +47,7 @@ export async function listAgents(
 }
 
 export async function getAgent(db: Db, workspaceId: string, id: string): Promise<Agent | undefined> {
-  const row = await db
-    .selectFrom('agents')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
+  const row = await db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
   return row && agentRowToAgent(row);
 }
 

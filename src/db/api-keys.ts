@@ -19,10 +19,7 @@ export async function findActiveKey(db: Db, keyHash: string): Promise<ActiveKey 
     .executeTakeFirst();
 }
 
-export async function insertApiKey(
-  db: Db,
-  key: { workspaceId: string; id: string; hash: string; prefix: string; plan: Plan; scopes: Scope[] },
-): Promise<void> {
+export async function insertApiKey(db: Db, key: { workspaceId: string; id: string; hash: string; prefix: string; plan: Plan; scopes: Scope[] }): Promise<void> {
   await db
     .insertInto('api_keys')
     .values({
@@ -38,16 +35,7 @@ export async function insertApiKey(
 
 /** Revokes a key; returns when it was revoked (first time or earlier), or undefined if unknown. */
 export async function revokeApiKey(db: Db, keyId: string): Promise<{ workspaceId: string; revokedAt: Date } | undefined> {
-  await db
-    .updateTable('api_keys')
-    .set({ revoked_at: new Date() })
-    .where('id', '=', keyId)
-    .where('revoked_at', 'is', null)
-    .execute();
-  const row = await db
-    .selectFrom('api_keys')
-    .select(['workspace_id', 'revoked_at'])
-    .where('id', '=', keyId)
-    .executeTakeFirst();
+  await db.updateTable('api_keys').set({ revoked_at: new Date() }).where('id', '=', keyId).where('revoked_at', 'is', null).execute();
+  const row = await db.selectFrom('api_keys').select(['workspace_id', 'revoked_at']).where('id', '=', keyId).executeTakeFirst();
   return row?.revoked_at ? { workspaceId: row.workspace_id, revokedAt: row.revoked_at } : undefined;
 }

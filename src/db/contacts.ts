@@ -63,22 +63,12 @@ export async function getContact(db: Db, workspaceId: string, id: string): Promi
 }
 
 export async function findContactIdByPhone(db: Db, workspaceId: string, phone: string): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('contacts')
-    .select('id')
-    .where('workspace_id', '=', workspaceId)
-    .where('phone', '=', phone)
-    .executeTakeFirst();
+  const row = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where('phone', '=', phone).executeTakeFirst();
   return row?.id;
 }
 
 export async function findContactIdByInstagramId(db: Db, workspaceId: string, instagramId: string): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('contacts')
-    .select('id')
-    .where('workspace_id', '=', workspaceId)
-    .where('instagram_id', '=', instagramId)
-    .executeTakeFirst();
+  const row = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where('instagram_id', '=', instagramId).executeTakeFirst();
   return row?.id;
 }
 

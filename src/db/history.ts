@@ -49,8 +49,7 @@ export function historyRows(
  * A UUIDv7 made by PostgreSQL, for history rows written set-wise (one per thread of a deleted
  * agent): the time, the version, random bits. A constant of the code.
  */
-export const HISTORY_ID_SQL =
-  `encode(overlay(uuid_send(gen_random_uuid()) placing int8send(((extract(epoch from clock_timestamp()) * 1000)::bigint << 16) | 28672 | (random() * 4095)::int) from 1 for 8), 'hex')::uuid`;
+export const HISTORY_ID_SQL = `encode(overlay(uuid_send(gen_random_uuid()) placing int8send(((extract(epoch from clock_timestamp()) * 1000)::bigint << 16) | 28672 | (random() * 4095)::int) from 1 for 8), 'hex')::uuid`;
 
 const value = (side: 'from' | 'to'): { sql: string } => ({
   sql: `case when p.field = 'status' then p.${side}_status else p.${side}_id::text end`,

@@ -40,7 +40,8 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
         on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
        and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`.execute(trx);
   const { locked, method, path, bodySha256, status, response, responseSealed } = rows[0]!;
-  const stored = method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
+  const stored =
+    method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
   return { locked, stored };
 }
 

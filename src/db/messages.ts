@@ -116,24 +116,26 @@ export interface InboundMessage {
 
 /** Stores an inbound message; undefined when the channel already has one with this provider id. */
 export async function insertInboundMessage(db: Db, workspaceId: string, message: InboundMessage, now: Date): Promise<MessageRow | undefined> {
-  return db
-    .insertInto('messages')
-    .values({
-      workspace_id: workspaceId,
-      id: uuidv7(),
-      thread_id: message.threadId,
-      contact_id: message.contactId,
-      channel_id: message.channelId,
-      direction: 'inbound',
-      content: message.content,
-      status: 'delivered',
-      external_id: message.externalId,
-      created_at: now,
-    })
-    // A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.
-    .onConflict((oc) => oc.columns(['workspace_id', 'channel_id', 'external_id']).where('external_id', 'is not', sql.lit(null)).doNothing())
-    .returningAll()
-    .executeTakeFirst();
+  return (
+    db
+      .insertInto('messages')
+      .values({
+        workspace_id: workspaceId,
+        id: uuidv7(),
+        thread_id: message.threadId,
+        contact_id: message.contactId,
+        channel_id: message.channelId,
+        direction: 'inbound',
+        content: message.content,
+        status: 'delivered',
+        external_id: message.externalId,
+        created_at: now,
+      })
+      // A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.
+      .onConflict((oc) => oc.columns(['workspace_id', 'channel_id', 'external_id']).where('external_id', 'is not', sql.lit(null)).doNothing())
+      .returningAll()
+      .executeTakeFirst()
+  );
 }
 
 export async function externalIdExists(db: Db, workspaceId: string, channelId: string, externalId: string): Promise<boolean> {
@@ -176,7 +178,19 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
     .where('m.id', '=', messageId)
     .executeTakeFirst();
   if (!row) return undefined;
-  const { ch_type, ch_name, ch_provider, ch_external_id, ch_secrets, ch_created_at, ch_updated_at, ch_default_agent_id, co_phone, co_instagram_id, ...message } = row;
+  const {
+    ch_type,
+    ch_name,
+    ch_provider,
+    ch_external_id,
+    ch_secrets,
+    ch_created_at,
+    ch_updated_at,
+    ch_default_agent_id,
+    co_phone,
+    co_instagram_id,
+    ...message
+  } = row;
   return {
     message,
     channel: {
@@ -219,13 +233,7 @@ export function markFailed(db: Db, workspaceId: string, id: string, error: Messa
 
 /** Moves a message (by id) from one of `from` to `to` (a query to run; it returns the message when it moved). */
 export function advanceStatus(db: Db, workspaceId: string, id: string, from: MessageStatus[], to: MessageStatus) {
-  return db
-    .updateTable('messages')
-    .set({ status: to })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .where('status', 'in', from)
-    .returningAll();
+  return db.updateTable('messages').set({ status: to }).where('workspace_id', '=', workspaceId).where('id', '=', id).where('status', 'in', from).returningAll();
 }
 
 /**

@@ -52,9 +52,7 @@ export async function countNpsGroups(db: Db, workspaceId: string, fromInstant: b
               from nps_daily_groups
              where workspace_id = ${workspaceId} and dimension = ${groupBy}
                and day >= ${days.first}::date and day < ${days.end}::date`;
-  const parts = !days
-    ? edge(lower, upper, true)
-    : sql`${whole} union all ${edge(lower, days.firstStart, false)} union all ${edge(days.endStart, upper, true)}`;
+  const parts = !days ? edge(lower, upper, true) : sql`${whole} union all ${edge(lower, days.firstStart, false)} union all ${edge(days.endStart, upper, true)}`;
   const result = await sql<NpsGroupCounts>`
     select nullif(key, ${NO_AGENT}) as key, sum(promotores)::int as promotores, sum(neutros)::int as neutros, sum(detratores)::int as detratores
       from (${parts}) parts

@@ -72,11 +72,7 @@ function fieldSql(field: Field): string {
  * `table` listed with every field of `T` (a missing one fails the type check), ordered by
  * `options.order` (default created_at, then id).
  */
-export function listSource<T>(
-  table: keyof Database,
-  fields: { [K in keyof Required<T>]: Field },
-  options: { order?: readonly string[] } = {},
-): ListSource<T> {
+export function listSource<T>(table: keyof Database, fields: { [K in keyof Required<T>]: Field }, options: { order?: readonly string[] } = {}): ListSource<T> {
   const columns = Object.entries<Field>(fields).map(([key, field]) => `${fieldSql(field)} as "${plainName(key)}"`);
   const order = (options.order ?? ['created_at', 'id']).map(plainName);
   return { table, fields: columns.join(', '), order, texts: new Map() };

@@ -54,13 +54,7 @@ const threadList = listSource<Thread>('threads', {
   updatedAt: { instant: 'updated_at' },
 });
 
-export async function listThreads(
-  db: Db,
-  workspaceId: string,
-  filter: ThreadFilter,
-  page: number,
-  limit: number,
-): Promise<PageText<Thread>> {
+export async function listThreads(db: Db, workspaceId: string, filter: ThreadFilter, page: number, limit: number): Promise<PageText<Thread>> {
   const where: Condition[] = [['workspace_id = ?', workspaceId]];
   if (filter.status) where.push(['status = ?', filter.status]);
   if (filter.contactId) where.push(['contact_id = ?', filter.contactId]);
@@ -71,22 +65,12 @@ export async function listThreads(
 }
 
 export async function getThread(db: Db, workspaceId: string, id: string): Promise<Thread | undefined> {
-  const row = await db
-    .selectFrom('threads')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
+  const row = await db.selectFrom('threads').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
   return row && threadRowToThread(row);
 }
 
 export async function threadExists(db: Db, workspaceId: string, id: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('threads')
-    .select('id')
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
+  const row = await db.selectFrom('threads').select('id').where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
   return row !== undefined;
 }
 
@@ -208,7 +192,21 @@ export async function writeThreadChange(
     .with('recorded', (qb) =>
       qb
         .insertInto('thread_history')
-        .columns(['workspace_id', 'id', 'thread_id', 'field', 'from_status', 'to_status', 'from_id', 'to_id', 'stay_ms', 'actor_type', 'actor_id', 'reason', 'created_at'])
+        .columns([
+          'workspace_id',
+          'id',
+          'thread_id',
+          'field',
+          'from_status',
+          'to_status',
+          'from_id',
+          'to_id',
+          'stay_ms',
+          'actor_type',
+          'actor_id',
+          'reason',
+          'created_at',
+        ])
         .expression(
           sql`select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.stay_ms, v.actor_type, v.actor_id, v.reason, ${now}::timestamptz
                 from changed c

@@ -10,11 +10,7 @@ export async function workspaceExists(db: Db, workspaceId: string): Promise<bool
 }
 
 /** Creates a workspace with one WhatsApp and one Instagram channel and a funnel of these stages, in order. */
-export async function createWorkspace(
-  db: Db,
-  name: string,
-  stageNames: readonly string[] = [],
-): Promise<{ workspaceId: string; channels: ChannelRow[] }> {
+export async function createWorkspace(db: Db, name: string, stageNames: readonly string[] = []): Promise<{ workspaceId: string; channels: ChannelRow[] }> {
   return db.transaction().execute(async (trx) => {
     const workspaceId = uuidv7();
     await trx.insertInto('workspaces').values({ id: workspaceId, name }).execute();
@@ -32,11 +28,5 @@ export async function createWorkspace(
 }
 
 export async function listWorkspaceChannels(db: Db, workspaceId: string): Promise<ChannelRow[]> {
-  return db
-    .selectFrom('channels')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
+  return db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').execute();
 }

@@ -177,11 +177,17 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
     if (rows.length === 0) {
       const { rows: delivered } = await sql`
         select 1 from webhook_deliveries
-         where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId} and status = 'succeeded' and last_attempt_at >= ${job.created_at}::timestamptz`.execute(db);
+         where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId} and status = 'succeeded' and last_attempt_at >= ${job.created_at}::timestamptz`.execute(
+        db,
+      );
       return delivered.length > 0 ? { kind: 'done' } : undefined;
     }
     if (rows.some((row) => row.running)) return { kind: 'later', runAt: new Date(Date.now() + OTHER_ATTEMPT_POLL_MS) };
-    await runJobsNow(db, job.workspace_id, rows.map((row) => row.id));
+    await runJobsNow(
+      db,
+      job.workspace_id,
+      rows.map((row) => row.id),
+    );
     return { kind: 'done' };
   }
 
@@ -207,7 +213,14 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
       if (!options.secrets) throw new RefusedUrlError('the service cannot open the endpoint secret (SECRETS_KEY is not set)');
       const secret = options.secrets.open(target.secret);
       const checked = await resolveTarget(target.url, options.allowPrivateUrls);
-      result = await sendWebhook({ target: checked, secret, eventId: target.event_id, body: eventBody(target), timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS, signal });
+      result = await sendWebhook({
+        target: checked,
+        secret,
+        eventId: target.event_id,
+        body: eventBody(target),
+        timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
+        signal,
+      });
     } catch (err) {
       if (!(err instanceof RefusedUrlError)) throw err;
       result = { ok: false, status: null, error: `refused to send: the URL ${err.message}` };

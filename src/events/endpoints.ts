@@ -61,7 +61,13 @@ async function checkUrl(url: string, allowPrivate: boolean): Promise<void> {
 /** '*' stands alone: a list with it and other types is the same as ['*']. */
 const normaliseTypes = (events: readonly string[]): string[] => (events.includes('*') ? ['*'] : [...events]);
 
-export async function createEndpoint(db: Db, box: SecretBox | undefined, workspaceId: string, input: WebhookEndpointCreate, allowPrivate: boolean): Promise<WebhookEndpointCreated> {
+export async function createEndpoint(
+  db: Db,
+  box: SecretBox | undefined,
+  workspaceId: string,
+  input: WebhookEndpointCreate,
+  allowPrivate: boolean,
+): Promise<WebhookEndpointCreated> {
   if (!box) throw new SecretsUnavailableError();
   await checkUrl(input.url, allowPrivate);
   const secret = newWebhookSecret();
@@ -92,7 +98,13 @@ export async function getEndpoint(db: Db, workspaceId: string, id: string): Prom
   return row && endpointRowToEndpoint(row);
 }
 
-export async function updateEndpoint(db: Db, workspaceId: string, id: string, patch: WebhookEndpointUpdate, allowPrivate: boolean): Promise<WebhookEndpoint | undefined> {
+export async function updateEndpoint(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  patch: WebhookEndpointUpdate,
+  allowPrivate: boolean,
+): Promise<WebhookEndpoint | undefined> {
   if (patch.url !== undefined) await checkUrl(patch.url, allowPrivate);
   const row = await db
     .updateTable('webhook_endpoints')
@@ -200,7 +212,12 @@ export async function retryDelivery(db: Db, workspaceId: string, endpointId: str
       .executeTakeFirst();
     if (!row) return false;
     // A job still waiting for this delivery is made due now; otherwise a new one is added.
-    await runNowOrEnqueue(trx, WEBHOOK_QUEUE, { deliveryId: id, endpointId, manual: true, wasFailed: before.status === 'failed' }, { workspaceId, field: 'deliveryId', now });
+    await runNowOrEnqueue(
+      trx,
+      WEBHOOK_QUEUE,
+      { deliveryId: id, endpointId, manual: true, wasFailed: before.status === 'failed' },
+      { workspaceId, field: 'deliveryId', now },
+    );
     return true;
   });
   return found ? getDelivery(db, workspaceId, endpointId, id) : undefined;

@@ -104,17 +104,14 @@ export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'ac
   return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data, actor: actorOf(row) } } as Event;
 }
 
-const eventList = listSource<Event>(
-  'events',
-  {
-    id: 'id',
-    type: 'type',
-    createdAt: { instant: 'created_at' },
-    data: {
-      sql: `json_build_object('object', p.data, 'actor', case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end)`,
-    },
+const eventList = listSource<Event>('events', {
+  id: 'id',
+  type: 'type',
+  createdAt: { instant: 'created_at' },
+  data: {
+    sql: `json_build_object('object', p.data, 'actor', case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end)`,
   },
-);
+});
 
 /** A page of the workspace's events, newest first, of one type when given. */
 export async function listEvents(db: Db, workspaceId: string, type: EventType | undefined, page: number, limit: number): Promise<PageText<Event>> {

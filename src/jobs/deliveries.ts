@@ -19,7 +19,10 @@ export const SANDBOX_RECEIPT_QUEUE = 'sandbox-receipt';
 export const SANDBOX_DELIVERY_DELAY_MS = 300;
 
 /** The delivery job of a new outbound message; call it in the message's transaction. */
-export async function enqueueDelivery(db: Db, message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date }): Promise<void> {
+export async function enqueueDelivery(
+  db: Db,
+  message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date },
+): Promise<void> {
   await enqueue(
     db,
     DELIVERY_QUEUE,

@@ -75,10 +75,13 @@ function pgListener(url: string, channel: string, logger: Logger, notify: (queue
   const schedule = (): void => {
     if (closed || timer) return;
     failures += 1;
-    timer = setTimeout(() => {
-      timer = undefined;
-      void connect();
-    }, backoffMs(failures, { baseMs: 250, maxMs: 5_000, jitter: 0 }));
+    timer = setTimeout(
+      () => {
+        timer = undefined;
+        void connect();
+      },
+      backoffMs(failures, { baseMs: 250, maxMs: 5_000, jitter: 0 }),
+    );
     timer.unref();
   };
   void connect();

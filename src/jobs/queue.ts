@@ -73,7 +73,13 @@ export function enqueue<K extends JobKind>(db: Db, kind: K, payload: JobPayloads
  * insert are one statement, so the job follows the state it was decided on within the caller's
  * transaction. Undefined when nothing was added.
  */
-export async function enqueueWhen<K extends JobKind>(db: Db, kind: K, payload: JobPayloads[K], options: JobOptions, when: Compilable): Promise<string | undefined> {
+export async function enqueueWhen<K extends JobKind>(
+  db: Db,
+  kind: K,
+  payload: JobPayloads[K],
+  options: JobOptions,
+  when: Compilable,
+): Promise<string | undefined> {
   const id = uuidv7();
   const now = new Date();
   const result = await sql<{ queue: string }>`
@@ -242,7 +248,11 @@ export async function postponeJob(db: Db, job: HeldJob, runAt: Date): Promise<vo
  * The other jobs of `job`'s queue and workspace whose payload has the same `field`, and whether
  * each is running now (claimed, its lease not run out).
  */
-export async function otherJobsLike<Q extends string>(db: Db, job: Job<Q>, field: keyof PayloadOf<Q> & string): Promise<Array<{ id: string; running: boolean }>> {
+export async function otherJobsLike<Q extends string>(
+  db: Db,
+  job: Job<Q>,
+  field: keyof PayloadOf<Q> & string,
+): Promise<Array<{ id: string; running: boolean }>> {
   const value = String(job.payload[field]);
   const { rows } = await sql<{ id: string; running: boolean }>`
     select id, coalesce(locked_until > now(), false) as running from jobs

@@ -87,7 +87,12 @@ export function startJobs(options: {
     },
     'ai-reply': config.aiBaseUrl ? { handler: aiReplyHandler({ db, config, logger }), concurrency: config.aiConcurrency } : undefined,
     recurring: {
-      handler: recurringHandler({ db, logger, tasks: { 'purge-events': purgeEvents, 'purge-idempotency-keys': purgeExpiredKeys }, everyMs: options.scheduleEveryMs }),
+      handler: recurringHandler({
+        db,
+        logger,
+        tasks: { 'purge-events': purgeEvents, 'purge-idempotency-keys': purgeExpiredKeys },
+        everyMs: options.scheduleEveryMs,
+      }),
       concurrency: 2,
     },
   };

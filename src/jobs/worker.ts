@@ -189,7 +189,12 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
     if (renewing || entries.length === 0) return;
     renewing = true;
     try {
-      const kept = await renewLeases(db, id, entries.map((entry) => entry.job), options.leaseMs);
+      const kept = await renewLeases(
+        db,
+        id,
+        entries.map((entry) => entry.job),
+        options.leaseMs,
+      );
       renewFailures = 0;
       for (const entry of entries) {
         if (kept.has(entry.job.id) || entry.settling || inFlight.get(entry.job.id) !== entry) continue;

@@ -86,9 +86,7 @@ function fromDatabase(err: DatabaseError): ApiError | undefined {
   if (code === '23505') return new ApiError(409, 'conflict', 'The request clashes with an existing record.');
   if (code === '23503') {
     const { field, what } = referencedField(err.constraint);
-    return new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [
-      { path: `/body/${field}`, message: `no ${what} with this id` },
-    ]);
+    return new ApiError(422, 'invalid_reference', `The ${what} does not exist.`, [{ path: `/body/${field}`, message: `no ${what} with this id` }]);
   }
   if (code === '22021' || code === '22P05') {
     return new ApiError(400, 'validation_error', 'The request contains characters that cannot be stored (such as NUL).');
@@ -143,5 +141,8 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, next) => {
   if ((err as ValidatorError).headers) res.set((err as ValidatorError).headers);
   res.locals.errorCode = apiError.code;
   // res.send, not res.json: the response validator wraps res.json, and an error must always leave.
-  res.status(apiError.status).type('application/json').send(JSON.stringify(apiError.toBody(req.id)));
+  res
+    .status(apiError.status)
+    .type('application/json')
+    .send(JSON.stringify(apiError.toBody(req.id)));
 };

@@ -15,8 +15,20 @@ function buildRoutes(): Route[] {
   const byPath = new Map<string, Operation[]>();
   for (const op of contractOperations) byPath.set(op.path, [...(byPath.get(op.path) ?? []), op]);
   const routes = [...byPath].map(([path, ops]) => ({
-    segments: path.split('/').slice(1).map((s) => (s.startsWith('{') ? null : s)),
-    byMethod: new Map(ops.flatMap((op) => (op.method === 'get' ? [['GET', op], ['HEAD', op]] : [[op.method.toUpperCase(), op]]))),
+    segments: path
+      .split('/')
+      .slice(1)
+      .map((s) => (s.startsWith('{') ? null : s)),
+    byMethod: new Map(
+      ops.flatMap((op) =>
+        op.method === 'get'
+          ? [
+              ['GET', op],
+              ['HEAD', op],
+            ]
+          : [[op.method.toUpperCase(), op]],
+      ),
+    ),
     allow: ops.map((op) => op.method.toUpperCase()).join(', '),
   }));
   const params = (r: Route): number => r.segments.filter((s) => s === null).length;
@@ -34,7 +46,10 @@ export function matchOperation(): RequestHandler {
   const routes = buildRoutes();
   return (req, _res, next) => {
     // req.path is relative to the /v1 mount; one trailing slash is tolerated, as Express does.
-    const segments = req.path.replace(/(.)\/$/, '$1').split('/').slice(1);
+    const segments = req.path
+      .replace(/(.)\/$/, '$1')
+      .split('/')
+      .slice(1);
     const route = routes.find((r) => matches(r, segments));
     if (!route || segments.some((s) => s === '')) return next(pathNotFound());
     const op = route.byMethod.get(req.method);

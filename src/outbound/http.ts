@@ -56,7 +56,8 @@ const NO_BODY = Buffer.alloc(0);
 function pinnedLookup(pin: PinnedAddress): LookupFunction {
   const { address, family } = pin;
   return (_hostname, options, callback) => {
-    if ((options as { all?: boolean }).all) (callback as (err: null, addresses: Array<{ address: string; family: number }>) => void)(null, [{ address, family }]);
+    if ((options as { all?: boolean }).all)
+      (callback as (err: null, addresses: Array<{ address: string; family: number }>) => void)(null, [{ address, family }]);
     else callback(null, address, family);
   };
 }

@@ -24,12 +24,17 @@ export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEv
     return {
       status: 200,
       stream: (req, res) =>
-        serveStream(streams, res, {
-          workspaceId: auth.workspaceId,
-          keyId: auth.keyId,
-          types: query.types,
-          lastEventId: req.get('last-event-id') ?? query.lastEventId,
-        }, log),
+        serveStream(
+          streams,
+          res,
+          {
+            workspaceId: auth.workspaceId,
+            keyId: auth.keyId,
+            types: query.types,
+            lastEventId: req.get('last-event-id') ?? query.lastEventId,
+          },
+          log,
+        ),
     };
   },
 

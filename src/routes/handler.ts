@@ -37,11 +37,14 @@ export interface StreamReply {
 type IsStream<K extends OperationId> = Op<K>['responses'] extends { 200: { content: { 'text/event-stream': unknown } } } ? true : false;
 
 /** A body is the contract's type, or JSON text already holding it (lists, answered by PostgreSQL). */
-export type Reply<K extends OperationId> = IsStream<K> extends true ? StreamReply : {
-  [S in SuccessStatus<K>]: S extends 204
-    ? { status: 204 }
-    : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> } & SecretFlag<JsonOf<Op<K>['responses'][S]>>;
-}[SuccessStatus<K>];
+export type Reply<K extends OperationId> =
+  IsStream<K> extends true
+    ? StreamReply
+    : {
+        [S in SuccessStatus<K>]: S extends 204
+          ? { status: 204 }
+          : { status: S; body: JsonOf<Op<K>['responses'][S]> | JsonText<JsonOf<Op<K>['responses'][S]>> } & SecretFlag<JsonOf<Op<K>['responses'][S]>>;
+      }[SuccessStatus<K>];
 
 /** Where the key stands in its rate-limit window, this request counted. */
 export interface RateLimitState {

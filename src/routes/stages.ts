@@ -5,9 +5,7 @@ import { ApiError, isConstraintError, notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
 
 const positionOutOfRange = (max: number): ApiError =>
-  new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-    { path: '/body/position', message: `must be from 1 to ${max}` },
-  ]);
+  new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body/position', message: `must be from 1 to ${max}` }]);
 
 export const stageHandlers: Pick<Handlers, 'listStages' | 'createStage' | 'updateStage' | 'deleteStage'> = {
   async listStages({ db, auth, query }) {

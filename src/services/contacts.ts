@@ -2,7 +2,15 @@
 // transaction that inserts the contact, whether an API key created it or a customer wrote first.
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
-import { contactRowToContact, eraseContact as eraseContactRecords, findContactIdByKey, insertContact, insertContactByKey, type Contact, type ContactKey } from '../db/contacts.js';
+import {
+  contactRowToContact,
+  eraseContact as eraseContactRecords,
+  findContactIdByKey,
+  insertContact,
+  insertContactByKey,
+  type Contact,
+  type ContactKey,
+} from '../db/contacts.js';
 import type { Db } from '../db/database.js';
 import { recordEvent, scrubContactEvents } from '../events/record.js';
 

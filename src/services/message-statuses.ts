@@ -22,5 +22,12 @@ export async function moveMessage(
 ): Promise<boolean> {
   const { also, now = new Date() } = options;
   const changed = sql`changed as (${change})`;
-  return recordChangeEvent(db, workspaceId, 'message.updated', { with: also ? sql`${changed}, ${also}` : changed, source: messageEventSource('changed') }, actor, now);
+  return recordChangeEvent(
+    db,
+    workspaceId,
+    'message.updated',
+    { with: also ? sql`${changed}, ${also}` : changed, source: messageEventSource('changed') },
+    actor,
+    now,
+  );
 }

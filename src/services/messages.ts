@@ -42,12 +42,12 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
     ]);
   }
   if (!input.template && !withinMessagingWindow(context.lastInboundAt, now)) {
-    throw new ApiError(
-      422,
-      'outside_messaging_window',
-      'The contact last wrote on this channel more than 24 hours ago (or never); send a template instead.',
-      [{ path: '/body/content', message: `free text needs the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})` }],
-    );
+    throw new ApiError(422, 'outside_messaging_window', 'The contact last wrote on this channel more than 24 hours ago (or never); send a template instead.', [
+      {
+        path: '/body/content',
+        message: `free text needs the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
+      },
+    ]);
   }
 }
 

@@ -44,8 +44,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     linger.unref();
     res.once('close', () => clearTimeout(linger));
   };
-  const tooSlow = (): void =>
-    close(`closed: the client reads too slowly (over ${options.bufferLimitBytes} bytes waiting); reconnect with Last-Event-ID`);
+  const tooSlow = (): void => close(`closed: the client reads too slowly (over ${options.bufferLimitBytes} bytes waiting); reconnect with Last-Event-ID`);
   /** Writes unless the client is too far behind; false when the stream was closed. */
   const send = (chunk: Buffer | string): boolean => {
     if (!open) return false;
@@ -57,8 +56,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     res.write(chunk);
     return true;
   };
-  const wanted = (event: LiveEvent): boolean =>
-    (!types || types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
+  const wanted = (event: LiveEvent): boolean => (!types || types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
 
   // Headers first: an event delivered as soon as the subscription starts is written after them.
   res.status(200);

@@ -75,7 +75,12 @@ export function formatEvent(event: LoggedEvent): LiveEvent {
   return { xid: event.xid, id: event.id, type: event.type, frame: Buffer.from(`id: ${event.id}\nevent: ${event.type}\ndata: ${json}\n\n`) };
 }
 
-export function createEventStreams(deps: { db: Db; databaseUrl: string | undefined; logger: Logger; options?: Partial<StreamOptions> | undefined }): EventStreams {
+export function createEventStreams(deps: {
+  db: Db;
+  databaseUrl: string | undefined;
+  logger: Logger;
+  options?: Partial<StreamOptions> | undefined;
+}): EventStreams {
   const { db, logger } = deps;
   const options: StreamOptions = { ...defaultStreamOptions, ...deps.options };
   const byWorkspace = new Map<string, Set<Subscriber>>();

@@ -7,16 +7,14 @@ import fc from 'fast-check';
 export type Schema = Record<string, any>;
 
 /** One change that makes a valid value invalid; plain data, so a counterexample prints readably. */
-export type Mutation =
-  | { op: 'set'; pointer: string[]; value: unknown; what: string }
-  | { op: 'delete'; pointer: string[]; what: string };
+export type Mutation = { op: 'set'; pointer: string[]; value: unknown; what: string } | { op: 'delete'; pointer: string[]; what: string };
 
 // ---------------------------------------------------------------------------------------------
 // Characters and strings, counted in code points as JSON Schema counts them.
 
 const INTERESTING = [
-  0x09, 0x0a, 0x0d, 0x22, 0x25, 0x27, 0x2b, 0x5c, 0x5f, 0x7f, 0xa0, 0xad, 0x130, 0x212a, 0x301, 0x200b, 0x200d, 0x2028,
-  0x2029, 0xfeff, 0xfffd, 0xffff, 0x1f600, 0x1f1e7, 0x10ffff,
+  0x09, 0x0a, 0x0d, 0x22, 0x25, 0x27, 0x2b, 0x5c, 0x5f, 0x7f, 0xa0, 0xad, 0x130, 0x212a, 0x301, 0x200b, 0x200d, 0x2028, 0x2029, 0xfeff, 0xfffd, 0xffff, 0x1f600,
+  0x1f1e7, 0x10ffff,
 ];
 
 /** Any Unicode scalar value (no lone surrogates), biased towards ASCII and awkward characters. */
@@ -191,7 +189,10 @@ function violatingPattern(atoms: Atom[], regex: RegExp, maxLength: number): fc.A
     if (wrong.length === 0) return;
     out.push(
       fc.constantFrom(...wrong).chain((n) =>
-        atomsString(atoms, atoms.map((a, j) => (j === k ? n : Math.min(a.min + 1, Number.isFinite(a.max) ? a.max : a.min + 1)))),
+        atomsString(
+          atoms,
+          atoms.map((a, j) => (j === k ? n : Math.min(a.min + 1, Number.isFinite(a.max) ? a.max : a.min + 1))),
+        ),
       ),
     );
   });
@@ -205,21 +206,17 @@ const HEX = fc.constantFrom(...'0123456789abcdefABCDEF');
 const hex = (n: number): fc.Arbitrary<string> => fc.array(HEX, { minLength: n, maxLength: n }).map((h) => h.join(''));
 
 /** Any UUID-shaped value (every version and variant, either case), as Uuid's pattern allows. */
-export const uuidArb: fc.Arbitrary<string> = fc
-  .tuple(hex(8), hex(4), hex(4), hex(4), hex(12), fc.boolean())
-  .map(([a, b, c, d, e, lower]) => {
-    const id = `${a}-${b}-${c}-${d}-${e}`;
-    return lower ? id.toLowerCase() : id;
-  });
+export const uuidArb: fc.Arbitrary<string> = fc.tuple(hex(8), hex(4), hex(4), hex(4), hex(12), fc.boolean()).map(([a, b, c, d, e, lower]) => {
+  const id = `${a}-${b}-${c}-${d}-${e}`;
+  return lower ? id.toLowerCase() : id;
+});
 
 const LOCAL_CHARS = fc.constantFrom(..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+/=?^_`{|}~-");
 const LABEL_CHARS = fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789');
 const label = (max: number): fc.Arbitrary<string> =>
   fc.oneof(
     fc.array(LABEL_CHARS, { minLength: 1, maxLength: Math.min(max, 12) }).map((c) => c.join('')),
-    fc
-      .tuple(LABEL_CHARS, fc.array(fc.oneof(LABEL_CHARS, fc.constant('-')), { maxLength: max - 2 }), LABEL_CHARS)
-      .map(([a, mid, b]) => a + mid.join('') + b),
+    fc.tuple(LABEL_CHARS, fc.array(fc.oneof(LABEL_CHARS, fc.constant('-')), { maxLength: max - 2 }), LABEL_CHARS).map(([a, mid, b]) => a + mid.join('') + b),
   );
 
 /** An http(s) URL as format "uri" defines it: a scheme in any case, host labels, maybe a port, a path and a query. */
@@ -234,7 +231,10 @@ function uriArb(maxLength: number): fc.Arbitrary<string> {
       fc.array(fc.stringMatching(/^[A-Za-z0-9._~-]{1,12}$/), { maxLength: 4 }),
       fc.option(fc.stringMatching(/^[A-Za-z0-9=&]{1,20}$/)),
     )
-    .map(([scheme, labels, tld, port, segments, query]) => `${scheme}://${labels.join('.')}.${tld}${port ? `:${port}` : ''}/${segments.join('/')}${query ? `?${query}` : ''}`)
+    .map(
+      ([scheme, labels, tld, port, segments, query]) =>
+        `${scheme}://${labels.join('.')}.${tld}${port ? `:${port}` : ''}/${segments.join('/')}${query ? `?${query}` : ''}`,
+    )
     .filter((v) => v.length <= maxLength);
 }
 
@@ -283,12 +283,19 @@ function formatDateTime(p: DateTimeParts): string {
 const fraction = fc.oneof(
   { weight: 3, arbitrary: fc.constant('') },
   { weight: 3, arbitrary: fc.integer({ min: 0, max: 999 }).map((n) => pad(n, 3)) },
-  { weight: 2, arbitrary: fc.integer({ min: 1, max: 9 }).chain((n) => fc.array(fc.integer({ min: 0, max: 9 }), { minLength: n, maxLength: n }).map((d) => d.join(''))) },
+  {
+    weight: 2,
+    arbitrary: fc.integer({ min: 1, max: 9 }).chain((n) => fc.array(fc.integer({ min: 0, max: 9 }), { minLength: n, maxLength: n }).map((d) => d.join(''))),
+  },
 );
 
 const ordinaryDateTime: fc.Arbitrary<DateTimeParts> = fc
   .record({
-    year: fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1970, max: 2100 }) }, { weight: 1, arbitrary: fc.constantFrom(0, 1, 1000, 9999) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 9999 }) }),
+    year: fc.oneof(
+      { weight: 8, arbitrary: fc.integer({ min: 1970, max: 2100 }) },
+      { weight: 1, arbitrary: fc.constantFrom(0, 1, 1000, 9999) },
+      { weight: 1, arbitrary: fc.integer({ min: 0, max: 9999 }) },
+    ),
     month: fc.integer({ min: 1, max: 12 }),
     day: fc.integer({ min: 1, max: 31 }),
     hour: fc.integer({ min: 0, max: 23 }),
@@ -336,7 +343,20 @@ const BAD_DATE_TIMES = [
   '1732113125',
 ];
 const BAD_UUIDS = ['not-a-uuid', '123', '01935f4e8a2b7c3d9e4f5a6b7c8d9e0f', '{01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f}'];
-const BAD_EMAILS = ['plainaddress', '@exemplo.com', 'ana@', 'ana@exemplo', 'ana silva@exemplo.com', 'ana@@exemplo.com', 'ana@exemplo..com', '.ana@exemplo.com', 'ana@-exemplo.com', 'ana@exemplo.com.', 'anã@exemplo.com', 'ana@exemplo.com\u0000'];
+const BAD_EMAILS = [
+  'plainaddress',
+  '@exemplo.com',
+  'ana@',
+  'ana@exemplo',
+  'ana silva@exemplo.com',
+  'ana@@exemplo.com',
+  'ana@exemplo..com',
+  '.ana@exemplo.com',
+  'ana@-exemplo.com',
+  'ana@exemplo.com.',
+  'anã@exemplo.com',
+  'ana@exemplo.com\u0000',
+];
 
 function badUuid(): fc.Arbitrary<string> {
   return fc.oneof(
@@ -453,7 +473,15 @@ export function translator(spec: Schema): Translator {
     const min = s.minLength ?? 0;
     const max = s.maxLength ?? Math.max(min, 64);
     const formatted =
-      s.format === 'uuid' ? uuidArb : s.format === 'email' ? emailArb(max) : s.format === 'date-time' ? dateTimeArb : s.format === 'uri' ? uriArb(max) : undefined;
+      s.format === 'uuid'
+        ? uuidArb
+        : s.format === 'email'
+          ? emailArb(max)
+          : s.format === 'date-time'
+            ? dateTimeArb
+            : s.format === 'uri'
+              ? uriArb(max)
+              : undefined;
     if (formatted) {
       // A pattern beside a format narrows it (e.g. Uuid); values the pattern refuses are left out.
       const regex = s.pattern ? new RegExp(s.pattern, 'u') : undefined;
@@ -513,7 +541,10 @@ export function translator(spec: Schema): Translator {
   function wrongType(s: Schema): fc.Arbitrary<unknown> {
     const allowed = types(s);
     const others = JSON_TYPES.filter((t) => !allowed.includes(t) && !(t === 'integer' && allowed.includes('number')));
-    return fc.constantFrom(...others).chain(sampleOfType).filter((v) => !(allowed.includes('number') && typeof v === 'number'));
+    return fc
+      .constantFrom(...others)
+      .chain(sampleOfType)
+      .filter((v) => !(allowed.includes('number') && typeof v === 'number'));
   }
 
   /** Invalid values of a string schema, each with what it breaks. */
@@ -522,8 +553,20 @@ export function translator(spec: Schema): Translator {
     const tag = (what: string) => (value: string) => ({ value, what });
     const atoms = s.pattern ? parsePattern(s.pattern) : undefined;
     const chars = atoms?.length === 1 ? charOf(atoms[0]!.set) : codePoint;
-    if (s.maxLength !== undefined) out.push(fc.integer({ min: s.maxLength + 1, max: s.maxLength + 3 }).chain((n) => fromCodePoints(chars, n)).map(tag('too long')));
-    if ((s.minLength ?? 0) > 0) out.push(fc.integer({ min: 0, max: s.minLength - 1 }).chain((n) => fromCodePoints(chars, n)).map(tag('too short')));
+    if (s.maxLength !== undefined)
+      out.push(
+        fc
+          .integer({ min: s.maxLength + 1, max: s.maxLength + 3 })
+          .chain((n) => fromCodePoints(chars, n))
+          .map(tag('too long')),
+      );
+    if ((s.minLength ?? 0) > 0)
+      out.push(
+        fc
+          .integer({ min: 0, max: s.minLength - 1 })
+          .chain((n) => fromCodePoints(chars, n))
+          .map(tag('too short')),
+      );
     if (s.pattern) {
       const regex = new RegExp(s.pattern, 'u');
       const violations = atoms ? violatingPattern(atoms, regex, s.maxLength ?? 64) : [fc.string().filter((v) => !regex.test(v))];
@@ -533,7 +576,11 @@ export function translator(spec: Schema): Translator {
       const members = s.enum as string[];
       out.push(
         fc
-          .oneof(fc.constantFrom(...members).map((m) => m.toUpperCase()), fc.constantFrom(...members).map((m) => `${m} `), fc.constantFrom('', 'unknown', 'null'))
+          .oneof(
+            fc.constantFrom(...members).map((m) => m.toUpperCase()),
+            fc.constantFrom(...members).map((m) => `${m} `),
+            fc.constantFrom('', 'unknown', 'null'),
+          )
           .filter((v) => !members.includes(v))
           .map(tag('not in enum')),
       );
@@ -546,15 +593,23 @@ export function translator(spec: Schema): Translator {
 
   function invalidNumbers(s: Schema): Array<fc.Arbitrary<{ value: number; what: string }>> {
     const out: Array<fc.Arbitrary<{ value: number; what: string }>> = [];
-    if (s.minimum !== undefined) out.push(fc.oneof(fc.constant(s.minimum - 1), fc.integer({ min: -2_000_000_000, max: s.minimum - 1 })).map((value) => ({ value, what: 'below minimum' })));
-    if (s.maximum !== undefined) out.push(fc.oneof(fc.constant(s.maximum + 1), fc.integer({ min: s.maximum + 1, max: 2_000_000_000 }), fc.constant(2 ** 53 + 2)).map((value) => ({ value, what: 'above maximum' })));
+    if (s.minimum !== undefined)
+      out.push(
+        fc.oneof(fc.constant(s.minimum - 1), fc.integer({ min: -2_000_000_000, max: s.minimum - 1 })).map((value) => ({ value, what: 'below minimum' })),
+      );
+    if (s.maximum !== undefined)
+      out.push(
+        fc
+          .oneof(fc.constant(s.maximum + 1), fc.integer({ min: s.maximum + 1, max: 2_000_000_000 }), fc.constant(2 ** 53 + 2))
+          .map((value) => ({ value, what: 'above maximum' })),
+      );
     if (types(s).includes('integer')) out.push(fc.constantFrom(0.5, 1.5, 9.99).map((value) => ({ value: (s.minimum ?? 0) + value, what: 'not an integer' })));
     return out;
   }
 
   /** What the service accepts: the schema's rules, and text that is well-formed Unicode. */
   function isValid(schema: Schema, value: unknown): boolean {
-    return wellFormed(value) && (compile(ajv, schema, 'json:')(value));
+    return wellFormed(value) && compile(ajv, schema, 'json:')(value);
   }
 
   /** A query array (style form, explode false: `a,b`) is its comma-separated items. */
@@ -576,13 +631,20 @@ export function translator(spec: Schema): Translator {
         options.push(
           fc.constantFrom(...keys).chain((key) => {
             const owner = branches.find((b) => key in (b.properties ?? {}))!;
-            return valid(owner.properties[key]).map((value): Mutation => ({ op: 'set', pointer: [...pointer, key], value, what: `${key}: set beside another branch's fields` }));
+            return valid(owner.properties[key]).map((value): Mutation => ({
+              op: 'set',
+              pointer: [...pointer, key],
+              value,
+              what: `${key}: set beside another branch's fields`,
+            }));
           }),
         );
       }
       return fc.oneof(...options);
     }
-    const at = (what: string) => (value: unknown): Mutation => ({ op: 'set', pointer, value, what: `${pointer.join('.') || 'value'}: ${what}` });
+    const at =
+      (what: string) =>
+      (value: unknown): Mutation => ({ op: 'set', pointer, value, what: `${pointer.join('.') || 'value'}: ${what}` });
     const options: fc.Arbitrary<Mutation>[] = [wrongType(s).map(at('wrong type'))];
     const type = types(s);
     if (type.includes('string') || s.enum) options.push(...invalidStrings(s).map((arb) => arb.map(({ value, what }) => at(what)(value))));
@@ -594,8 +656,14 @@ export function translator(spec: Schema): Translator {
         options.push(fc.constant<Mutation>({ op: 'delete', pointer: [...pointer, key], what: `${key}: required, left out` }));
       }
       if (s.additionalProperties === false) {
-        const unknownKey = fc.oneof(fc.constantFrom('id', 'workspaceId', 'createdAt', '__proto__x', 'Name', 'extra'), fc.string({ minLength: 1, maxLength: 8 })).filter((k) => !(k in properties));
-        options.push(fc.tuple(unknownKey, fc.jsonValue({ maxDepth: 1 })).map(([key, value]): Mutation => ({ op: 'set', pointer: [...pointer, key], value, what: `${key}: unknown property` })));
+        const unknownKey = fc
+          .oneof(fc.constantFrom('id', 'workspaceId', 'createdAt', '__proto__x', 'Name', 'extra'), fc.string({ minLength: 1, maxLength: 8 }))
+          .filter((k) => !(k in properties));
+        options.push(
+          fc
+            .tuple(unknownKey, fc.jsonValue({ maxDepth: 1 }))
+            .map(([key, value]): Mutation => ({ op: 'set', pointer: [...pointer, key], value, what: `${key}: unknown property` })),
+        );
       }
       if ((s.minProperties ?? 0) > 0) options.push(fc.constant<Mutation>({ op: 'set', pointer, value: {}, what: 'fewer properties than minProperties' }));
       for (const [key, property] of Object.entries(properties)) options.push(mutations(property, [...pointer, key]));

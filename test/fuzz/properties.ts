@@ -109,13 +109,38 @@ const RAW_BODIES: RawBody[] = [
   { contentType: 'application/json', raw: "{'name': 'x'}", status: 400, code: 'invalid_json', what: 'single quotes' },
   { contentType: 'application/json', raw: '{"name": "x"} x', status: 400, code: 'invalid_json', what: 'trailing garbage' },
   { contentType: 'application/json', raw: '{"name": NaN}', status: 400, code: 'invalid_json', what: 'NaN literal' },
-  { contentType: 'application/json', raw: Buffer.from([0x7b, 0x22, 0x80, 0x22, 0x3a, 0x31, 0x7d]), status: 400, code: 'validation_error', what: 'invalid UTF-8' },
-  { contentType: 'application/json', raw: Buffer.from([0x5b, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x5d]), status: 400, code: 'validation_error', what: 'UTF-8-encoded surrogate' },
-  { contentType: 'application/json', raw: Buffer.from('{"name":"Conceição"}', 'latin1'), status: 400, code: 'validation_error', what: 'latin1 bytes labelled UTF-8' },
+  {
+    contentType: 'application/json',
+    raw: Buffer.from([0x7b, 0x22, 0x80, 0x22, 0x3a, 0x31, 0x7d]),
+    status: 400,
+    code: 'validation_error',
+    what: 'invalid UTF-8',
+  },
+  {
+    contentType: 'application/json',
+    raw: Buffer.from([0x5b, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x5d]),
+    status: 400,
+    code: 'validation_error',
+    what: 'UTF-8-encoded surrogate',
+  },
+  {
+    contentType: 'application/json',
+    raw: Buffer.from('{"name":"Conceição"}', 'latin1'),
+    status: 400,
+    code: 'validation_error',
+    what: 'latin1 bytes labelled UTF-8',
+  },
   { contentType: 'application/json', raw: '{"\\udc00":"\\ud800"}', status: 400, code: 'validation_error', what: 'lone surrogate escapes' },
   { contentType: 'application/json', contentEncoding: 'gzip', raw: '{"name":"x"}', status: 400, code: 'invalid_json', what: 'gzip label on plain json' },
   { contentType: 'application/json', contentEncoding: 'br', raw: '{"name":"x"}', status: 400, code: 'invalid_json', what: 'br label on plain json' },
-  { contentType: 'application/json', contentEncoding: 'compress', raw: '{"name":"x"}', status: 415, code: 'unsupported_media_type', what: 'unknown content encoding' },
+  {
+    contentType: 'application/json',
+    contentEncoding: 'compress',
+    raw: '{"name":"x"}',
+    status: 415,
+    code: 'unsupported_media_type',
+    what: 'unknown content encoding',
+  },
   { contentType: 'application/json', raw: '[]', status: 400, code: 'validation_error', what: 'array body' },
   { contentType: 'application/json', raw: '[{"name":"x"}]', status: 400, code: 'validation_error', what: 'array of objects body' },
   { contentType: 'application/json', status: 400, code: 'validation_error', what: 'no body, declared json' },
@@ -124,37 +149,122 @@ const RAW_BODIES: RawBody[] = [
 ];
 
 const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 'refused' }>, 'kind'>>>> = {
-  getAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  updateAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  deleteAgent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
-  getContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  updateContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'phone' }],
-  deleteContact: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
-  updateStage: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  deleteStage: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
+  getAgent: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateAgent: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  deleteAgent: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  getContact: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateContact: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'phone' },
+  ],
+  deleteContact: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  updateStage: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  deleteStage: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
   updateThread: [
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
     { target: 'duplicate', field: 'status' },
-    ...['stageId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
+    ...['stageId', 'agentId'].flatMap((field) => [
+      { target: 'foreign' as const, field },
+      { target: 'missing' as const, field },
+    ]),
   ],
-  listThreadHistory: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  getThread: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  registerNps: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
-  listThreadMessages: [{ target: 'foreign', field: 'threadId' }, { target: 'missing', field: 'threadId' }],
-  getChannel: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  updateChannel: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  simulateSandboxInbound: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  createContact: [{ target: 'duplicate', field: 'phone' }, { target: 'duplicate', field: 'instagramId' }],
-  sendMessage: ['contactId', 'channelId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
-  createThread: ['contactId', 'channelId', 'agentId'].flatMap((field) => [{ target: 'foreign' as const, field }, { target: 'missing' as const, field }]),
-  getNpsStats: [{ target: 'foreign', field: 'workspaceId' }, { target: 'missing', field: 'workspaceId' }],
-  getEvent: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  getWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  updateWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  deleteWebhookEndpoint: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }, { target: 'duplicate', field: 'id' }],
-  listWebhookDeliveries: [{ target: 'foreign', field: 'id' }, { target: 'missing', field: 'id' }],
-  retryWebhookDelivery: [{ target: 'foreign', field: 'deliveryId' }, { target: 'missing', field: 'deliveryId' }, { target: 'foreign', field: 'id' }],
+  listThreadHistory: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  getThread: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  registerNps: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  listThreadMessages: [
+    { target: 'foreign', field: 'threadId' },
+    { target: 'missing', field: 'threadId' },
+  ],
+  getChannel: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateChannel: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  simulateSandboxInbound: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  createContact: [
+    { target: 'duplicate', field: 'phone' },
+    { target: 'duplicate', field: 'instagramId' },
+  ],
+  sendMessage: ['contactId', 'channelId'].flatMap((field) => [
+    { target: 'foreign' as const, field },
+    { target: 'missing' as const, field },
+  ]),
+  createThread: ['contactId', 'channelId', 'agentId'].flatMap((field) => [
+    { target: 'foreign' as const, field },
+    { target: 'missing' as const, field },
+  ]),
+  getNpsStats: [
+    { target: 'foreign', field: 'workspaceId' },
+    { target: 'missing', field: 'workspaceId' },
+  ],
+  getEvent: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  getWebhookEndpoint: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateWebhookEndpoint: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  deleteWebhookEndpoint: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  listWebhookDeliveries: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  retryWebhookDelivery: [
+    { target: 'foreign', field: 'deliveryId' },
+    { target: 'missing', field: 'deliveryId' },
+    { target: 'foreign', field: 'id' },
+  ],
 };
 
 function requestIsValid(tr: Translator, inputs: OpInputs, parts: Parts): boolean {
@@ -187,7 +297,12 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
     invalid.push(unknown.map((param): Mode => ({ kind: 'invalid', where: 'query', how: 'unknown', param, value: '1' })));
   }
   for (const [param, schema] of Object.entries(inputs.path)) {
-    invalid.push(tr.invalidQuery(schema).filter((v) => v !== '' && !v.includes('/')).map((value): Mode => ({ kind: 'invalid', where: 'path', param, value })));
+    invalid.push(
+      tr
+        .invalidQuery(schema)
+        .filter((v) => v !== '' && !v.includes('/'))
+        .map((value): Mode => ({ kind: 'invalid', where: 'path', param, value })),
+    );
     const badEncoding = fc.constantFrom('%', '%zz', '%E0%A4', '%C0%AF', '01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0%');
     invalid.push(badEncoding.map((value): Mode => ({ kind: 'invalid', where: 'path', param, value, raw: true })));
   }
@@ -308,7 +423,12 @@ function urlOf(inputs: OpInputs, parts: Parts, repeat?: { param: string; value: 
   return `/v1${path}${qs ? `?${qs}` : ''}`;
 }
 
-async function send(ctx: Ctx, method: string, url: string, options: { body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Exchange> {
+async function send(
+  ctx: Ctx,
+  method: string,
+  url: string,
+  options: { body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {},
+): Promise<Exchange> {
   for (const issue of ctx.sidesteps ?? []) {
     const other = issue.sidestep!(url);
     if (other !== url && ctx.counts) ctx.counts.known[issue.id] = (ctx.counts.known[issue.id] ?? 0) + 1;
@@ -388,7 +508,8 @@ function recordOpened(model: Model, thread: Thread, actor: HistoryEntry['actor']
 function recordChange(model: Model, before: Thread, after: Thread, reason: string | null): void {
   const entries = model.history.get(after.id) ?? [];
   for (const field of ['status', 'stageId', 'agentId'] as const) {
-    if (before[field] !== after[field]) entries.push({ field, from: before[field], to: after[field], actor: keyActor(model), reason, createdAt: after.updatedAt });
+    if (before[field] !== after[field])
+      entries.push({ field, from: before[field], to: after[field], actor: keyActor(model), reason, createdAt: after.updatedAt });
   }
   model.history.set(after.id, entries);
 }
@@ -526,7 +647,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('agent', 'id'),
     async check({ model }, ex, { path }) {
       expectStatus(ex, 200, 'an agent of the workspace');
-      same(ex, ex.res.body, model.agents.find((a) => a.id === path.id!.toLowerCase()), 'the agent the model holds');
+      same(
+        ex,
+        ex.res.body,
+        model.agents.find((a) => a.id === path.id!.toLowerCase()),
+        'the agent the model holds',
+      );
     },
   },
 
@@ -576,7 +702,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
 
   listContacts: {
     async bind({ model }, parts, knobs) {
-      const contact = pick(model.contacts.filter((c) => c.phone && c.email), knobs.picks[0]);
+      const contact = pick(
+        model.contacts.filter((c) => c.phone && c.email),
+        knobs.picks[0],
+      );
       if (!knobs.anchor || !contact) return;
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
       if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
@@ -607,7 +736,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (body.pagination.total < certain || body.pagination.total > matches.length) fail(ex, `total should lie in [${certain}, ${matches.length}]`);
       const onPage = Math.max(0, Math.min(expectedPage.limit, body.pagination.total - (expectedPage.page - 1) * expectedPage.limit));
       if (body.data.length !== onPage) fail(ex, `expected ${onPage} contacts on the page`);
-      for (const contact of body.data) same(ex, contact, matches.find((c) => c.id === contact.id), 'a listed contact is one the model holds');
+      for (const contact of body.data)
+        same(
+          ex,
+          contact,
+          matches.find((c) => c.id === contact.id),
+          'a listed contact is one the model holds',
+        );
       same(ex, body.data, [...body.data].sort(byCreated), 'contacts listed oldest first');
     },
   },
@@ -616,7 +751,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async refuse({ model }, parts, knobs, refusal) {
       const body = parts.body as Record<string, string>;
       // The seeded contacts have phones and an Instagram id, so there always is one to clash with.
-      const holder = pick(model.contacts.filter((c) => (refusal.field === 'phone' ? c.phone : c.instagramId)), knobs.picks[0])!;
+      const holder = pick(
+        model.contacts.filter((c) => (refusal.field === 'phone' ? c.phone : c.instagramId)),
+        knobs.picks[0],
+      )!;
       if (refusal.field === 'phone') body.phone = holder.phone!;
       else {
         delete body.phone;
@@ -634,7 +772,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const clash = phoneHolder ? { holder: phoneHolder, field: 'phone' } : instagramHolder ? { holder: instagramHolder, field: 'instagramId' } : undefined;
       if (clash) {
         expectError(ex, 409, 'conflict', `a ${clash.field} another contact has`, `/body/${clash.field}`);
-        return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, clash.holder.id, `the 409 names the contact holding the ${clash.field}`);
+        return same(
+          ex,
+          (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId,
+          clash.holder.id,
+          `the 409 names the contact holding the ${clash.field}`,
+        );
       }
       expectStatus(ex, 201, 'a valid contact');
       const contact = ex.res.body as Contact;
@@ -660,7 +803,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('contact', 'id'),
     async check({ model }, ex, { path }) {
       expectStatus(ex, 200, 'a contact of the workspace');
-      same(ex, ex.res.body, model.contacts.find((c) => c.id === path.id!.toLowerCase()), 'the contact the model holds');
+      same(
+        ex,
+        ex.res.body,
+        model.contacts.find((c) => c.id === path.id!.toLowerCase()),
+        'the contact the model holds',
+      );
     },
   },
 
@@ -682,7 +830,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const template = input.template;
       if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
       if (channel.provider === 'meta') {
-        if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId)) return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/body/contactId');
+        if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId))
+          return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/body/contactId');
         // Nobody writes on a Meta channel here, so every contact is outside the 24-hour window.
         if (!template) return expectError(ex, 422, 'outside_messaging_window', 'free text outside the 24-hour window', '/body/content');
       }
@@ -733,8 +882,18 @@ const plans: Partial<Record<OperationId, Plan>> = {
       model.messages.set(message.threadId, messages);
       same(ex, message, expected, open ? 'the message, in the open thread of the pair' : 'the message');
       const lastPage = String(Math.ceil(messages.length / 100));
-      await readBack(ctx, `/v1/threads/${message.threadId}/messages?limit=100&page=${lastPage}`, pageOf([...messages].sort(byCreated), { limit: '100', page: lastPage }), 'the thread with the message');
-      await readBack(ctx, `/v1/threads/${message.threadId}`, model.threads.find((t) => t.id === message.threadId), 'the thread of the message');
+      await readBack(
+        ctx,
+        `/v1/threads/${message.threadId}/messages?limit=100&page=${lastPage}`,
+        pageOf([...messages].sort(byCreated), { limit: '100', page: lastPage }),
+        'the thread with the message',
+      );
+      await readBack(
+        ctx,
+        `/v1/threads/${message.threadId}`,
+        model.threads.find((t) => t.id === message.threadId),
+        'the thread of the message',
+      );
     },
   },
 
@@ -771,7 +930,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('channel', 'id'),
     async check({ model }, ex, { path }) {
       expectStatus(ex, 200, 'a channel of the workspace');
-      same(ex, ex.res.body, model.channels.find((c) => c.id === path.id!.toLowerCase()), 'the channel the model holds');
+      same(
+        ex,
+        ex.res.body,
+        model.channels.find((c) => c.id === path.id!.toLowerCase()),
+        'the channel the model holds',
+      );
     },
   },
 
@@ -796,7 +960,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
         const missing = (['externalId', 'accessToken', 'appSecret', 'verifyToken'] as const).filter((f) => !input.meta?.[f]);
         if (missing.length > 0) return expectError(ex, 400, 'validation_error', 'connecting to Meta without every setting', `/body/meta/${missing[0]}`);
       }
-      if (provider === 'sandbox' && input.meta !== undefined) return expectError(ex, 400, 'validation_error', 'Meta settings on a sandbox channel', '/body/meta');
+      if (provider === 'sandbox' && input.meta !== undefined)
+        return expectError(ex, 400, 'validation_error', 'Meta settings on a sandbox channel', '/body/meta');
       const externalId = provider === 'meta' ? (input.meta?.externalId ?? before.externalId) : null;
       if (externalId !== null && ctx.model.channels.some((c) => c.id !== before.id && c.type === before.type && c.externalId === externalId)) {
         return expectError(ex, 409, 'conflict', 'a Meta account another channel holds', '/body/meta/externalId');
@@ -826,7 +991,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
       parts.path.id = casing(channel.id, knobs.upper);
       if (!knobs.anchor) return;
       const body = parts.body as Record<string, string>;
-      const known = pick(model.contacts.filter((c) => (channel.type === 'whatsapp' ? c.phone : c.instagramId)), knobs.picks[1]);
+      const known = pick(
+        model.contacts.filter((c) => (channel.type === 'whatsapp' ? c.phone : c.instagramId)),
+        knobs.picks[1],
+      );
       const fresh = channel.type === 'whatsapp' ? `+55119${String(knobs.picks[2] % 100_000_000).padStart(8, '0')}` : `1784${knobs.picks[2]}`;
       body.from = knobs.fresh || !known ? fresh : channel.type === 'whatsapp' ? known.phone! : known.instagramId!;
     },
@@ -849,7 +1017,15 @@ const plans: Partial<Record<OperationId, Plan>> = {
         expectStatus(created, 200, 'the contact the customer became');
         contact = created.res.body as Contact;
         const name = input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`);
-        const expectedContact = { id: contact.id, name, phone: channel.type === 'whatsapp' ? input.from : null, email: null, instagramId: channel.type === 'instagram' ? input.from : null, createdAt: contact.createdAt, updatedAt: contact.createdAt };
+        const expectedContact = {
+          id: contact.id,
+          name,
+          phone: channel.type === 'whatsapp' ? input.from : null,
+          email: null,
+          instagramId: channel.type === 'instagram' ? input.from : null,
+          createdAt: contact.createdAt,
+          updatedAt: contact.createdAt,
+        };
         same(created, contact, expectedContact, 'a new contact named after the customer');
         model.contacts.push(contact);
       }
@@ -858,7 +1034,20 @@ const plans: Partial<Record<OperationId, Plan>> = {
       same(
         ex,
         message,
-        { id: message.id, threadId: open?.id ?? message.threadId, contactId: contact.id, channelId: channel.id, direction: 'inbound', content: input.content, status: 'delivered', externalId: message.externalId, error: null, template: null, agentId: null, createdAt: message.createdAt },
+        {
+          id: message.id,
+          threadId: open?.id ?? message.threadId,
+          contactId: contact.id,
+          channelId: channel.id,
+          direction: 'inbound',
+          content: input.content,
+          status: 'delivered',
+          externalId: message.externalId,
+          error: null,
+          template: null,
+          agentId: null,
+          createdAt: message.createdAt,
+        },
         'the inbound message',
       );
       const c = message.createdAt;
@@ -888,7 +1077,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
         });
       }
       model.messages.set(message.threadId, [...(model.messages.get(message.threadId) ?? []), message]);
-      await readBack(ctx, `/v1/threads/${message.threadId}`, model.threads.find((t) => t.id === message.threadId), 'the thread of the inbound message');
+      await readBack(
+        ctx,
+        `/v1/threads/${message.threadId}`,
+        model.threads.find((t) => t.id === message.threadId),
+        'the thread of the inbound message',
+      );
     },
   },
 
@@ -998,7 +1192,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const rounded = statsIn(roundMicros(from), roundMicros(to));
       if (JSON.stringify(ex.res.body) === JSON.stringify(rounded)) return;
       const second = 1_000_000_000n;
-      const near = model.threads.filter((t) => t.npsCreatedAt && [from, to].some((b) => msOf(t.npsCreatedAt!) - b < second && b - msOf(t.npsCreatedAt!) < second));
+      const near = model.threads.filter(
+        (t) => t.npsCreatedAt && [from, to].some((b) => msOf(t.npsCreatedAt!) - b < second && b - msOf(t.npsCreatedAt!) < second),
+      );
       const nearText = near.map((t) => `${t.id} ${t.npsCreatedAt} score ${t.npsScore}`).join('; ') || 'none';
       same(ex, ex.res.body, cut, `the NPS of the answers in the window (answers within 1 s of a bound: ${nearText})`);
     },
@@ -1011,7 +1207,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('thread', 'id'),
     async check({ model }, ex, { path }) {
       expectStatus(ex, 200, 'a thread of the workspace');
-      same(ex, ex.res.body, model.threads.find((t) => t.id === path.id!.toLowerCase()), 'the thread the model holds');
+      same(
+        ex,
+        ex.res.body,
+        model.threads.find((t) => t.id === path.id!.toLowerCase()),
+        'the thread the model holds',
+      );
     },
   },
 
@@ -1023,7 +1224,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async refuse(ctx, parts, knobs, refusal) {
       delete (parts.body as Record<string, unknown>).answeredAt;
       if (refusal.target !== 'duplicate') return refuseId('thread', 'id')!(ctx, parts, knobs, refusal);
-      let answered = pick(ctx.model.threads.filter((t) => t.npsScore !== null), knobs.picks[0]);
+      let answered = pick(
+        ctx.model.threads.filter((t) => t.npsScore !== null),
+        knobs.picks[0],
+      );
       if (!answered) {
         const thread = await freshThread(ctx, ctx.model.channels[0]!);
         answered = (await setNpsAnswer(ctx.server.db, ctx.model.workspaceId, thread.id, 9, new Date()))!;
@@ -1254,7 +1458,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
 
   getFunnelStats: {
     async bind({ model }, parts, knobs) {
-      const instants = [...model.history.values()].flat().filter((e) => e.field === 'stageId').map((e) => Date.parse(e.createdAt!));
+      const instants = [...model.history.values()]
+        .flat()
+        .filter((e) => e.field === 'stageId')
+        .map((e) => Date.parse(e.createdAt!));
       if (!knobs.anchor || instants.length === 0) return;
       const [a, b] = [pick(instants, knobs.picks[0])!, pick(instants, knobs.picks[1])!];
       const [from, to] = [Math.min(a, b) + knobs.deltas[0], Math.max(a, b) + knobs.deltas[1]];
@@ -1296,7 +1503,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
     async refuse(ctx, parts, knobs, refusal) {
       if (refusal.target !== 'duplicate') return refuseId('contact', 'id')!(ctx, parts, knobs, refusal);
-      const holder = pick(ctx.model.contacts.filter((c) => c.phone), knobs.picks[0])!;
+      const holder = pick(
+        ctx.model.contacts.filter((c) => c.phone),
+        knobs.picks[0],
+      )!;
       parts.path.id = ctx.model.contacts.find((c) => c.id !== holder.id)!.id;
       (parts.body as Record<string, unknown>).phone = holder.phone;
       return (ex) => {
@@ -1317,7 +1527,11 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 200, 'a valid change of a contact of the workspace');
       const before = model.contacts[index]!;
       const after = ex.res.body as Contact;
-      const changes = { ...(input.name !== undefined && { name: input.name }), ...(input.phone !== undefined && { phone: input.phone }), ...(input.email !== undefined && { email: input.email }) };
+      const changes = {
+        ...(input.name !== undefined && { name: input.name }),
+        ...(input.phone !== undefined && { phone: input.phone }),
+        ...(input.email !== undefined && { email: input.email }),
+      };
       same(ex, after, { ...before, ...changes, updatedAt: after.updatedAt }, 'the contact with the changes applied');
       model.contacts[index] = after;
       await readBack(ctx, `/v1/contacts/${id}`, after, 'the changed contact');
@@ -1349,10 +1563,18 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async check(ctx, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
       const page = ex.res.body as { data: Event[]; pagination: { total: number; page: number; limit: number } };
-      let count = ctx.server.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('workspace_id', '=', ctx.model.workspaceId);
+      let count = ctx.server.db
+        .selectFrom('events')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('workspace_id', '=', ctx.model.workspaceId);
       if (query.type) count = count.where('type', '=', query.type);
       const { n } = await count.executeTakeFirstOrThrow();
-      same(ex, page.pagination, { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) }, 'the pagination of the workspace’s events');
+      same(
+        ex,
+        page.pagination,
+        { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) },
+        'the pagination of the workspace’s events',
+      );
       if (query.type && page.data.some((e) => e.type !== query.type)) fail(ex, `an event of another type than ${query.type}`);
       const order = page.data.map((e) => `${e.createdAt} ${e.id}`);
       same(ex, order, [...order].sort().reverse(), 'events newest first');
@@ -1392,7 +1614,16 @@ const plans: Partial<Record<OperationId, Plan>> = {
       same(
         ex,
         endpoint,
-        { id: endpoint.id, url: input.url, events, description: input.description ?? null, enabled: true, disabledReason: null, createdAt: endpoint.createdAt, updatedAt: endpoint.createdAt },
+        {
+          id: endpoint.id,
+          url: input.url,
+          events,
+          description: input.description ?? null,
+          enabled: true,
+          disabledReason: null,
+          createdAt: endpoint.createdAt,
+          updatedAt: endpoint.createdAt,
+        },
         'the created endpoint',
       );
       ctx.model.endpoints.push(endpoint);
@@ -1407,7 +1638,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('endpoint', 'id'),
     async check({ model }, ex, { path }) {
       expectStatus(ex, 200, 'an endpoint of the workspace');
-      same(ex, ex.res.body, model.endpoints.find((e) => e.id === path.id!.toLowerCase()), 'the endpoint the model holds');
+      same(
+        ex,
+        ex.res.body,
+        model.endpoints.find((e) => e.id === path.id!.toLowerCase()),
+        'the endpoint the model holds',
+      );
     },
   },
 
@@ -1440,7 +1676,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async bind(ctx, parts, knobs, arrange) {
       const { model } = ctx;
       if (arrange && (knobs.fresh || model.endpoints.length <= 2)) {
-        const { secret: _secret, ...made } = await createEndpoint(ctx.server.db, ctx.server.secrets, model.workspaceId, { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] }, true);
+        const { secret: _secret, ...made } = await createEndpoint(
+          ctx.server.db,
+          ctx.server.secrets,
+          model.workspaceId,
+          { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] },
+          true,
+        );
         model.endpoints.push(made);
         parts.path.id = casing(made.id, knobs.upper);
       } else parts.path.id = casing(pick(model.endpoints, knobs.picks[0])!.id, knobs.upper);
@@ -1470,7 +1712,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
         .where('workspace_id', '=', ctx.model.workspaceId)
         .where('endpoint_id', '=', path.id!.toLowerCase())
         .executeTakeFirstOrThrow();
-      same(ex, page.pagination, { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) }, 'the pagination of the endpoint’s deliveries');
+      same(
+        ex,
+        page.pagination,
+        { total: Number(n), page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) },
+        'the pagination of the endpoint’s deliveries',
+      );
       const order = page.data.map((d) => `${d.createdAt} ${d.id}`);
       same(ex, order, [...order].sort().reverse(), 'deliveries newest first');
     },
@@ -1484,7 +1731,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
       let rows = await find();
       if (rows.length === 0) {
         // An endpoint for every type, then a change that records an event for it.
-        const { secret: _secret, ...made } = await createEndpoint(ctx.server.db, ctx.server.secrets, model.workspaceId, { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] }, true);
+        const { secret: _secret, ...made } = await createEndpoint(
+          ctx.server.db,
+          ctx.server.secrets,
+          model.workspaceId,
+          { url: `https://fixture${++model.fixtures}.example/hook`, events: ['*'] },
+          true,
+        );
         model.endpoints.push(made);
         await freshThread(ctx, model.channels[0]!);
         rows = await find();
@@ -1605,12 +1858,44 @@ export interface FuzzOptions {
 
 /** Writes go first so that reads and the NPS statistics meet a populated workspace. */
 const ORDER: OperationId[] = [
-  'createAgent', 'updateAgent', 'deleteAgent', 'createStage', 'updateStage', 'deleteStage', 'createContact', 'updateContact',
-  'createChannel', 'updateChannel', 'simulateSandboxInbound', 'createThread', 'sendMessage', 'updateThread', 'registerNps', 'deleteContact',
-  'createWebhookEndpoint', 'updateWebhookEndpoint', 'deleteWebhookEndpoint', 'retryWebhookDelivery',
-  'listAgents', 'getAgent', 'listContacts', 'getContact', 'listChannels', 'getChannel', 'listStages', 'listThreads', 'getThread',
-  'listThreadMessages', 'listThreadHistory', 'getNpsStats', 'getFunnelStats',
-  'listEvents', 'getEvent', 'listWebhookEndpoints', 'getWebhookEndpoint', 'listWebhookDeliveries',
+  'createAgent',
+  'updateAgent',
+  'deleteAgent',
+  'createStage',
+  'updateStage',
+  'deleteStage',
+  'createContact',
+  'updateContact',
+  'createChannel',
+  'updateChannel',
+  'simulateSandboxInbound',
+  'createThread',
+  'sendMessage',
+  'updateThread',
+  'registerNps',
+  'deleteContact',
+  'createWebhookEndpoint',
+  'updateWebhookEndpoint',
+  'deleteWebhookEndpoint',
+  'retryWebhookDelivery',
+  'listAgents',
+  'getAgent',
+  'listContacts',
+  'getContact',
+  'listChannels',
+  'getChannel',
+  'listStages',
+  'listThreads',
+  'getThread',
+  'listThreadMessages',
+  'listThreadHistory',
+  'getNpsStats',
+  'getFunnelStats',
+  'listEvents',
+  'getEvent',
+  'listWebhookEndpoints',
+  'getWebhookEndpoint',
+  'listWebhookDeliveries',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -1628,7 +1913,8 @@ async function setUp(server: TestServer): Promise<Model> {
   const foreignAgent = await agent(other.workspaceId, 0);
   const foreignContact = (await insertContact(db, other.workspaceId, { name: 'Foreign', phone: '+5511900000000' }))!;
   const foreignThread = (await openThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[0]!.id }, new Date(), SYSTEM))!;
-  const foreignStage = (await db.selectFrom('stages').select('id').where('workspace_id', '=', other.workspaceId).orderBy('position').executeTakeFirstOrThrow()).id;
+  const foreignStage = (await db.selectFrom('stages').select('id').where('workspace_id', '=', other.workspaceId).orderBy('position').executeTakeFirstOrThrow())
+    .id;
   const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
   const contacts = [
     (await insertContact(db, own.workspaceId, { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' }))!,
@@ -1637,7 +1923,13 @@ async function setUp(server: TestServer): Promise<Model> {
     (await insertContact(db, own.workspaceId, { name: 'Bia Instagram', instagramId: '17841400000000001' }))!,
   ];
   const channels = (await listWorkspaceChannels(db, own.workspaceId)).map(channelRowToChannel);
-  const thread = (await openThread(db, own.workspaceId, { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id }, new Date(), SYSTEM))!;
+  const thread = (await openThread(
+    db,
+    own.workspaceId,
+    { contactId: contacts[0]!.id, channelId: channels[0]!.id, agentId: agents[0]!.id },
+    new Date(),
+    SYSTEM,
+  ))!;
   const stageRows = await db.selectFrom('stages').selectAll().where('workspace_id', '=', own.workspaceId).orderBy('position').execute();
   // Webhook endpoints for every type (so the writes above and below record deliveries), here and in the other workspace.
   const hook = (ws: string, n: number) => createEndpoint(db, server.secrets, ws, { url: `https://seed${n}.example/hook`, events: ['*'] }, true);
@@ -1702,7 +1994,12 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   counts.invalid++;
   const mode = c.mode;
   const broken = applyInvalid(parts, mode);
-  const url = urlOf(inputs, broken, mode.where === 'query' && mode.how === 'repeat' ? mode : undefined, mode.where === 'path' && mode.raw ? mode.value : undefined);
+  const url = urlOf(
+    inputs,
+    broken,
+    mode.where === 'query' && mode.how === 'repeat' ? mode : undefined,
+    mode.where === 'path' && mode.raw ? mode.value : undefined,
+  );
   if (mode.where === 'raw') {
     const headers: Record<string, string> = {
       ...(mode.body.contentType && { 'content-type': mode.body.contentType }),
@@ -1717,7 +2014,11 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   const ex = await send(ctx, method, url, inputs.body ? { body: broken.body } : {});
   // The validator names path parameters /params/<name> (ErrorDetail's examples only show /body and /query).
   const where =
-    mode.where === 'body' ? (mode.mutation.pointer.length ? `/body/${mode.mutation.pointer.join('/')}` : undefined) : `/${mode.where === 'path' ? 'params' : 'query'}/${mode.param}`;
+    mode.where === 'body'
+      ? mode.mutation.pointer.length
+        ? `/body/${mode.mutation.pointer.join('/')}`
+        : undefined
+      : `/${mode.where === 'path' ? 'params' : 'query'}/${mode.param}`;
   const what = mode.where === 'body' ? mode.mutation.what : `${mode.where} ${mode.param}: ${mode.where === 'query' ? mode.how : 'malformed'}`;
   // A path that is not even percent-decodable has no parameter to name yet.
   const schema = mode.where === 'query' ? inputs.query[mode.param] : undefined;
@@ -1733,12 +2034,15 @@ function propertyFor(ctx: Ctx, inputs: OpInputs, counts: OperationCounts, presen
     if (issue) counts.known[issue.id] = (counts.known[issue.id] ?? 0) + 1;
     return issue !== undefined;
   };
-  return fc.asyncProperty(caseArbitrary(ctx.tr, inputs).filter((c) => !avoided(c)), async (c) => {
-    counts.cases++;
-    ctx.counts = counts;
-    const ex = await runCase(ctx, inputs, plan, c, counts);
-    counts.statuses[ex.res.status] = (counts.statuses[ex.res.status] ?? 0) + 1;
-  });
+  return fc.asyncProperty(
+    caseArbitrary(ctx.tr, inputs).filter((c) => !avoided(c)),
+    async (c) => {
+      counts.cases++;
+      ctx.counts = counts;
+      const ex = await runCase(ctx, inputs, plan, c, counts);
+      counts.statuses[ex.res.status] = (counts.statuses[ex.res.status] ?? 0) + 1;
+    },
+  );
 }
 
 /** Runs the properties of every operation (or `only` some) and reports counts and failures. */
@@ -1754,12 +2058,18 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzResult> {
   const present: KnownIssue[] = [];
   if (!options.strict) for (const issue of KNOWN_ISSUES) if (await issue.present(probe)) present.push(issue);
   const ops = [...contractOperations].sort((a, b) => (ORDER.indexOf(a.operationId) + 1 || 99) - (ORDER.indexOf(b.operationId) + 1 || 99));
-  const selected = ops.filter((op) => (options.replay ? op.operationId === options.replay.operationId : !options.only || options.only.includes(op.operationId)));
+  const selected = ops.filter((op) =>
+    options.replay ? op.operationId === options.replay.operationId : !options.only || options.only.includes(op.operationId),
+  );
   const perRun = Math.max(1, Math.ceil(options.runs / (selected.length * rounds)));
   const operations: Record<string, OperationCounts> = {};
   const failures: FuzzFailure[] = [];
   const { replay } = options;
-  log(replay ? `fuzz: replaying ${replay.operationId} round ${replay.round} path ${replay.path}, seed ${seed}` : `fuzz: seed ${seed}, ${selected.length} operations x ${rounds} rounds x ${perRun} cases`);
+  log(
+    replay
+      ? `fuzz: replaying ${replay.operationId} round ${replay.round} path ${replay.path}, seed ${seed}`
+      : `fuzz: seed ${seed}, ${selected.length} operations x ${rounds} rounds x ${perRun} cases`,
+  );
   ctx.sidesteps = present.filter((issue) => issue.sidestep !== undefined);
   for (const issue of present) log(`known issue present, its cases are avoided or counted as known: ${issue.id}: ${issue.summary}`);
   for (let round = 0; round < rounds; round++) {
@@ -1796,8 +2106,12 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzResult> {
 export function formatCounts(result: FuzzResult): string {
   const cell = (text: string | number, width: number) => String(text).padStart(width);
   const rows = Object.entries(result.operations).map(([id, c]) => {
-    const statuses = Object.entries(c.statuses).map(([s, n]) => `${s}:${n}`).join(' ');
-    const known = Object.entries(c.known).map(([issue, n]) => ` | known ${issue}: ${n}`).join('');
+    const statuses = Object.entries(c.statuses)
+      .map(([s, n]) => `${s}:${n}`)
+      .join(' ');
+    const known = Object.entries(c.known)
+      .map(([issue, n]) => ` | known ${issue}: ${n}`)
+      .join('');
     return `${id.padEnd(24)}${cell(c.cases, 6)}${cell(c.valid, 7)}${cell(c.invalid, 8)}${cell(c.refused, 8)}  ${statuses}${known}`;
   });
   const header = `${'operation'.padEnd(24)}${cell('cases', 6)}${cell('valid', 7)}${cell('invalid', 8)}${cell('refused', 8)}  statuses`;

@@ -45,7 +45,13 @@ export const toolCallAnswer =
       request,
       {
         content: null,
-        tool_calls: [{ id: `call_${randomBytes(8).toString('hex')}`, type: 'function', function: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } }],
+        tool_calls: [
+          {
+            id: `call_${randomBytes(8).toString('hex')}`,
+            type: 'function',
+            function: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
+          },
+        ],
       },
       'tool_calls',
     );

@@ -74,10 +74,7 @@ export interface TestWorkspace extends Provisioned {
 }
 
 /** A new workspace with a key (enterprise and every scope unless told otherwise). */
-export async function createWorkspace(
-  server: TestServer,
-  options: { plan?: Plan; scopes?: Scope[]; workspaceId?: string } = {},
-): Promise<TestWorkspace> {
+export async function createWorkspace(server: TestServer, options: { plan?: Plan; scopes?: Scope[]; workspaceId?: string } = {}): Promise<TestWorkspace> {
   const provisioned = await provision(server.db, {
     plan: options.plan ?? 'enterprise',
     scopes: options.scopes ?? [...SCOPES],

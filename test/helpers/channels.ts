@@ -27,7 +27,9 @@ export async function createMetaChannel(ws: TestWorkspace, type: 'whatsapp' | 'i
     appSecret: randomBytes(16).toString('hex'),
     verifyToken: `verify-${randomBytes(6).toString('hex')}`,
   };
-  const { data, response } = await ws.api.POST('/channels', { body: { type, name: type === 'whatsapp' ? 'WhatsApp Vendas' : 'Instagram Loja', provider: 'meta', meta: settings } });
+  const { data, response } = await ws.api.POST('/channels', {
+    body: { type, name: type === 'whatsapp' ? 'WhatsApp Vendas' : 'Instagram Loja', provider: 'meta', meta: settings },
+  });
   if (response.status !== 201) throw new Error(`creating a meta channel: ${response.status}`);
   return { channel: data!, ...settings };
 }

@@ -28,9 +28,7 @@ function responseRef(op: Operation, status: number): string | undefined {
   const responses = spec.paths[op.path][op.method].responses as Record<string, { $ref?: string; content?: unknown }>;
   const entry = responses[String(status)];
   if (!entry) return undefined;
-  const base = entry.$ref
-    ? entry.$ref.replace('#/', '')
-    : `paths/${op.path.replace(/~/g, '~0').replace(/\//g, '~1')}/${op.method}/responses/${status}`;
+  const base = entry.$ref ? entry.$ref.replace('#/', '') : `paths/${op.path.replace(/~/g, '~0').replace(/\//g, '~1')}/${op.method}/responses/${status}`;
   return `openapi#/${base}/content/application~1json/schema`;
 }
 
@@ -119,8 +117,6 @@ function checkWebhookResponse(method: string, status: number, headers: Headers, 
   const [mediaType] = Object.keys(resolved.content ?? {});
   if (!type.startsWith(mediaType ?? '')) throw new ContractViolation(`${where}: content-type ${type}, documented ${mediaType}`);
   if (mediaType !== 'application/json') return;
-  const base = entry.$ref
-    ? entry.$ref.replace('#/', '')
-    : `paths/${path.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses/${status}`;
+  const base = entry.$ref ? entry.$ref.replace('#/', '') : `paths/${path.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses/${status}`;
   validate(`openapi#/${base}/content/application~1json/schema`, body, where);
 }

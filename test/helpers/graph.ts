@@ -29,7 +29,15 @@ export type Script = (request: GraphRequest, index: number) => GraphAnswer | und
 export function graphError(code: number, message = 'An error occurred', status = 400, subcode?: number): GraphAnswer {
   return {
     status,
-    body: { error: { message, type: 'OAuthException', code, ...(subcode !== undefined && { error_subcode: subcode }), fbtrace_id: `A${randomBytes(8).toString('hex')}` } },
+    body: {
+      error: {
+        message,
+        type: 'OAuthException',
+        code,
+        ...(subcode !== undefined && { error_subcode: subcode }),
+        fbtrace_id: `A${randomBytes(8).toString('hex')}`,
+      },
+    },
   };
 }
 
@@ -38,7 +46,11 @@ export function sentAnswer(request: GraphRequest): GraphAnswer {
   if (request.body?.messaging_product === 'whatsapp') {
     return {
       status: 200,
-      body: { messaging_product: 'whatsapp', contacts: [{ input: request.body.to, wa_id: request.body.to }], messages: [{ id: `wamid.${randomBytes(18).toString('base64url')}` }] },
+      body: {
+        messaging_product: 'whatsapp',
+        contacts: [{ input: request.body.to, wa_id: request.body.to }],
+        messages: [{ id: `wamid.${randomBytes(18).toString('base64url')}` }],
+      },
     };
   }
   return { status: 200, body: { recipient_id: request.body?.recipient?.id, message_id: `aWdfZAG1${randomBytes(18).toString('base64url')}` } };
@@ -118,7 +130,10 @@ let waSequence = 0;
  * A WhatsApp Cloud API `messages` delivery for a phone number id, as Meta documents it; with
  * `phoneNumberId` null, a change without `metadata` (not Meta's shape: whose number is it?).
  */
-export function whatsappDelivery(phoneNumberId: string | null, value: { messages?: unknown[]; statuses?: unknown[]; contacts?: unknown[] }): Record<string, unknown> {
+export function whatsappDelivery(
+  phoneNumberId: string | null,
+  value: { messages?: unknown[]; statuses?: unknown[]; contacts?: unknown[] },
+): Record<string, unknown> {
   const metadata = phoneNumberId === null ? {} : { metadata: { display_phone_number: '15550783881', phone_number_id: phoneNumberId } };
   return {
     object: 'whatsapp_business_account',
@@ -127,7 +142,12 @@ export function whatsappDelivery(phoneNumberId: string | null, value: { messages
 }
 
 /** A WhatsApp inbound text message from `from` (digits, no +) and the contacts entry naming them; `id` when given, else a fresh wamid. */
-export function whatsappText(from: string, body: string, name?: string, id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`): { messages: unknown[]; contacts: unknown[]; id: string } {
+export function whatsappText(
+  from: string,
+  body: string,
+  name?: string,
+  id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`,
+): { messages: unknown[]; contacts: unknown[]; id: string } {
   return {
     id,
     contacts: name ? [{ profile: { name }, wa_id: from }] : [],
@@ -149,5 +169,8 @@ export function instagramDelivery(accountId: string, messaging: unknown[]): Reco
 export function instagramText(accountId: string, customerId: string, text: string, options: { echo?: boolean } = {}): { event: unknown; mid: string } {
   const mid = `aWdfZAG1faXRlbToxOklH${randomBytes(12).toString('base64url')}`;
   const [sender, recipient] = options.echo ? [accountId, customerId] : [customerId, accountId];
-  return { mid, event: { sender: { id: sender }, recipient: { id: recipient }, timestamp: Date.now(), message: { mid, text, ...(options.echo && { is_echo: true }) } } };
+  return {
+    mid,
+    event: { sender: { id: sender }, recipient: { id: recipient }, timestamp: Date.now(), message: { mid, text, ...(options.echo && { is_echo: true }) } },
+  };
 }

@@ -59,7 +59,18 @@ export class PrivatePostgres {
   /** Starts it and waits until it accepts connections. */
   async start(): Promise<void> {
     const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60`;
-    await this.as(path.join(this.bin, 'pg_ctl'), ['-D', path.join(this.dir, 'data'), '-l', path.join(this.dir, 'log'), '-o', options, '-w', '-t', '60', 'start']);
+    await this.as(path.join(this.bin, 'pg_ctl'), [
+      '-D',
+      path.join(this.dir, 'data'),
+      '-l',
+      path.join(this.dir, 'log'),
+      '-o',
+      options,
+      '-w',
+      '-t',
+      '60',
+      'start',
+    ]);
   }
 
   async stop(mode: StopMode): Promise<void> {

@@ -6,7 +6,10 @@ import { waitFor } from './processes.js';
 
 /** The workspace's jobs still stored, on `queue` if given. */
 export async function jobsLeft(db: Db, workspaceId: string, queue?: string): Promise<number> {
-  let query = db.selectFrom('jobs').select((eb) => eb.fn.countAll<string>().as('n')).where('workspace_id', '=', workspaceId);
+  let query = db
+    .selectFrom('jobs')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('workspace_id', '=', workspaceId);
   if (queue !== undefined) query = query.where('queue', '=', queue);
   const { n } = await query.executeTakeFirstOrThrow();
   return Number(n);

@@ -26,7 +26,10 @@ export class Service {
   readonly child: ChildProcess;
 
   /** Starts it on `port` in production mode; `env` adds to or overrides the defaults. */
-  constructor(readonly port: number, env: Record<string, string>) {
+  constructor(
+    readonly port: number,
+    env: Record<string, string>,
+  ) {
     this.child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
       cwd: root,
       detached: true,

@@ -11,7 +11,9 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await sql`delete from idempotency_keys k where not exists (select 1 from api_keys a where a.workspace_id = k.workspace_id and a.id = k.api_key_id)`.execute(db);
+  await sql`delete from idempotency_keys k where not exists (select 1 from api_keys a where a.workspace_id = k.workspace_id and a.id = k.api_key_id)`.execute(
+    db,
+  );
   await sql`
     alter table idempotency_keys add constraint idempotency_keys_workspace_id_api_key_id_fkey
       foreign key (workspace_id, api_key_id) references api_keys (workspace_id, id) on delete cascade`.execute(db);
