@@ -15,7 +15,7 @@ if (!hasChromium) console.warn(`${CHROMIUM} is missing: the stream browser test 
 /** The HTML block after the README's `<!-- live-events-page -->` marker. */
 function readmePage(): string {
   const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const match = /<!-- live-events-page -->\n```html\n([\s\S]*?)\n```/.exec(readme);
+  const match = /<!-- live-events-page -->\s*```html\n([\s\S]*?)\n```/.exec(readme);
   if (!match) throw new Error('README.md has no live events page');
   return match[1]!;
 }
