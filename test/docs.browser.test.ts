@@ -3,38 +3,24 @@
 // below them, shows the host serving the page as its server, asks nothing of any host but this one,
 // logs no error, and its "Try it out" contact does not clash with the README's.
 import fs from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spec } from '../src/contract.js';
+import { hasChromium, launchChromium } from './helpers/browser.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = '/tmp/docs.png';
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
-const hasChromium = fs.existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`${CHROMIUM} is missing: the /docs browser test is SKIPPED (apt-get install chromium; CI installs it)`);
+const browserPresent = hasChromium('the /docs browser test');
 
-describe.skipIf(!hasChromium)('GET /docs in a real browser (needs /usr/bin/chromium)', () => {
+describe.skipIf(!browserPresent)('GET /docs in a real browser (needs /usr/bin/chromium)', () => {
   let server: TestServer;
   let browser: Browser;
 
   beforeAll(async () => {
     server = await startServer();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-sync',
-      ],
-      timeout: 90_000,
-    });
+    browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {

@@ -2,15 +2,14 @@
 // docs test runs it): served from another origin, it opens GET /events/stream with a stream token
 // from POST /events/stream-tokens and prints the workspace's events as they commit.
 import fs from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildContact, createWorkspace } from './helpers/api.js';
+import { hasChromium, launchChromium } from './helpers/browser.js';
 import { closeServer, listenOnLoopback } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = fs.existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`${CHROMIUM} is missing: the stream browser test is SKIPPED (apt-get install chromium; CI installs it)`);
+const browserPresent = hasChromium('the stream browser test');
 
 /** The HTML block after the README's `<!-- live-events-page -->` marker. */
 function readmePage(): string {
@@ -20,7 +19,7 @@ function readmePage(): string {
   return match[1]!;
 }
 
-describe.skipIf(!hasChromium)("the README's live events page in a real browser (needs /usr/bin/chromium)", () => {
+describe.skipIf(!browserPresent)("the README's live events page in a real browser (needs /usr/bin/chromium)", () => {
   let server: TestServer;
   let browser: Browser;
   let page: Awaited<ReturnType<typeof listenOnLoopback>>;
@@ -31,20 +30,7 @@ describe.skipIf(!hasChromium)("the README's live events page in a real browser (
     page = await listenOnLoopback(async (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-sync',
-      ],
-      timeout: 90_000,
-    });
+    browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {
