@@ -329,6 +329,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/media": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a file to send
+         * @description Stores a photo, voice note, video, document or sticker, to send with `POST /messages`
+         *     (`attachments: [{mediaId}]`). The body is the file itself, with its own `Content-Type`
+         *     (not JSON, not multipart); `filename` names it. Types and limits (1 MB = 2^20 bytes):
+         *
+         *     | type | Content-Type | at most |
+         *     |---|---|---|
+         *     | `image` | `image/jpeg`, `image/png` | 5 MB |
+         *     | `sticker` | `image/webp` | 500 KB |
+         *     | `audio` | `audio/aac`, `audio/mp4`, `audio/mpeg`, `audio/amr`, `audio/ogg` | 16 MB |
+         *     | `video` | `video/mp4`, `video/3gpp` | 16 MB |
+         *     | `document` | `application/pdf`, `text/plain`, Word, Excel and PowerPoint (`.doc`, `.xls`, `.ppt`, `.docx`, `.xlsx`, `.pptx`) | 100 MB |
+         *
+         *     Another type is a 415 `unsupported_media_type`, a larger file a 413 `payload_too_large`
+         *     (told by `Content-Length` before anything is read; a chunked body is cut off at the limit),
+         *     and nothing is stored; nor is a body that ends before its `Content-Length`. The answer
+         *     is the attachment, `stored`, with its size and SHA-256.
+         *
+         *     Needs the `messages:write` scope.
+         */
+        post: operations["uploadMedia"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/media/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a file
+         * @description The bytes of an upload or of a message's attachment (its `id`), with its `Content-Type`,
+         *     `Content-Length` and `ETag` (`"<sha256>"`). `If-None-Match` with that ETag answers 304;
+         *     a single `Range: bytes=start-end` answers 206 with those bytes (one outside the file is a
+         *     416 `range_not_satisfiable`). A file that is not `stored` (still `pending`, or `failed`),
+         *     another workspace's, or an erased contact's is a 404.
+         *
+         *     Needs the `messages:read` scope.
+         */
+        get: operations["getMedia"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/threads": {
         parameters: {
             query?: never;
@@ -990,14 +1056,17 @@ export interface components {
             limit: number;
         };
         /**
-         * @description `request_timeout` (408) and `headers_too_large` (431) answer a connection, not an
+         * @description `range_not_satisfiable` (416) answers a `Range` outside a media file's bytes;
+         *     `attachment_not_supported` (422) an attachment its channel cannot carry (a type or size
+         *     the channel refuses).
+         *     `request_timeout` (408) and `headers_too_large` (431) answer a connection, not an
          *     operation: a client too slow to send its request, or one whose headers are too large,
          *     gets one of them and the connection is closed. `outside_messaging_window` and
          *     `template_not_supported` (422) refuse a message Meta would refuse; `invalid_signature`
          *     (401) answers a Meta webhook whose `X-Hub-Signature-256` is missing or wrong.
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -1254,15 +1323,58 @@ export interface components {
              * @description The AI agent that wrote this outbound message (the thread's agent answering the customer); null for a message sent through `POST /messages` and for inbound ones. It stays after the agent is deleted.
              */
             agentId: string | null;
+            /** @description The photos, voice notes, videos, documents or stickers the message carries (empty for text); `GET /media/{id}` serves each one's bytes once it is `stored`. */
+            attachments: components["schemas"]["Attachment"][];
             createdAt: components["schemas"]["Timestamp"];
         };
-        /** @description Exactly one of `content` (free text) and `template` (WhatsApp only). */
+        /** @enum {string} */
+        AttachmentType: "image" | "video" | "audio" | "document" | "sticker";
+        /**
+         * @description `pending` while an inbound file is being fetched from Meta, `stored` once its bytes are here, `failed` when they could not be fetched (or did not match what Meta announced).
+         * @enum {string}
+         */
+        AttachmentStatus: "pending" | "stored" | "failed";
+        /**
+         * @description A media file of a message, or an upload (`POST /media`). Its `id` is the media id `GET /media/{id}` serves.
+         * @example {
+         *       "id": "01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b",
+         *       "type": "image",
+         *       "mimeType": "image/jpeg",
+         *       "size": 48213,
+         *       "sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+         *       "filename": "comprovante.jpg",
+         *       "caption": null,
+         *       "status": "stored"
+         *     }
+         */
+        Attachment: {
+            id: components["schemas"]["Uuid"];
+            type: components["schemas"]["AttachmentType"];
+            /** @example image/jpeg */
+            mimeType: string;
+            /** @description Bytes; null while `pending` when Meta did not announce it. */
+            size: number | null;
+            /** @description Lowercase hex SHA-256 of the bytes; null until `stored` when Meta did not announce it. */
+            sha256: string | null;
+            filename: string | null;
+            /** @description The text sent with it; null when none, and once the contact was erased. */
+            caption: string | null;
+            status: components["schemas"]["AttachmentStatus"];
+        };
+        AttachmentRef: {
+            mediaId: components["schemas"]["Uuid"];
+            /** @description Shown with an image, video or document (WhatsApp ignores captions of audio and stickers; Instagram has none). */
+            caption?: string;
+        };
+        /** @description `content` (free text), `attachments` (files, with or without `content`), or a `template` (WhatsApp only, alone). */
         MessageCreate: {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
             content?: string;
             template?: components["schemas"]["MessageTemplate"];
-        } & (unknown | unknown);
+            /** @description Files uploaded with `POST /media`, each sent as its own message, after `content` when both are given. */
+            attachments?: components["schemas"]["AttachmentRef"][];
+        } & ((unknown | unknown) | unknown);
         MessageList: {
             data: components["schemas"]["Message"][];
             pagination: components["schemas"]["Pagination"];
@@ -1974,6 +2086,21 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description The file's SHA-256 in lowercase hex, quoted: `"<sha256>"`.
+         * @example "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+         */
+        ETag: string;
+        /**
+         * @description Bytes in the body.
+         * @example 48213
+         */
+        "Content-Length": number;
+        /**
+         * @description `bytes`: a `Range` request is served.
+         * @example bytes
+         */
+        "Accept-Ranges": "bytes";
         /**
          * @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`, replayed; absent otherwise.
          * @example true
@@ -3015,6 +3142,7 @@ export interface operations {
                      *       "error": null,
                      *       "template": null,
                      *       "agentId": null,
+                     *       "attachments": [],
                      *       "createdAt": "2026-11-20T14:31:02.456Z"
                      *     }
                      */
@@ -3343,6 +3471,7 @@ export interface operations {
                      *       "error": null,
                      *       "template": null,
                      *       "agentId": null,
+                     *       "attachments": [],
                      *       "createdAt": "2026-11-20T14:32:05.123Z"
                      *     }
                      */
@@ -3368,6 +3497,222 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    uploadMedia: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The file's name, as the recipient sees it for a document.
+                 * @example comprovante.pdf
+                 */
+                filename?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "image/jpeg": string;
+                "image/png": string;
+                "image/webp": string;
+                "audio/aac": string;
+                "audio/mp4": string;
+                "audio/mpeg": string;
+                "audio/amr": string;
+                "audio/ogg": string;
+                "video/mp4": string;
+                "video/3gpp": string;
+                "application/pdf": string;
+                "text/plain": string;
+                "application/msword": string;
+                "application/vnd.ms-excel": string;
+                "application/vnd.ms-powerpoint": string;
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
+                "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+            };
+        };
+        responses: {
+            /** @description The file is stored. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b",
+                     *       "type": "document",
+                     *       "mimeType": "application/pdf",
+                     *       "size": 48213,
+                     *       "sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+                     *       "filename": "comprovante.pdf",
+                     *       "caption": null,
+                     *       "status": "stored"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Attachment"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMedia: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One byte range, `bytes=start-end`, `bytes=start-` or `bytes=-suffix`. */
+                Range?: string;
+                /** @description The `ETag` of a copy the client holds; 304 when it is still the file. */
+                "If-None-Match"?: string;
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
+                    "Accept-Ranges": components["headers"]["Accept-Ranges"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": string;
+                    "image/png": string;
+                    "image/webp": string;
+                    "audio/aac": string;
+                    "audio/mp4": string;
+                    "audio/mpeg": string;
+                    "audio/amr": string;
+                    "audio/ogg": string;
+                    "video/mp4": string;
+                    "video/3gpp": string;
+                    "application/pdf": string;
+                    "text/plain": string;
+                    "application/msword": string;
+                    "application/vnd.ms-excel": string;
+                    "application/vnd.ms-powerpoint": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                };
+            };
+            /** @description The requested range of the file. */
+            206: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
+                    /**
+                     * @description The bytes sent, `bytes start-end/size`.
+                     * @example bytes 0-1023/48213
+                     */
+                    "Content-Range"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": string;
+                    "image/png": string;
+                    "image/webp": string;
+                    "audio/aac": string;
+                    "audio/mp4": string;
+                    "audio/mpeg": string;
+                    "audio/amr": string;
+                    "audio/ogg": string;
+                    "video/mp4": string;
+                    "video/3gpp": string;
+                    "application/pdf": string;
+                    "text/plain": string;
+                    "application/msword": string;
+                    "application/vnd.ms-excel": string;
+                    "application/vnd.ms-powerpoint": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                };
+            };
+            /** @description The client's copy (`If-None-Match`) is the file. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The `Range` lies outside the file (`Content-Range: bytes *\/size` tells its size). */
+            416: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /**
+                     * @description `bytes *\/size`.
+                     * @example bytes *\/48213
+                     */
+                    "Content-Range"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "range_not_satisfiable",
+                     *         "message": "The range lies outside the file's 48213 bytes.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
@@ -4085,6 +4430,7 @@ export interface operations {
                      *           "error": null,
                      *           "template": null,
                      *           "agentId": null,
+                     *           "attachments": [],
                      *           "createdAt": "2026-11-20T14:32:05.123Z"
                      *         }
                      *       ],
@@ -4159,6 +4505,7 @@ export interface operations {
                      *               "error": null,
                      *               "template": null,
                      *               "agentId": null,
+                     *               "attachments": [],
                      *               "createdAt": "2026-11-22T14:03:10.512Z"
                      *             },
                      *             "actor": {
@@ -4248,7 +4595,7 @@ export interface operations {
                     /**
                      * @example id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c
                      *     event: message.created
-                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
+                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"attachments":[],"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
                      *
                      *     : keepalive
                      *
@@ -4362,6 +4709,7 @@ export interface operations {
                      *           "error": null,
                      *           "template": null,
                      *           "agentId": null,
+                     *           "attachments": [],
                      *           "createdAt": "2026-11-22T14:03:10.512Z"
                      *         },
                      *         "actor": {

@@ -118,6 +118,13 @@ function nullableLeftOut(req: Request, sent: Json): string[] {
   );
 }
 
+/** Whether the operation's success answers JSON (not a file). */
+function hasJsonAnswer(req: Request): boolean {
+  const paths = spec.paths as Record<string, Record<string, OperationNode | undefined> | undefined>;
+  const responses = paths[req.operation!.path]?.[req.operation!.method]?.responses ?? {};
+  return Object.entries(responses).every(([status, entry]) => !status.startsWith('2') || !entry?.content || 'application/json' in entry.content);
+}
+
 /** Asks Prism (serving the contract with /v1 paths) for the operation's example and answers with it. */
 function fromPrism(prismUrl: string): RequestHandler {
   return async (req, res) => {
@@ -129,19 +136,27 @@ function fromPrism(prismUrl: string): RequestHandler {
     };
     const prefer = req.get('prefer');
     if (prefer) headers.prefer = prefer;
-    let body: string | undefined;
-    if (req.operation!.hasBody) {
+    let body: string | Buffer | undefined;
+    if (req.operation!.rawBody) {
+      // A file (POST /media): handed on as it came.
+      headers['content-type'] = req.get('content-type')!;
+      body = req.body as Buffer;
+    } else if (req.operation!.hasBody) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(req.body);
     }
+    // A file's bytes (GET /media/{id}): whatever type the contract's example has.
+    if (!stream && !hasJsonAnswer(req)) headers.accept = '*/*';
     const path = req.originalUrl.split('?', 1)[0]!;
     const response = await fetch(`${prismUrl}${path}${queryString(req)}`, { method: req.method, headers, ...(body !== undefined && { body }) });
     for (const name of PASSED_HEADERS) {
       const value = response.headers.get(name);
       if (value !== null) res.set(name, value);
     }
-    const text = await response.text();
     res.status(response.status);
+    const type = response.headers.get('content-type') ?? '';
+    if (response.ok && !stream && !type.startsWith('application/json')) return res.type(type).send(Buffer.from(await response.arrayBuffer()));
+    const text = await response.text();
     if (text === '') return res.end();
     if (stream && response.ok) return res.type('text/event-stream; charset=utf-8').send(text);
     res.json(asAnswer(req, response.status, JSON.parse(text)));
@@ -171,6 +186,10 @@ function metaWebhooksToPrism(prismUrl: string): RequestHandler[] {
   ];
 }
 
+/** A file's body (POST /media), read whole to hand to Prism: the mock serves examples, not files. */
+const readRaw = express.raw({ type: () => true, limit: '100mb' });
+const rawBody: RequestHandler = (req, res, next) => (req.operation!.rawBody ? readRaw(req, res, next) : next());
+
 export function createMockFront({ prismUrl, logger }: { prismUrl: string; logger: Logger }): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -178,7 +197,7 @@ export function createMockFront({ prismUrl, logger }: { prismUrl: string; logger
   app.set('query parser', createQueryParser(literalPlusQuery));
   app.use(requestContext(app, logger));
   app.use(cors);
-  app.use('/v1', matchOperation(), authenticate, jsonBody, ...contractValidator({ validateResponses: false }), fromPrism(prismUrl));
+  app.use('/v1', matchOperation(), authenticate, jsonBody, ...contractValidator({ validateResponses: false }), rawBody, fromPrism(prismUrl));
   app.use('/webhooks/meta', ...metaWebhooksToPrism(prismUrl));
   app.use((_req, _res, next) => next(pathNotFound()));
   app.use(errorHandler);

@@ -21,6 +21,8 @@ import { metaWebhooks } from './routes/webhooks.js';
 import { aiRepliesOf } from './ai/replies.js';
 import type { EventStreams } from './stream/hub.js';
 import { streamTokenCredential } from './stream/tokens.js';
+import { openMediaStore, type MediaStore } from './media/store.js';
+import { spoolUpload } from './media/upload.js';
 
 export interface AppDeps {
   config: Config;
@@ -32,9 +34,11 @@ export interface AppDeps {
   secrets?: SecretBox | undefined;
   /** The instance's live event streams (src/stream/); without it GET /events/stream is a 503. */
   streams?: EventStreams | undefined;
+  /** Where media files' bytes are kept; by default the store MEDIA_STORE names. */
+  media?: MediaStore | undefined;
 }
 
-export function createApp({ config, db, logger, redis, secrets, streams }: AppDeps): Express {
+export function createApp({ config, db, logger, redis, secrets, streams, media = openMediaStore(config.mediaStore) }: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -54,9 +58,10 @@ export function createApp({ config, db, logger, redis, secrets, streams }: AppDe
     requireScope,
     jsonBody,
     ...contractValidator({ validateResponses: config.validateResponses }),
+    spoolUpload(media),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
-      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams },
+      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams, media },
     }),
   );
 

@@ -88,6 +88,46 @@ export interface Config {
   readonly webhookConcurrency: number;
   /** Webhook attempts to one endpoint one process makes at once: a slow endpoint holds no more slots. */
   readonly webhookEndpointConcurrency: number;
+  /** Where media files' bytes are kept (MEDIA_STORE, with S3_ENDPOINT and AWS_* for a bucket). */
+  readonly mediaStore: MediaStoreConfig;
+}
+
+/** A directory (`file:<dir>`) or an S3 bucket (`s3://bucket[/prefix]`) for media files' bytes. */
+export type MediaStoreConfig =
+  | { readonly kind: 'file'; readonly dir: string }
+  | {
+      readonly kind: 's3';
+      readonly bucket: string;
+      /** Prepended to every key, without a trailing slash ('' for none). */
+      readonly prefix: string;
+      /** An S3-compatible server's URL (S3_ENDPOINT); unset: AWS. Path-style addressing then. */
+      readonly endpoint: string | undefined;
+      readonly region: string;
+      readonly accessKeyId: string | undefined;
+      readonly secretAccessKey: string | undefined;
+    };
+
+function mediaStore(env: NodeJS.ProcessEnv): MediaStoreConfig {
+  const raw = env.MEDIA_STORE || 'file:./data/media';
+  if (raw.startsWith('file:')) {
+    const dir = raw.slice('file:'.length);
+    if (dir === '') throw new ConfigError('MEDIA_STORE file: needs a directory, e.g. file:./data/media');
+    return Object.freeze({ kind: 'file', dir: path.resolve(dir) });
+  }
+  const s3 = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(raw);
+  if (!s3) throw new ConfigError(`MEDIA_STORE must be file:<dir> or s3://bucket[/prefix], got "${raw}"`);
+  const accessKeyId = env.AWS_ACCESS_KEY_ID || undefined;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY || undefined;
+  if (Boolean(accessKeyId) !== Boolean(secretAccessKey)) throw new ConfigError('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together');
+  return Object.freeze({
+    kind: 's3',
+    bucket: s3[1]!,
+    prefix: (s3[2] ?? '').replace(/^\/+|\/+$/g, ''),
+    endpoint: url(env, 'S3_ENDPOINT', ['https:', 'http:']),
+    region: env.AWS_REGION || 'us-east-1',
+    accessKeyId,
+    secretAccessKey,
+  });
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -225,5 +265,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowPrivateUrls: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),
     webhookEndpointConcurrency: integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
+    mediaStore: mediaStore(env),
   });
 }

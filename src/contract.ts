@@ -22,6 +22,8 @@ export interface Operation {
   /** Scopes the key must hold (all of them): the operation's `x-scopes`. */
   readonly scopes: readonly string[];
   readonly hasBody: boolean;
+  /** The body is a file with its own Content-Type (POST /media), not JSON: read as a stream. */
+  readonly rawBody: boolean;
 }
 
 export const specPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
@@ -55,7 +57,7 @@ interface ParameterNode {
 interface OperationNode {
   operationId: OperationId;
   'x-scopes'?: unknown;
-  requestBody?: unknown;
+  requestBody?: { content?: Record<string, unknown> };
   parameters?: ParameterNode[];
 }
 type PathItemNode = Partial<Record<(typeof METHODS)[number], OperationNode>> & { servers?: unknown; parameters?: ParameterNode[] };
@@ -80,6 +82,7 @@ function listOperations(spec: SpecDocument): Operation[] {
         expressPath: path.replace(/\{(\w+)\}/g, ':$1'),
         scopes: scopes.map(String),
         hasBody: Boolean(op.requestBody),
+        rawBody: Boolean(op.requestBody?.content) && !('application/json' in op.requestBody!.content!),
       });
     }
   }

@@ -3,6 +3,7 @@ import type { OpenApiRequestMetadata } from 'express-openapi-validator/dist/fram
 import type { Logger } from 'pino';
 import type { Operation } from './contract.js';
 import type { AuthContext } from './middleware/authenticate.js';
+import type { Upload } from './media/upload.js';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -12,5 +13,7 @@ declare module 'express-serve-static-core' {
     auth?: AuthContext;
     /** Set by express-openapi-validator: the matched operation and its path parameters. */
     openapi?: OpenApiRequestMetadata;
+    /** A raw body (POST /media), spooled to disk by the upload middleware. */
+    upload?: Upload;
   }
 }

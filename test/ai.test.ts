@@ -194,6 +194,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
       error: null,
       template: null,
       agentId: setup.agentId,
+      attachments: [],
       createdAt: expect.any(String),
     });
     expect(first.agentId).toBeNull();

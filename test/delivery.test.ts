@@ -438,6 +438,7 @@ describe('the sandbox', () => {
       error: null,
       template: null,
       agentId: null,
+      attachments: [],
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: inbound!.contactId } } });

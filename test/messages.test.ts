@@ -56,6 +56,7 @@ describe('POST /messages', () => {
       error: null,
       template: null,
       agentId: null,
+      attachments: [],
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -123,6 +124,7 @@ describe('POST /messages', () => {
       error: null,
       template: null,
       agentId: null,
+      attachments: [],
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -291,6 +293,7 @@ describe('POST /messages', () => {
         error: null,
         template: null,
         agentId: null,
+        attachments: [],
         createdAt: expect.stringMatching(ISO_MS),
       })),
     );

@@ -21,6 +21,7 @@ const TABLES = [
   'events',
   'idempotency_keys',
   'jobs',
+  'media',
   'messages',
   'nps_daily',
   'nps_daily_groups',
@@ -47,6 +48,7 @@ const ALL_MIGRATIONS = [
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
   '0014_event_stream',
+  '0019_media',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -204,6 +204,7 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
         error: null,
         template: null,
         agentId: null,
+        attachments: [],
         createdAt: thread.lastMessageAt,
       },
     ]);

@@ -33,6 +33,7 @@ export function messageRowToMessage(row: MessageRow): Message {
     error: row.error,
     template: row.template,
     agentId: row.agent_id,
+    attachments: row.attachments,
     createdAt: row.created_at.toISOString(),
   };
 }
@@ -49,6 +50,7 @@ const messageList = listSource<Message>('messages', {
   error: 'error',
   template: 'template',
   agentId: 'agent_id',
+  attachments: 'attachments',
   createdAt: { instant: 'created_at' },
 });
 

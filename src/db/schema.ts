@@ -182,6 +182,45 @@ export interface MessageTable {
   template: ColumnType<{ name: string; language: string; parameters?: string[] } | null, string | null | undefined, never>;
   /** The AI agent that wrote an outbound message; kept after the agent is deleted. */
   agent_id: ColumnType<string | null, string | null | undefined, never>;
+  /** jsonb: the API's Attachment objects of the message (empty for text); written as JSON text. */
+  attachments: ColumnType<Attachment[], string | undefined, string>;
+  created_at: CreatedAt;
+}
+
+/** A message's file as the API shows it (the contract's Attachment). */
+export interface Attachment {
+  id: string;
+  type: MediaType;
+  mimeType: string;
+  size: number | null;
+  sha256: string | null;
+  filename: string | null;
+  caption: string | null;
+  status: MediaStatus;
+}
+
+export type MediaType = 'image' | 'video' | 'audio' | 'document' | 'sticker';
+export type MediaStatus = 'pending' | 'stored' | 'failed';
+
+/** Where Meta has an inbound file: a WhatsApp media id, or an Instagram attachment URL. */
+export type MediaSource = { whatsappMediaId: string; sha256?: string | undefined; size?: number | undefined } | { url: string };
+
+/** A media file's facts and where its bytes are in the media store (src/media/); never the bytes. */
+export interface MediaTable {
+  workspace_id: string;
+  id: string;
+  type: MediaType;
+  mime_type: string;
+  /** bigint: pg reads it as text (read it with Number). */
+  size: ColumnType<string | number | null, number | null | undefined, number | null>;
+  sha256: string | null;
+  filename: string | null;
+  status: MediaStatus;
+  storage_key: string | null;
+  /** The person whose message brought it (inbound); erasing them deletes it. */
+  contact_id: ColumnType<string | null, string | null | undefined, never>;
+  /** jsonb MediaSource of an inbound file; written as JSON text. */
+  source: ColumnType<MediaSource | null, string | null | undefined, never>;
   created_at: CreatedAt;
 }
 
@@ -289,6 +328,7 @@ export interface Database {
   contacts: ContactTable;
   threads: ThreadTable;
   messages: MessageTable;
+  media: MediaTable;
   nps_daily: NpsDailyTable;
   idempotency_keys: IdempotencyKeyTable;
   jobs: JobTable;
@@ -311,6 +351,7 @@ export type NewContact = Insertable<ContactTable>;
 export type ThreadRow = Selectable<ThreadTable>;
 export type NewThread = Insertable<ThreadTable>;
 export type MessageRow = Selectable<MessageTable>;
+export type MediaRow = Selectable<MediaTable>;
 export type StageRow = Selectable<StageTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;

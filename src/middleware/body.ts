@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 import { scanJson, tooDeep } from '../json-scan.js';
+import { uploadProblem } from '../media/upload.js';
 
 interface BodyRequest extends IncomingMessage {
   /** Set while reading: the raw text holds a `\uD800`-style escape, so its strings need a look. */
@@ -89,6 +90,8 @@ function readError(err: unknown, req: IncomingMessage): unknown {
 
 export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();
+  // A file (POST /media): its type and declared size are checked here, its bytes read after the contract's checks.
+  if (req.operation!.rawBody) return next(uploadProblem(req));
   const type = req.is('application/json');
   if (type === null) {
     // No body at all: every body of the contract is required.

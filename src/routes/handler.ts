@@ -13,6 +13,8 @@ import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
 import { runIdempotent } from '../idempotency.js';
 import type { EventStreams } from '../stream/hub.js';
+import type { MediaStore } from '../media/store.js';
+import type { Upload } from '../media/upload.js';
 
 type Op<K extends OperationId> = operations[K];
 type Defined<T> = [T] extends [never] ? Record<string, never> : NonNullable<T>;
@@ -29,12 +31,13 @@ export type Body<K extends OperationId> = Op<K> extends { requestBody: { content
  */
 type SecretFlag<B> = [B] extends [never] ? unknown : 'secret' extends keyof B ? { holdsSecret: true } : { holdsSecret?: never };
 
-/** An answer the handler writes itself over time (a `text/event-stream`): it takes the response. */
+/** An answer the handler writes itself (a `text/event-stream`, a file): it takes the response. */
 export interface StreamReply {
   status: 200;
   stream: (req: Request, res: Response) => Promise<void>;
 }
-type IsStream<K extends OperationId> = Op<K>['responses'] extends { 200: { content: { 'text/event-stream': unknown } } } ? true : false;
+/** An answer that is not JSON (an event stream, a file's bytes): the handler writes it. */
+type IsStream<K extends OperationId> = Op<K>['responses'] extends { 200: { content: infer C } } ? ('application/json' extends keyof C ? false : true) : false;
 
 /** A body is the contract's type, or JSON text already holding it (lists, answered by PostgreSQL). */
 export type Reply<K extends OperationId> =
@@ -64,6 +67,8 @@ export interface Services {
   allowPrivateWebhookUrls?: boolean;
   /** This instance's live event streams (GET /events/stream); absent, the stream is a 503. */
   streams?: EventStreams | undefined;
+  /** Where media files' bytes are kept (MEDIA_STORE). */
+  media?: MediaStore | undefined;
 }
 
 export interface Call<K extends OperationId> {
@@ -75,6 +80,8 @@ export interface Call<K extends OperationId> {
   params: PathParams<K>;
   query: Query<K>;
   body: Body<K>;
+  /** The spooled file of a raw-body operation (POST /media). */
+  upload: Upload | undefined;
   log: Logger;
 }
 
@@ -105,6 +112,7 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
         query: req.query,
         // As the contract declares it: the validator checked it before this handler runs.
         body: req.body as Body<OperationId>,
+        upload: req.upload,
         get log() {
           return req.log;
         },

@@ -5,6 +5,7 @@ import { channelHandlers } from './channels.js';
 import { contactHandlers } from './contacts.js';
 import { meHandlers } from './me.js';
 import { messageHandlers } from './messages.js';
+import { mediaHandlers } from './media.js';
 import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
@@ -16,6 +17,7 @@ export const handlers: Handlers = {
   ...contactHandlers,
   ...channelHandlers,
   ...messageHandlers,
+  ...mediaHandlers,
   ...threadHandlers,
   ...stageHandlers,
   ...eventHandlers,

@@ -1,0 +1,44 @@
+// MEDIA_STORE=s3://bucket[/prefix]: each file is an object `<prefix>/<key>`, through
+// @aws-sdk/client-s3, with S3_ENDPOINT for S3-compatible servers (MinIO, Ceph, s3rver: path-style).
+// Checksums only when an operation requires them: the SDK's default CRC32 trailers and aws-chunked
+// uploads are not understood by every S3-compatible server. Spooling is on the local disk.
+import { createReadStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { MediaStoreConfig } from '../config.js';
+import type { ByteRange, MediaStore } from './store.js';
+
+export function s3Store(config: Extract<MediaStoreConfig, { kind: 's3' }>): MediaStore {
+  const client = new S3Client({
+    region: config.region,
+    ...(config.endpoint && { endpoint: config.endpoint, forcePathStyle: true }),
+    ...(config.accessKeyId && config.secretAccessKey && { credentials: { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey } }),
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+  const objectKey = (key: string): string => (config.prefix ? `${config.prefix}/${key}` : key);
+  return {
+    spoolDir: path.join(os.tmpdir(), 'support-funnel-media'),
+    async putFile(key, from, size, contentType) {
+      try {
+        await client.send(
+          new PutObjectCommand({ Bucket: config.bucket, Key: objectKey(key), Body: createReadStream(from), ContentLength: size, ContentType: contentType }),
+        );
+      } finally {
+        await fs.rm(from, { force: true });
+      }
+    },
+    async get(key, range?: ByteRange): Promise<Readable> {
+      const answer = await client.send(
+        new GetObjectCommand({ Bucket: config.bucket, Key: objectKey(key), ...(range && { Range: `bytes=${range.start}-${range.end}` }) }),
+      );
+      return answer.Body as Readable;
+    },
+    async delete(key) {
+      await client.send(new DeleteObjectCommand({ Bucket: config.bucket, Key: objectKey(key) }));
+    },
+  };
+}

@@ -1,0 +1,79 @@
+// A file received as a stream (an upload's body, a download from Meta) written to the spool
+// directory while its size is counted and its SHA-256 computed: never held in memory whole. It
+// stops at the size limit; a stream that fails or ends early leaves no file behind.
+import { createHash, randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+
+export interface Spooled {
+  /** The spooled file, for MediaStore.putFile (or to remove). */
+  path: string;
+  size: number;
+  /** Lowercase hex. */
+  sha256: string;
+}
+
+/** The stream passed the size limit: it was left unread from there (not destroyed). */
+export class TooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`larger than ${limit} bytes`);
+  }
+}
+
+/** The stream failed or closed before its end. */
+export class CutShortError extends Error {}
+
+/**
+ * Writes `source` to a new file under `dir`, at most `limit` bytes. Rejects with TooLargeError past
+ * the limit (the source is paused and its listeners removed, so the caller can still answer an HTTP
+ * request before closing it) or CutShortError when it errs or closes before its end; then no file is left.
+ */
+export async function spool(source: Readable, dir: string, limit: number): Promise<Spooled> {
+  await fs.mkdir(dir, { recursive: true });
+  const file = path.join(dir, `${randomUUID()}.part`);
+  const out = createWriteStream(file, { flags: 'wx' });
+  const hash = createHash('sha256');
+  let size = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let done = false;
+      const finish = (err?: Error): void => {
+        if (done) return;
+        done = true;
+        source.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+        out.off('drain', onDrain);
+        if (err) {
+          source.pause();
+          out.destroy();
+          reject(err);
+        } else resolve();
+      };
+      const onData = (chunk: Buffer): void => {
+        size += chunk.length;
+        if (size > limit) return finish(new TooLargeError(limit));
+        hash.update(chunk);
+        if (!out.write(chunk)) source.pause();
+      };
+      const onDrain = (): void => {
+        source.resume();
+      };
+      const onEnd = (): void => {
+        source.off('close', onClose);
+        out.end(() => finish());
+      };
+      const onError = (err: Error): void => finish(new CutShortError(err.message));
+      const onClose = (): void => finish(new CutShortError('the stream closed before its end'));
+      out.on('drain', onDrain);
+      out.on('error', (err) => finish(err));
+      source.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+      source.resume();
+    });
+  } catch (err) {
+    await new Promise<void>((resolve) => (out.closed ? resolve() : out.once('close', () => resolve())));
+    await fs.rm(file, { force: true });
+    throw err;
+  }
+  return { path: file, size, sha256: hash.digest('hex') };
+}

@@ -1,0 +1,65 @@
+// Which files the service keeps, as pure rules: the MIME types of each attachment type and its size
+// limit (1 MB = 2^20 bytes), as DECISIONS and openapi.yaml's POST /media list them, and what each
+// channel can carry.
+import type { MediaType } from '../db/schema.js';
+
+const MB = 2 ** 20;
+
+/** Each accepted MIME type (lowercase, no parameters) and the attachment type it is. */
+export const MEDIA_TYPES: ReadonlyMap<string, MediaType> = new Map<string, MediaType>([
+  ['image/jpeg', 'image'],
+  ['image/png', 'image'],
+  ['image/webp', 'sticker'],
+  ['audio/aac', 'audio'],
+  ['audio/mp4', 'audio'],
+  ['audio/mpeg', 'audio'],
+  ['audio/amr', 'audio'],
+  ['audio/ogg', 'audio'],
+  ['video/mp4', 'video'],
+  ['video/3gpp', 'video'],
+  ['application/pdf', 'document'],
+  ['text/plain', 'document'],
+  ['application/msword', 'document'],
+  ['application/vnd.ms-excel', 'document'],
+  ['application/vnd.ms-powerpoint', 'document'],
+  ['application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'document'],
+  ['application/vnd.openxmlformats-officedocument.spreadsheetml.sheet', 'document'],
+  ['application/vnd.openxmlformats-officedocument.presentationml.presentation', 'document'],
+]);
+
+/** The most bytes a file of each type may have. */
+export const MEDIA_LIMITS: Readonly<Record<MediaType, number>> = Object.freeze({
+  image: 5 * MB,
+  sticker: 500 * 1024,
+  audio: 16 * MB,
+  video: 16 * MB,
+  document: 100 * MB,
+});
+
+/** The largest file of any type. */
+export const MAX_MEDIA_BYTES = Math.max(...Object.values(MEDIA_LIMITS));
+
+/** `image/jpeg; charset=x` -> `image/jpeg`; undefined for nothing. */
+export function bareMimeType(contentType: string | undefined): string | undefined {
+  const bare = contentType?.split(';', 1)[0]!.trim().toLowerCase();
+  return bare ? bare : undefined;
+}
+
+/** The attachment type of a Content-Type, or undefined when the service does not take it. */
+export function mediaTypeOf(contentType: string | undefined): MediaType | undefined {
+  const bare = bareMimeType(contentType);
+  return bare === undefined ? undefined : MEDIA_TYPES.get(bare);
+}
+
+/**
+ * What a channel's type refuses of an attachment, in words, or undefined when it takes it.
+ * Instagram (Messenger Platform) takes images, video, audio and files (PDF), up to 8 MB for
+ * images and 25 MB otherwise, and no stickers; WhatsApp takes every type within the limits above.
+ */
+export function channelRefuses(channelType: 'whatsapp' | 'instagram', media: { type: MediaType; mimeType: string; size: number }): string | undefined {
+  if (channelType === 'whatsapp') return undefined;
+  if (media.type === 'sticker') return 'Instagram does not take stickers';
+  if (media.type === 'document' && media.mimeType !== 'application/pdf') return 'Instagram takes only PDF documents';
+  if (media.size > 25 * MB) return 'Instagram takes files of at most 25 MB';
+  return undefined;
+}
