@@ -17,6 +17,7 @@ import { findOrCreateContact } from '../services/contacts.js';
 import { messageCreated } from '../services/messages.js';
 import { openThreadId } from '../services/threads.js';
 import type { SecretBox } from './secrets.js';
+import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
 import { applyStatus, holdEarlyStatus } from './statuses.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
@@ -58,16 +59,18 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
       const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now, SYSTEM);
       const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
+      const files = pendingFiles(event.media);
       const row = await insertInboundMessage(
         trx,
         channel.workspace_id,
-        { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId },
+        { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId, attachments: files.map((f) => f.attachment) },
         now,
       );
       if (!row) {
         stored.duplicates++;
         continue;
       }
+      await holdInboundMedia(trx, channel.workspace_id, { channelId: channel.id, contactId, messageId: row.id }, files, now);
       const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
       await messageCreated(trx, channel.workspace_id, row, SYSTEM, now);

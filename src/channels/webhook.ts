@@ -5,6 +5,19 @@
 // out on its own with the reason, so the rest of the delivery is stored.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { MessageError } from '../db/messages.js';
+import type { MediaSource, MediaType } from '../db/schema.js';
+
+/** A file a customer's message carries, as Meta announces it: where to fetch it, and what it should be. */
+export interface InboundMedia {
+  type: MediaType;
+  /** Announced by WhatsApp; for Instagram a stand-in of its type until the download tells. */
+  mimeType: string;
+  /** WhatsApp's announced SHA-256 (hex or base64), checked against the bytes. */
+  sha256?: string | undefined;
+  filename?: string | undefined;
+  caption?: string | undefined;
+  source: MediaSource;
+}
 
 export type InboundEvent =
   | {
@@ -14,7 +27,10 @@ export type InboundEvent =
       from: { phone: string } | { instagramId: string };
       /** WhatsApp `contacts[].profile.name` of the sender, when given. */
       name?: string | undefined;
-      content: string;
+      /** The text; for a file, its caption or null. */
+      content: string | null;
+      /** The files it carries (fetched by a job: media/fetch.ts). */
+      media?: InboundMedia[] | undefined;
       /** When the customer sent it, per Meta. */
       sentAt?: Date | undefined;
     }
@@ -110,6 +126,45 @@ export function whatsappContent(message: Json): string {
   }
 }
 
+const WHATSAPP_MEDIA: ReadonlySet<string> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
+const MEDIA_ID = /^[0-9A-Za-z_.-]{1,128}$/;
+
+/** The file of a WhatsApp image, video, audio (voice note), document or sticker message, or undefined. */
+function whatsappMedia(message: Json): InboundMedia | undefined {
+  const type = text(message.type);
+  if (!type || !WHATSAPP_MEDIA.has(type) || !isObject(message[type])) return undefined;
+  const part = message[type];
+  const id = text(part.id);
+  if (!id || !MEDIA_ID.test(id)) return undefined;
+  const sha256 = text(part.sha256);
+  return {
+    type: type as MediaType,
+    mimeType: (text(part.mime_type) ?? 'application/octet-stream').split(';', 1)[0]!.trim().toLowerCase(),
+    ...(sha256 && { sha256 }),
+    ...(text(part.filename) && { filename: text(part.filename) }),
+    ...(text(part.caption) && { caption: text(part.caption) }),
+    source: { whatsappMediaId: id },
+  };
+}
+
+/** Instagram attachment types that are files, and what each is here; the MIME type until the download tells. */
+const INSTAGRAM_MEDIA: Readonly<Record<string, { type: MediaType; mimeType: string }>> = {
+  image: { type: 'image', mimeType: 'image/jpeg' },
+  video: { type: 'video', mimeType: 'video/mp4' },
+  audio: { type: 'audio', mimeType: 'audio/mp4' },
+  file: { type: 'document', mimeType: 'application/pdf' },
+};
+
+/** The files of an Instagram message's attachments (`payload.url`, https only); others (shares, stories) are not files. */
+function instagramMedia(attachments: Json[]): InboundMedia[] {
+  return attachments.flatMap((attachment) => {
+    const kind = INSTAGRAM_MEDIA[text(attachment.type) ?? ''];
+    const url = isObject(attachment.payload) ? text(attachment.payload.url) : undefined;
+    if (!kind || !url || url.length > 4096 || !/^https?:\/\//.test(url)) return [];
+    return [{ ...kind, source: { url } }];
+  });
+}
+
 function whatsappChange(value: Json, channelExternalId: string | null, out: ParsedDelivery): void {
   // Every messages change names its number; one that does not may be any number's.
   const phoneNumberId = isObject(value.metadata) ? text(value.metadata.phone_number_id) : undefined;
@@ -140,13 +195,22 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push(`a message whose id cannot be stored (over ${MAX_PROVIDER_ID_BYTES} bytes, U+0000 or a lone surrogate)`);
       continue;
     }
-    const content = whatsappContent(message);
-    if (!storable(content)) {
+    const media = whatsappMedia(message);
+    const content = media ? (media.caption ?? null) : whatsappContent(message);
+    if ((content !== null && !storable(content)) || (media?.filename !== undefined && !storable(media.filename))) {
       out.ignored.push(`a message whose text ${UNSTORABLE_TEXT}`);
       continue;
     }
     const digits = from.replace(/^\+/, '');
-    out.events.push({ kind: 'message', externalId: id, from: { phone: `+${digits}` }, name: names.get(digits), content, sentAt: instant(message.timestamp) });
+    out.events.push({
+      kind: 'message',
+      externalId: id,
+      from: { phone: `+${digits}` },
+      name: names.get(digits),
+      content,
+      ...(media && { media: [media] }),
+      sentAt: instant(message.timestamp),
+    });
   }
   for (const status of objects(value.statuses)) {
     const id = text(status.id);
@@ -212,13 +276,23 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
     out.ignored.push('an Instagram message whose sender is not an Instagram-scoped id');
     return;
   }
-  const attachment = objects(message.attachments)[0];
-  const content = text(message.text) ?? (attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
-  if (!storable(content)) {
+  const attachments = objects(message.attachments);
+  const media = instagramMedia(attachments).slice(0, 10);
+  const attachment = attachments[0];
+  const content =
+    text(message.text) ?? (media.length > 0 ? null : attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
+  if (content !== null && !storable(content)) {
     out.ignored.push(`an Instagram message whose text ${UNSTORABLE_TEXT}`);
     return;
   }
-  out.events.push({ kind: 'message', externalId: id, from: { instagramId: sender }, content, sentAt: instant(event.timestamp) });
+  out.events.push({
+    kind: 'message',
+    externalId: id,
+    from: { instagramId: sender },
+    content,
+    ...(media.length > 0 && { media }),
+    sentAt: instant(event.timestamp),
+  });
 }
 
 /**

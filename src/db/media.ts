@@ -126,3 +126,15 @@ export function patchMessageAttachment(db: Db, workspaceId: string, messageId: s
     .where('id', '=', messageId)
     .returningAll();
 }
+
+/** An erased person's messages keep their attachments' facts, without captions or file names. */
+export async function scrubContactAttachments(db: Db, workspaceId: string, contactId: string): Promise<void> {
+  await sql`
+    update messages
+       set attachments = (select jsonb_agg(a || '{"caption": null, "filename": null}'::jsonb order by n)
+                            from jsonb_array_elements(messages.attachments) with ordinality as e(a, n))
+     where workspace_id = ${workspaceId}
+       and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = ${contactId})
+       and contact_id = ${contactId}
+       and attachments <> '[]'::jsonb`.execute(db);
+}

@@ -3,7 +3,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { ChannelRow, ContactRow, MessageRow, MessageStatus } from './schema.js';
+import type { Attachment, ChannelRow, ContactRow, MessageRow, MessageStatus } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
@@ -112,8 +112,10 @@ export interface InboundMessage {
   threadId: string;
   contactId: string;
   channelId: string;
-  content: string;
+  /** Null for a file without a caption. */
+  content: string | null;
   externalId: string;
+  attachments?: Attachment[] | undefined;
 }
 
 /** Stores an inbound message; undefined when the channel already has one with this provider id. */
@@ -131,6 +133,7 @@ export async function insertInboundMessage(db: Db, workspaceId: string, message:
         content: message.content,
         status: 'delivered',
         external_id: message.externalId,
+        ...(message.attachments && message.attachments.length > 0 && { attachments: JSON.stringify(message.attachments) }),
         created_at: now,
       })
       // A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.

@@ -132,16 +132,21 @@ export async function getEvent(db: Db, workspaceId: string, id: string): Promise
 
 /**
  * Scrubs an erased contact's events as their records are: their contact.created events go (with
- * their deliveries), their messages' events lose `content`. Run it in the erasure's transaction.
+ * their deliveries), their messages' events lose `content` and their files' captions and names. Run it in the erasure's transaction.
  */
 export async function scrubContactEvents(trx: Db, workspaceId: string, contactId: string): Promise<void> {
   await sql`
     delete from events
      where workspace_id = ${workspaceId} and contact_id = ${contactId} and type like 'contact.%'`.execute(trx);
   await sql`
-    update events set data = jsonb_set(data, '{content}', 'null')
+    update events
+       set data = jsonb_set(data, '{content}', 'null')
+                  || case when jsonb_typeof(data->'attachments') = 'array' and data->'attachments' <> '[]'::jsonb
+                          then jsonb_build_object('attachments', (select jsonb_agg(a || '{"caption": null, "filename": null}'::jsonb order by n)
+                                                                    from jsonb_array_elements(data->'attachments') with ordinality as e(a, n)))
+                          else '{}'::jsonb end
      where workspace_id = ${workspaceId} and contact_id = ${contactId} and type like 'message.%'
-       and data->>'content' is not null`.execute(trx);
+       and (data->>'content' is not null or data->'attachments' <> '[]'::jsonb)`.execute(trx);
 }
 
 /** Deletes events older than the retention (their deliveries cascade); how many went. */

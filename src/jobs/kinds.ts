@@ -27,6 +27,20 @@ export interface WebhookJobPayload {
   wasFailed?: boolean;
 }
 
+/** An inbound file to fetch from Meta (media/fetch.ts). */
+export interface MediaFetchPayload {
+  mediaId: string;
+  /** The message that carries it. */
+  messageId: string;
+  /** The channel it came on (its token, its Meta account). */
+  channelId: string;
+}
+
+/** Stored bytes to delete (an erased person's files): the media store's keys. */
+export interface MediaDeletePayload {
+  keys: string[];
+}
+
 /** An AI agent's reply. */
 export interface ReplyPayload {
   threadId: string;
@@ -50,6 +64,10 @@ export interface JobPayloads {
   'webhook-delivery': WebhookJobPayload;
   /** An AI agent's reply to an inbound message (ai/replies.ts). */
   'ai-reply': ReplyPayload;
+  /** An inbound file fetched from Meta and stored (media/fetch.ts). */
+  'media-fetch': MediaFetchPayload;
+  /** An erased person's stored files deleted from the media store (media/erase.ts). */
+  'media-delete': MediaDeletePayload;
   /** The next run of a recurring schedule (jobs/recurring.ts). */
   recurring: RecurringPayload;
 }

@@ -1,5 +1,6 @@
 // Starts this process's job workers, one per kind of the registry (kinds.ts): message delivery,
-// sandbox receipts, statuses that came early, webhook deliveries, AI agents' replies when an
+// sandbox receipts, statuses that came early, webhook deliveries, inbound files fetched and erased
+// files deleted, AI agents' replies when an
 // AI_BASE_URL is configured, and the recurring schedules (the purges), on one listener; and
 // registers their stop with the process's background work.
 import type { Config } from '../config.js';
@@ -17,6 +18,9 @@ import { purgeExpiredKeys } from '../idempotency.js';
 import type { JobKind, ScheduleName } from './kinds.js';
 import { recurringHandler } from './recurring.js';
 import { startWorker, type QueueHandler, type Worker } from './worker.js';
+import { mediaFetchHandler } from '../media/fetch.js';
+import { mediaDeleteHandler } from '../media/erase.js';
+import { openMediaStore, type MediaStore } from '../media/store.js';
 
 export type JobsConfig = Pick<
   Config,
@@ -37,6 +41,7 @@ export type JobsConfig = Pick<
   | 'webhookAllowPrivateUrls'
   | 'webhookConcurrency'
   | 'webhookEndpointConcurrency'
+  | 'mediaStore'
 >;
 
 export interface Jobs {
@@ -53,10 +58,13 @@ export function startJobs(options: {
   logger: Logger;
   secrets: SecretBox | undefined;
   background?: BackgroundWork;
+  /** Where media files' bytes are kept; by default the store MEDIA_STORE names. */
+  media?: MediaStore | undefined;
   /** Other intervals for the recurring schedules (tests). */
   scheduleEveryMs?: Partial<Record<ScheduleName, number>>;
 }): Jobs {
   const { db, config, logger } = options;
+  const media = options.media ?? openMediaStore(config.mediaStore);
   // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
   const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
@@ -86,6 +94,21 @@ export function startJobs(options: {
       concurrency: config.webhookConcurrency,
     },
     'ai-reply': config.aiBaseUrl ? { handler: aiReplyHandler({ db, config, logger }), concurrency: config.aiConcurrency } : undefined,
+    'media-fetch': {
+      handler: mediaFetchHandler({
+        db,
+        store: media,
+        secrets: options.secrets,
+        graphUrl: config.metaGraphUrl,
+        timeoutMs: config.metaGraphTimeoutMs,
+        maxAttempts: config.deliveryMaxAttempts,
+        retryBaseMs: config.deliveryRetryBaseMs,
+        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        logger,
+      }),
+      concurrency: 8,
+    },
+    'media-delete': { handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 2 },
     recurring: {
       handler: recurringHandler({
         db,

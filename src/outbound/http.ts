@@ -158,3 +158,64 @@ export async function postJson(
   });
   return 'failure' in outcome ? outcome : { status: outcome.status, text: outcome.body.toString('utf8') };
 }
+
+/** An answer whose body is read as a stream (a file), or why there was none. */
+export type StreamOutcome = { status: number; headers: http.IncomingHttpHeaders; body: http.IncomingMessage } | Extract<HttpOutcome, { failure: string }>;
+
+/**
+ * GETs `url` and hands over the answer's body as a stream once its headers came (a media file:
+ * never held in memory whole). `timeoutMs` bounds the wait for the headers and then each pause of
+ * the body (the caller reads it); `signal` aborts it all. Redirects are not followed.
+ */
+export function httpGetStream(
+  url: string | URL,
+  options: { headers?: Record<string, string> | undefined; timeoutMs: number; signal?: AbortSignal | undefined; pinTo?: PinnedAddress | undefined },
+): Promise<StreamOutcome> {
+  const target = typeof url === 'string' ? new URL(url) : url;
+  const secure = target.protocol === 'https:';
+  const { signal, timeoutMs } = options;
+  return new Promise<StreamOutcome>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    let answered = false;
+    const pool = options.pinTo ? agents.pinned : agents.plain;
+    const request = (secure ? https : http).request(
+      target,
+      {
+        method: 'GET',
+        agent: secure ? pool['https:'] : pool['http:'],
+        ...(options.pinTo && { lookup: pinnedLookup(options.pinTo) }),
+        ...(options.headers && { headers: options.headers }),
+      },
+      (response) => {
+        answered = true;
+        clearTimeout(timer);
+        // From here the reader waits on the body: an idle socket past the time limit ends it with an error.
+        response.socket.setTimeout(timeoutMs, () => response.destroy(new Error(`the answer paused for more than ${timeoutMs} ms`)));
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: response });
+      },
+    );
+    const timer = setTimeout(() => {
+      if (answered) return;
+      answered = true;
+      resolve({ failure: 'timeout', message: `no answer within ${timeoutMs} ms` });
+      request.destroy();
+    }, timeoutMs);
+    const onAbort = (): void => {
+      request.destroy(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
+      if (!answered) {
+        answered = true;
+        clearTimeout(timer);
+        reject(signal!.reason);
+      }
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    request.on('close', () => signal?.removeEventListener('abort', onAbort));
+    request.on('error', (err: NodeJS.ErrnoException) => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
+      resolve({ failure: 'network', message: err.message, code: err.code });
+    });
+    request.end();
+  });
+}

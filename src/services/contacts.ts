@@ -13,6 +13,7 @@ import {
 } from '../db/contacts.js';
 import type { Db } from '../db/database.js';
 import { recordEvent, scrubContactEvents } from '../events/record.js';
+import { eraseContactMedia } from '../media/erase.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 
@@ -46,9 +47,10 @@ export async function findOrCreateContact(trx: Db, workspaceId: string, key: Con
   return winner;
 }
 
-/** Erases a contact and scrubs its events the same way; false when there is no such contact. Run it in a transaction. */
+/** Erases a contact (their files too) and scrubs its events the same way; false when there is no such contact. Run it in a transaction. */
 export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
   if (!(await eraseContactRecords(trx, workspaceId, id, now))) return false;
+  await eraseContactMedia(trx, workspaceId, id);
   await scrubContactEvents(trx, workspaceId, id);
   return true;
 }

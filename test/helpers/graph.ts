@@ -2,7 +2,7 @@
 // `POST /{version}/{id}/messages` as the WhatsApp Cloud API and the Instagram Messaging API
 // document it, records every request, and answers as Graph does (a message id, or a Graph error)
 // unless the test scripts another answer. Also: signing and posting webhook deliveries as Meta does.
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { closeServer, listenOnLoopback, readBody } from './processes.js';
 
@@ -20,8 +20,17 @@ export interface GraphRequest {
   answer?: GraphAnswer;
 }
 
-/** An answer: an HTTP status and body after an optional delay, or a dropped connection. */
-export type GraphAnswer = { status: number; body?: unknown; delayMs?: number } | { drop: true };
+/** An answer: an HTTP status and body (JSON, or `raw` bytes of a type) after an optional delay, or a dropped connection. */
+export type GraphAnswer = { status: number; body?: unknown; raw?: Buffer; contentType?: string; delayMs?: number } | { drop: true };
+
+/** A file the double serves as Meta does: WhatsApp's media id (GET /{media-id}, then its URL with the token) or an Instagram CDN URL. */
+export interface GraphMedia {
+  bytes: Buffer;
+  mimeType: string;
+  /** What GET /{media-id} announces (default: the bytes' own, hex). */
+  sha256?: string;
+  fileSize?: number | string;
+}
 
 export type Script = (request: GraphRequest, index: number) => GraphAnswer | undefined;
 
@@ -58,6 +67,7 @@ export function sentAnswer(request: GraphRequest): GraphAnswer {
 
 export class GraphDouble {
   readonly requests: GraphRequest[] = [];
+  private readonly media = new Map<string, GraphMedia>();
   private script: Script | undefined;
   private constructor(
     private readonly server: Server,
@@ -73,6 +83,20 @@ export class GraphDouble {
   /** Answers with `script` where it returns an answer, as Graph would otherwise. */
   answer(script: Script | undefined): void {
     this.script = script;
+  }
+
+  /** A file WhatsApp holds: its media id (as a webhook names it). */
+  addMedia(media: GraphMedia): string {
+    const id = String(1_000_000_000_000_000n + BigInt(randomBytes(6).readUIntBE(0, 6)));
+    this.media.set(id, media);
+    return id;
+  }
+
+  /** A file on Instagram's CDN: its URL (as an attachment's payload.url names it). */
+  addInstagramMedia(media: GraphMedia): string {
+    const name = randomBytes(12).toString('hex');
+    this.media.set(`ig-${name}`, media);
+    return `${this.url.replace(/\/v23\.0$/, '')}/ig-cdn/${name}.bin?stp=dst-jpg&oh=${randomBytes(8).toString('hex')}`;
   }
 
   /** The requests sent to one channel's id, in arrival order. */
@@ -105,7 +129,11 @@ export class GraphDouble {
     };
     const index = this.requests.push(request) - 1;
     let answer: GraphAnswer;
-    if (req.method !== 'POST' || !match) answer = graphError(100, 'Unsupported request', 400);
+    const media = req.method === 'GET' ? this.mediaAnswer(url) : undefined;
+    if (media) request.externalId = media.id;
+    if (media?.auth && !req.headers.authorization?.startsWith('Bearer ')) answer = graphError(190, 'Invalid OAuth access token', 401);
+    else if (media) answer = this.script?.(request, index) ?? media.answer;
+    else if (req.method !== 'POST' || !match) answer = graphError(100, 'Unsupported request', 400);
     else if (!req.headers.authorization?.startsWith('Bearer ')) answer = graphError(190, 'Invalid OAuth access token', 401);
     else answer = this.script?.(request, index) ?? sentAnswer(request);
     request.answer = answer;
@@ -115,8 +143,51 @@ export class GraphDouble {
     }
     if (answer.delayMs) await new Promise((resolve) => setTimeout(resolve, answer.delayMs));
     if (res.destroyed) return;
+    if (answer.raw) {
+      res.writeHead(answer.status, { 'content-type': answer.contentType ?? 'application/octet-stream', 'content-length': answer.raw.length });
+      res.end(answer.raw);
+      return;
+    }
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+  }
+
+  /**
+   * Meta's media GETs: `/{version}/{media-id}` (the retrieve call: url, mime_type, sha256, file_size),
+   * the URL it names (`/whatsapp-media/{id}`, with the token) and Instagram's CDN (`/ig-cdn/{name}.bin`).
+   */
+  private mediaAnswer(url: URL): { id: string; auth: boolean; answer: GraphAnswer } | undefined {
+    const info = /^\/v23\.0\/(\d+)$/.exec(url.pathname);
+    if (info && this.media.has(info[1]!)) {
+      const id = info[1]!;
+      const media = this.media.get(id)!;
+      return {
+        id,
+        auth: true,
+        answer: {
+          status: 200,
+          body: {
+            messaging_product: 'whatsapp',
+            url: `${this.url.replace(/\/v23\.0$/, '')}/whatsapp-media/${id}?ext=${Date.now()}`,
+            mime_type: media.mimeType,
+            sha256: media.sha256 ?? createHash('sha256').update(media.bytes).digest('hex'),
+            file_size: media.fileSize ?? media.bytes.length,
+            id,
+          },
+        },
+      };
+    }
+    const download = /^\/whatsapp-media\/(\d+)$/.exec(url.pathname);
+    if (download && this.media.has(download[1]!)) {
+      const media = this.media.get(download[1]!)!;
+      return { id: download[1]!, auth: true, answer: { status: 200, raw: media.bytes, contentType: media.mimeType } };
+    }
+    const cdn = /^\/ig-cdn\/([0-9a-f]+)\.bin$/.exec(url.pathname);
+    if (cdn && this.media.has(`ig-${cdn[1]}`)) {
+      const media = this.media.get(`ig-${cdn[1]}`)!;
+      return { id: `ig-${cdn[1]}`, auth: false, answer: { status: 200, raw: media.bytes, contentType: media.mimeType } };
+    }
+    return undefined;
   }
 }
 
@@ -158,6 +229,57 @@ export function whatsappText(
 /** A WhatsApp status of an outbound message; `errors` as Meta sends them on `failed`. */
 export function whatsappStatus(id: string, status: string, recipient: string, errors?: unknown[]): Record<string, unknown> {
   return { id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: recipient, ...(errors && { errors }) };
+}
+
+/**
+ * A WhatsApp inbound file (`type` image, video, audio, document or sticker) as the Cloud API's
+ * messages webhook carries it: `{id, mime_type, sha256, caption?, filename?}` under its type.
+ */
+export function whatsappMedia(
+  from: string,
+  type: 'image' | 'video' | 'audio' | 'document' | 'sticker',
+  media: { id: string; mimeType: string; sha256: string; caption?: string; filename?: string; voice?: boolean },
+): { messages: unknown[]; contacts: unknown[]; id: string } {
+  const id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`;
+  return {
+    id,
+    contacts: [{ profile: { name: 'Mariana Silva' }, wa_id: from }],
+    messages: [
+      {
+        from,
+        id,
+        timestamp: String(Math.floor(Date.now() / 1000)),
+        type,
+        [type]: {
+          ...(media.caption !== undefined && { caption: media.caption }),
+          ...(media.filename !== undefined && { filename: media.filename }),
+          mime_type: media.mimeType,
+          sha256: media.sha256,
+          id: media.id,
+          ...(media.voice !== undefined && { voice: media.voice }),
+        },
+      },
+    ],
+  };
+}
+
+/** An Instagram messaging event whose message carries attachments (`{type, payload: {url}}`), with text or without. */
+export function instagramAttachments(
+  accountId: string,
+  customerId: string,
+  attachments: Array<{ type: string; url: string }>,
+  text?: string,
+): { event: unknown; mid: string } {
+  const mid = `aWdfZAG1faXRlbToxOklH${randomBytes(12).toString('base64url')}`;
+  return {
+    mid,
+    event: {
+      sender: { id: customerId },
+      recipient: { id: accountId },
+      timestamp: Date.now(),
+      message: { mid, ...(text !== undefined && { text }), attachments: attachments.map((a) => ({ type: a.type, payload: { url: a.url } })) },
+    },
+  };
 }
 
 /** An Instagram Messaging delivery (`object: instagram`, `entry[].messaging[]`). */

@@ -1,0 +1,228 @@
+// A customer's photo, voice note, document or sticker: stored with its message at once as a
+// `pending` attachment (content its caption, or null), then fetched from Meta by a job (WhatsApp's
+// retrieve call and its short-lived URL with the token; Instagram's attachment URL), checked
+// against Meta's SHA-256 and size, stored, and announced with message.updated. Passing failures
+// retry with a fresh URL, a mismatch fails at once. Erasing the person deletes their files.
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { components } from '../generated/api.js';
+import { createWorkspace, request, UUID, type TestWorkspace } from './helpers/api.js';
+import { createMetaChannel, postWebhook, type MetaChannel } from './helpers/channels.js';
+import { GraphDouble, graphError, instagramAttachments, instagramDelivery, whatsappDelivery, whatsappMedia } from './helpers/graph.js';
+import { waitFor } from './helpers/processes.js';
+import { waitForNoJobs } from './helpers/queue.js';
+import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
+
+type Message = components['schemas']['Message'];
+
+let graph: GraphDouble;
+let server: TestServer;
+let own: OwnDatabase | undefined;
+let dir: string;
+
+beforeAll(async () => {
+  graph = await GraphDouble.start();
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sf-media-in-'));
+  own = databaseUrl ? await ownDatabase() : undefined;
+  server = await startServer({
+    databaseUrl: own?.url,
+    jobs: true,
+    config: {
+      metaGraphUrl: graph.url,
+      deliveryRetryBaseMs: 20,
+      deliveryMaxAttempts: 4,
+      metaGraphTimeoutMs: 1_500,
+      jobPollMs: 200,
+      mediaStore: { kind: 'file', dir },
+    },
+  });
+});
+afterAll(async () => {
+  await server.close();
+  await graph.close();
+  await own?.drop();
+  await fs.rm(dir, { recursive: true, force: true });
+});
+
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+const phone = (): string => `55119${String(Date.now() % 1e8).padStart(8, '0')}${Math.floor(Math.random() * 10)}`;
+
+async function inboundMessage(ws: TestWorkspace, externalId: string): Promise<Message> {
+  let found: Message | undefined;
+  await waitFor(`inbound ${externalId}`, async () => {
+    const { data: threads } = await ws.api.GET('/threads');
+    for (const thread of threads!.data) {
+      const { data } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: thread.id } } });
+      found = data!.data.find((m) => m.externalId === externalId) ?? found;
+    }
+    return found !== undefined;
+  });
+  return found!;
+}
+
+async function messageNow(ws: TestWorkspace, message: Message): Promise<Message> {
+  const { data } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: message.threadId } } });
+  return data!.data.find((m) => m.id === message.id)!;
+}
+
+async function eventsOf(ws: TestWorkspace, type: 'message.created' | 'message.updated') {
+  const { data } = await ws.api.GET('/events', { params: { query: { type } } });
+  return data!.data;
+}
+
+describe('inbound media on WhatsApp', () => {
+  let ws: TestWorkspace;
+  let meta: MetaChannel;
+  beforeAll(async () => {
+    ws = await createWorkspace(server);
+    meta = await createMetaChannel(ws, 'whatsapp');
+  });
+
+  it('when a photo with a caption arrives, then it is stored pending at once, then fetched, checked, stored and announced', async () => {
+    const bytes = randomBytes(70_000);
+    // Meta's webhook writes the hash in base64; the retrieve call in hex: the same digest.
+    const mediaId = graph.addMedia({ bytes, mimeType: 'image/jpeg' });
+    const inbound = whatsappMedia(phone(), 'image', {
+      id: mediaId,
+      mimeType: 'image/jpeg',
+      sha256: createHash('sha256').update(bytes).digest('base64'),
+      caption: 'Olha o comprovante',
+    });
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    expect(res.status).toBe(200);
+    const created = (await eventsOf(ws, 'message.created')).find((e) => (e.data.object as Message).externalId === inbound.id)!;
+    const first = created.data.object as Message;
+    expect(first.content).toBe('Olha o comprovante');
+    expect(first.attachments).toEqual([
+      {
+        id: expect.stringMatching(UUID),
+        type: 'image',
+        mimeType: 'image/jpeg',
+        size: null,
+        sha256: null,
+        filename: null,
+        caption: 'Olha o comprovante',
+        status: 'pending',
+      },
+    ]);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(message.attachments).toEqual([{ ...first.attachments[0], size: 70_000, sha256: sha256(bytes), status: 'stored' }]);
+    const updated = (await eventsOf(ws, 'message.updated')).filter((e) => (e.data.object as Message).id === first.id);
+    expect(updated).toHaveLength(1);
+    expect(updated[0]!.data.object).toEqual(message);
+    expect(updated[0]!.data.actor).toEqual({ type: 'system', id: null });
+    const download = await fetch(`${server.baseUrl}/v1/media/${message.attachments[0]!.id}`, { headers: { authorization: `Bearer ${ws.apiKey}` } });
+    expect(download.status).toBe(200);
+    expect(Buffer.from(await download.arrayBuffer()).equals(bytes)).toBe(true);
+    // The retrieve call, then its URL, both with the channel's token.
+    const calls = graph.requests.filter((r) => r.externalId === mediaId);
+    expect(calls.map((r) => r.path)).toEqual([`/v23.0/${mediaId}`, `/whatsapp-media/${mediaId}`]);
+    expect(calls.every((r) => r.authorization === `Bearer ${meta.accessToken}`)).toBe(true);
+  });
+
+  it('when the download fails twice in passing, then it retries with a fresh URL each time and stores the voice note', async () => {
+    const bytes = randomBytes(5_000);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'audio/ogg; codecs=opus' });
+    let downloads = 0;
+    graph.answer((req) => (req.path.startsWith('/whatsapp-media/') && req.externalId === mediaId && ++downloads <= 2 ? { status: 503 } : undefined));
+    const inbound = whatsappMedia(phone(), 'audio', { id: mediaId, mimeType: 'audio/ogg; codecs=opus', sha256: sha256(bytes), voice: true });
+
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+    graph.answer(undefined);
+
+    const message = await messageNow(ws, first);
+    expect(first.content).toBeNull();
+    expect(message.attachments[0]).toMatchObject({ type: 'audio', mimeType: 'audio/ogg', size: 5_000, status: 'stored' });
+    const paths = graph.requests.filter((r) => r.externalId === mediaId).map((r) => r.path);
+    expect(paths.filter((p) => p === `/v23.0/${mediaId}`)).toHaveLength(3);
+    expect(paths.filter((p) => p.startsWith('/whatsapp-media/'))).toHaveLength(3);
+  });
+
+  it('when the bytes do not match the announced SHA-256, then the attachment fails at once and nothing is stored', async () => {
+    const bytes = randomBytes(2_000);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf', sha256: sha256(randomBytes(10)) });
+    const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType: 'application/pdf', sha256: sha256(bytes), filename: 'boleto.pdf' });
+
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(message.attachments[0]).toMatchObject({ type: 'document', filename: 'boleto.pdf', status: 'failed', sha256: null });
+    expect(graph.requests.filter((r) => r.path === `/v23.0/${mediaId}`)).toHaveLength(1);
+    expect((await request(server, 'GET', `/v1/media/${message.attachments[0]!.id}`, { apiKey: ws.apiKey })).status).toBe(404);
+    await waitFor('the spool to be empty', async () => (await fs.readdir(path.join(dir, '.spool'))).length === 0);
+  });
+
+  it('when Graph refuses the media id for good, then the attachment fails without retrying', async () => {
+    graph.answer((req) => (req.path === '/v23.0/999000111222' ? graphError(100, 'Unsupported get request', 400) : undefined));
+    const inbound = whatsappMedia(phone(), 'sticker', { id: '999000111222', mimeType: 'image/webp', sha256: sha256(Buffer.from('x')) });
+
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+    graph.answer(undefined);
+
+    expect((await messageNow(ws, first)).attachments[0]).toMatchObject({ type: 'sticker', status: 'failed' });
+    expect(graph.requests.filter((r) => r.path === '/v23.0/999000111222')).toHaveLength(1);
+  });
+
+  it("when the contact is erased, then their files' bytes are deleted and their ids answer 404", async () => {
+    const bytes = randomBytes(1_000);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'image/png' });
+    const inbound = whatsappMedia(phone(), 'image', { id: mediaId, mimeType: 'image/png', sha256: sha256(bytes), caption: 'meu RG' });
+    const erasing = await createWorkspace(server);
+    const channel = await createMetaChannel(erasing, 'whatsapp');
+    await postWebhook(server, channel.channel.id, whatsappDelivery(channel.externalId, inbound), { appSecret: channel.appSecret });
+    const first = await inboundMessage(erasing, inbound.id);
+    await waitForNoJobs(server.db, erasing.workspaceId, 'media-fetch');
+    const file = path.join(dir, erasing.workspaceId, first.attachments[0]!.id);
+    await fs.access(file);
+
+    const erased = await erasing.api.DELETE('/contacts/{id}', { params: { path: { id: first.contactId } } });
+    expect(erased.response.status).toBe(204);
+    await waitForNoJobs(server.db, erasing.workspaceId, 'media-delete');
+
+    await expect(fs.access(file)).rejects.toThrow();
+    expect((await request(server, 'GET', `/v1/media/${first.attachments[0]!.id}`, { apiKey: erasing.apiKey })).status).toBe(404);
+    const message = await messageNow(erasing, first);
+    expect(message.content).toBeNull();
+    expect(message.attachments[0]!.caption).toBeNull();
+    const events = (await eventsOf(erasing, 'message.created')).filter((e) => (e.data.object as Message).id === first.id);
+    expect((events[0]!.data.object as Message).attachments[0]!.caption).toBeNull();
+  });
+});
+
+describe('inbound media on Instagram', () => {
+  it('when a message carries an image and a video, then each is fetched from its URL and stored with the served type', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const image = randomBytes(3_000);
+    const video = randomBytes(9_000);
+    const imageUrl = graph.addInstagramMedia({ bytes: image, mimeType: 'image/png' });
+    const videoUrl = graph.addInstagramMedia({ bytes: video, mimeType: 'video/mp4' });
+    const { event, mid } = instagramAttachments(meta.externalId, '7412365898', [
+      { type: 'image', url: imageUrl },
+      { type: 'video', url: videoUrl },
+    ]);
+
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [event]), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, mid);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(first.content).toBeNull();
+    expect(message.attachments).toEqual([
+      expect.objectContaining({ type: 'image', mimeType: 'image/png', size: 3_000, sha256: sha256(image), status: 'stored' }),
+      expect.objectContaining({ type: 'video', mimeType: 'video/mp4', size: 9_000, sha256: sha256(video), status: 'stored' }),
+    ]);
+  });
+});
