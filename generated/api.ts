@@ -1309,7 +1309,7 @@ export interface components {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
             direction: components["schemas"]["MessageDirection"];
-            /** @description The text; for a template, `[template <name>]` and its parameters; for an inbound image, audio, location..., `[<kind>]` and its caption. Null once the contact was erased (`DELETE /contacts/{id}`). */
+            /** @description The text; for a template, `[template <name>]` and its parameters; for a file (see `attachments`), its caption, or null without one; for an inbound location, contact card, reaction..., `[<kind>]` and what it says. Null once the contact was erased (`DELETE /contacts/{id}`). */
             content: string | null;
             status: components["schemas"]["MessageStatus"];
             /** @description The provider's id of the message (WhatsApp `wamid`, Instagram `mid`); null until it is sent. */

@@ -235,7 +235,7 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
     expect(await server.db.selectFrom('threads').select('id').where('workspace_id', '=', ws.workspaceId).execute()).toHaveLength(1);
   });
 
-  it('when a message is not text, then it keeps a readable content', async () => {
+  it('when a message is not text, then it keeps a readable content (a file, its caption: the file is an attachment)', async () => {
     const { ws, meta } = await whatsappChannel();
     const from = buildPhone().slice(1);
     const messages = [
@@ -266,7 +266,7 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
     await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, { messages }), { appSecret: meta.appSecret });
 
     expect((await storedMessages(ws.workspaceId)).map((m) => m.content)).toEqual([
-      '[image] Nota fiscal',
+      'Nota fiscal',
       '[location] Loja Paulista (-23.55, -46.63)',
       'Sim, confirmo',
       '[unsupported]',

@@ -1,7 +1,10 @@
 // Meta's Graph API, as the WhatsApp Cloud API and the Instagram Messaging API document it: the
 // request bodies of a text or template message, the send itself, and what a failure means
 // (passing, and worth retrying, or permanent).
-import { postJson } from '../outbound/http.js';
+import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { Attachment } from '../db/schema.js';
+import { httpRequest, postJson } from '../outbound/http.js';
 
 /** The most of Graph's answer that is read; a longer one is a network failure. */
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
@@ -109,4 +112,104 @@ export async function sendGraphMessage(options: {
   // Accepted is sent: retrying an answer without an id could deliver the message twice.
   if (status >= 200 && status < 300) return { ok: true, externalId: sentMessageId(body) ?? null };
   return { ok: false, ...classifyGraphFailure(status, body) };
+}
+
+/** A file as a multipart/form-data part after `fields`, streamed: its boundary, length and body. */
+export function multipart(
+  fields: Record<string, string>,
+  file: { field: string; filename: string; contentType: string; size: number; bytes: Readable },
+): { contentType: string; length: number; body: Readable } {
+  const boundary = `----support-funnel-${randomBytes(12).toString('hex')}`;
+  const quoted = (text: string): string => text.replace(/["\r\n\\]/g, '_');
+  const head = Buffer.from(
+    Object.entries(fields)
+      .map(([name, value]) => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`)
+      .join('') +
+      `--${boundary}\r\nContent-Disposition: form-data; name="${file.field}"; filename="${quoted(file.filename)}"\r\nContent-Type: ${file.contentType}\r\n\r\n`,
+  );
+  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  async function* parts(): AsyncGenerator<Buffer> {
+    yield head;
+    for await (const chunk of file.bytes) yield chunk as Buffer;
+    yield tail;
+  }
+  return { contentType: `multipart/form-data; boundary=${boundary}`, length: head.length + file.size + tail.length, body: Readable.from(parts()) };
+}
+
+/** Instagram's attachment types (Messenger Platform): a document is a `file`. */
+const INSTAGRAM_TYPES: Readonly<Record<Attachment['type'], string>> = { image: 'image', video: 'video', audio: 'audio', document: 'file', sticker: 'image' };
+
+/**
+ * Uploads a file for a message: WhatsApp `POST /{phone-number-id}/media` (`messaging_product`,
+ * `type`, `file`) answers its media `id`; Instagram `POST /{ig-id}/message_attachments` (`message`
+ * with `is_reusable`, `filedata`) its `attachment_id`. Never throws but for `signal`.
+ */
+export async function uploadGraphMedia(options: {
+  baseUrl: string;
+  channelType: 'whatsapp' | 'instagram';
+  externalId: string;
+  accessToken: string;
+  attachment: Attachment;
+  bytes: Readable;
+  timeoutMs: number;
+  signal?: AbortSignal | undefined;
+}): Promise<{ ok: true; id: string } | ({ ok: false } & SendFailure)> {
+  const { attachment } = options;
+  const whatsapp = options.channelType === 'whatsapp';
+  const form = multipart(
+    whatsapp
+      ? { messaging_product: 'whatsapp', type: attachment.mimeType }
+      : { message: JSON.stringify({ attachment: { type: INSTAGRAM_TYPES[attachment.type], payload: { is_reusable: true } } }) },
+    {
+      field: whatsapp ? 'file' : 'filedata',
+      filename: attachment.filename ?? `${attachment.id}`,
+      contentType: attachment.mimeType,
+      size: attachment.size ?? 0,
+      bytes: options.bytes,
+    },
+  );
+  const path = whatsapp ? 'media' : 'message_attachments';
+  const outcome = await httpRequest(`${options.baseUrl}/${encodeURIComponent(options.externalId)}/${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${options.accessToken}`, 'content-type': form.contentType, 'content-length': form.length },
+    body: form.body,
+    timeoutMs: options.timeoutMs,
+    maxBodyBytes: MAX_ANSWER_BYTES,
+    signal: options.signal,
+  });
+  if ('failure' in outcome) {
+    return { ok: false, transient: true, code: outcome.failure === 'timeout' ? 'timeout' : 'network_error', message: `the media upload failed: ${outcome.message}` };
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(outcome.body.toString('utf8'));
+  } catch {
+    body = undefined;
+  }
+  if (outcome.status < 200 || outcome.status >= 300) return { ok: false, ...classifyGraphFailure(outcome.status, body) };
+  const answer = body as { id?: unknown; attachment_id?: unknown } | undefined;
+  const id = whatsapp ? answer?.id : answer?.attachment_id;
+  if (typeof id !== 'string' && typeof id !== 'number') return { ok: false, transient: true, code: 'http_200', message: 'the media upload answered no id' };
+  return { ok: true, id: String(id) };
+}
+
+/** WhatsApp Cloud API `POST /{phone-number-id}/messages`: an uploaded file (`type` image, video, audio, document or sticker). */
+export function whatsappMediaBody(phone: string, attachment: Attachment, mediaId: string): Record<string, unknown> {
+  const captioned = attachment.type === 'image' || attachment.type === 'video' || attachment.type === 'document';
+  return {
+    messaging_product: 'whatsapp',
+    recipient_type: 'individual',
+    to: phone.replace(/^\+/, ''),
+    type: attachment.type,
+    [attachment.type]: {
+      id: mediaId,
+      ...(captioned && attachment.caption && { caption: attachment.caption }),
+      ...(attachment.type === 'document' && attachment.filename && { filename: attachment.filename }),
+    },
+  };
+}
+
+/** Instagram Messaging API `POST /{ig-id}/messages`: an uploaded attachment. */
+export function instagramAttachmentBody(instagramId: string, attachment: Attachment, attachmentId: string): Record<string, unknown> {
+  return { recipient: { id: instagramId }, message: { attachment: { type: INSTAGRAM_TYPES[attachment.type], payload: { attachment_id: attachmentId } } } };
 }

@@ -13,8 +13,10 @@ export type MessageError = components['schemas']['MessageError'];
 export interface OutboundMessage {
   contactId: string;
   channelId: string;
-  /** The text; for a template, its readable form (templateContent). */
-  content: string;
+  /** The text; for a template, its readable form (templateContent); for a file, its caption or null. */
+  content: string | null;
+  /** The file it sends (one at most: each attachment is its own message). */
+  attachments?: Attachment[] | undefined;
   template?: MessageTemplate | undefined;
   /** The AI agent writing it; absent for a message sent through the API. */
   agentId?: string | undefined;
@@ -55,6 +57,7 @@ const messageList = listSource<Message>('messages', {
 });
 
 const templateJson = (message: OutboundMessage): string | null => (message.template ? JSON.stringify(message.template) : null);
+const attachmentsJson = (message: OutboundMessage): string => JSON.stringify(message.attachments ?? []);
 
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,
@@ -72,9 +75,10 @@ export async function appendToOpenThread(db: Db, workspaceId: string, message: O
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, attachments, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
-           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid, ${now}::timestamptz
+           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
+           ${attachmentsJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -94,6 +98,7 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       status: 'queued',
       template: templateJson(message),
       agent_id: message.agentId ?? null,
+      attachments: attachmentsJson(message),
       created_at: now,
     })
     .returningAll()

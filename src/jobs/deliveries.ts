@@ -1,5 +1,6 @@
 // Message delivery, run by the queue: one job per outbound message, ordered per (channel, contact).
-// A meta channel's message goes to the Graph API; a sandbox one becomes `sent` and, a moment later,
+// A meta channel's message goes to the Graph API (a file uploaded first, then the message naming
+// it); a sandbox one becomes `sent` and, a moment later,
 // `delivered` (its own job), and nothing leaves the machine. Each status change records its
 // message.updated event in the statement that ends the job.
 import type { Db } from '../db/database.js';
@@ -7,7 +8,17 @@ import { sql, type OperationNodeSource } from 'kysely';
 import { SYSTEM } from '../actor.js';
 import { advanceStatus, getDeliveryTarget, markFailed, markSent, type DeliveryTarget, type MessageError } from '../db/messages.js';
 import { moveMessage } from '../services/message-statuses.js';
-import { instagramTextBody, sendGraphMessage, whatsappTemplateBody, whatsappTextBody } from '../channels/graph.js';
+import {
+  instagramAttachmentBody,
+  instagramTextBody,
+  sendGraphMessage,
+  uploadGraphMedia,
+  whatsappMediaBody,
+  whatsappTemplateBody,
+  whatsappTextBody,
+} from '../channels/graph.js';
+import { findMedia } from '../db/media.js';
+import type { MediaStore } from '../media/store.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
 import { enqueue, finishJob, finishJobQuery, type HeldJob } from './queue.js';
@@ -34,6 +45,8 @@ export async function enqueueDelivery(
 export interface DeliveryOptions {
   db: Db;
   secrets: SecretBox | undefined;
+  /** Where the files of messages with attachments are read from. */
+  media: MediaStore;
   graphUrl: string;
   graphTimeoutMs: number;
   maxAttempts: number;
@@ -53,14 +66,52 @@ const asError = (text: string): MessageError => {
 /** The Graph request of a message, or why it cannot be sent. */
 function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | { error: MessageError } {
   const { message, channel, contact } = target;
-  if (message.content === null) return { error: { code: 'contact_erased', message: 'The contact was erased before the message was sent.' } };
+  if (message.content === null && message.attachments.length === 0) {
+    return { error: { code: 'contact_erased', message: 'The contact was erased before the message was sent.' } };
+  }
   if (channel.type === 'whatsapp') {
     if (!contact.phone) return { error: { code: 'contact_unreachable', message: 'The contact has no phone number for WhatsApp.' } };
-    return { body: message.template ? whatsappTemplateBody(contact.phone, message.template) : whatsappTextBody(contact.phone, message.content) };
+    return { body: message.template ? whatsappTemplateBody(contact.phone, message.template) : whatsappTextBody(contact.phone, message.content!) };
   }
   if (!contact.instagram_id) return { error: { code: 'contact_unreachable', message: 'The contact has no Instagram id.' } };
   if (message.template) return { error: { code: 'template_not_supported', message: 'Instagram has no message templates.' } };
-  return { body: instagramTextBody(contact.instagram_id, message.content) };
+  return { body: instagramTextBody(contact.instagram_id, message.content!) };
+}
+
+/**
+ * The Graph request of a message with a file: the file uploaded first (streamed from the store),
+ * then the message naming it. A failed upload is a failure of the send (passing or permanent).
+ */
+async function graphMediaBody(
+  options: DeliveryOptions,
+  target: DeliveryTarget,
+  accessToken: string,
+  signal: AbortSignal,
+): Promise<{ body: Record<string, unknown> } | { error: MessageError; transient: boolean }> {
+  const { message, channel, contact } = target;
+  const attachment = message.attachments[0]!;
+  const recipient = channel.type === 'whatsapp' ? contact.phone : contact.instagram_id;
+  if (!recipient) return { error: { code: 'contact_unreachable', message: `The contact cannot be reached on ${channel.type}.` }, transient: false };
+  const media = await findMedia(options.db, message.workspace_id, attachment.id);
+  if (!media || media.status !== 'stored' || !media.storage_key) {
+    return { error: { code: 'media_unavailable', message: 'The file was deleted before the message was sent.' }, transient: false };
+  }
+  const bytes = await options.media.get(media.storage_key);
+  const uploaded = await uploadGraphMedia({
+    baseUrl: options.graphUrl,
+    channelType: channel.type,
+    externalId: channel.external_id!,
+    accessToken,
+    attachment: { ...attachment, size: Number(media.size) },
+    bytes,
+    timeoutMs: options.graphTimeoutMs,
+    signal,
+  });
+  bytes.destroy();
+  if (!uploaded.ok) return { error: { code: uploaded.code, message: uploaded.message }, transient: uploaded.transient };
+  return {
+    body: channel.type === 'whatsapp' ? whatsappMediaBody(recipient, attachment, uploaded.id) : instagramAttachmentBody(recipient, attachment, uploaded.id),
+  };
 }
 
 /**
@@ -97,9 +148,12 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof D
         });
       }
 
-      const request = graphBody(target);
-      if ('error' in request) return fail(db, job, ids, request.error);
       const secrets = openMetaSecrets(options.secrets, target.channel);
+      const request = target.message.attachments.length > 0 ? await graphMediaBody(options, target, secrets.accessToken, signal) : graphBody(target);
+      if ('error' in request) {
+        if ('transient' in request && request.transient) return { kind: 'retry', error: JSON.stringify(request.error) };
+        return fail(db, job, ids, request.error);
+      }
       const result = await sendGraphMessage({
         baseUrl: options.graphUrl,
         externalId: target.channel.external_id!,

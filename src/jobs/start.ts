@@ -73,6 +73,7 @@ export function startJobs(options: {
       handler: deliveryHandler({
         db,
         secrets: options.secrets,
+        media,
         graphUrl: config.metaGraphUrl,
         graphTimeoutMs: config.metaGraphTimeoutMs,
         maxAttempts: config.deliveryMaxAttempts,

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { Readable } from 'node:stream';
 
 export type HttpOutcome =
   /** The service answered (any status); `body` is empty when only the status was wanted. */
@@ -25,7 +26,8 @@ export interface PinnedAddress {
 export interface HttpRequest {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   headers?: Record<string, string | number> | undefined;
-  body?: string | Buffer | undefined;
+  /** A stream (a file being uploaded) is piped; give its content-length in `headers`. */
+  body?: string | Buffer | Readable | undefined;
   timeoutMs: number;
   /** The most of an answer that is read. */
   maxBodyBytes: number;
@@ -130,7 +132,11 @@ export function httpRequest(url: string | URL, options: HttpRequest): Promise<Ht
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     request.on('error', (err: NodeJS.ErrnoException) => settle({ failure: 'network', message: err.message, code: err.code }));
-    request.end(options.body);
+    const body = options.body;
+    if (body instanceof Readable) {
+      body.once('error', (err) => request.destroy(err));
+      body.pipe(request);
+    } else request.end(body);
   });
 }
 

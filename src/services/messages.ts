@@ -1,4 +1,5 @@
-// Sending a message: Meta's rules first (reachable contact, 24-hour window, templates), then append
+// Sending a message: Meta's rules first (reachable contact, 24-hour window, templates, files the
+// channel carries), then append
 // to the open thread of (contact, channel), or open one for it (with its history and the channel's
 // default agent), with its delivery job, in one transaction. message.created is recorded here only,
 // for sent and inbound messages alike.
@@ -13,6 +14,9 @@ import { ApiError, invalidReference } from '../errors.js';
 import { enqueueDelivery } from '../jobs/deliveries.js';
 import { recordEvent } from '../events/record.js';
 import { openThread } from './threads.js';
+import { findStoredMedia, mediaRowToAttachment } from '../db/media.js';
+import type { Attachment } from '../db/schema.js';
+import { channelRefuses } from '../media/types.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
 
@@ -23,18 +27,43 @@ export async function messageCreated(trx: Db, workspaceId: string, row: MessageR
   await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now);
 }
 
-/** Throws the 422 that Meta's rules give this message, if any. */
-async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, now: Date): Promise<void> {
+/**
+ * The files of `attachments` as each message will show it, in order; 422 for one the workspace has
+ * not stored (unknown, another workspace's, still pending, failed or erased) or the channel cannot carry.
+ */
+async function attachmentsToSend(db: Db, workspaceId: string, input: MessageCreate, channelType: 'whatsapp' | 'instagram'): Promise<Attachment[]> {
+  const refs = input.attachments ?? [];
+  const rows = new Map((await findStoredMedia(db, workspaceId, [...new Set(refs.map((r) => r.mediaId))])).map((row) => [row.id, row]));
+  return refs.map((ref, i) => {
+    const row = rows.get(ref.mediaId);
+    if (!row) {
+      throw new ApiError(422, 'invalid_reference', 'The media file does not exist (upload it with POST /media first).', [
+        { path: `/body/attachments/${i}/mediaId`, message: 'no stored media file with this id' },
+      ]);
+    }
+    const refused = channelRefuses(channelType, { type: row.type, mimeType: row.mime_type, size: Number(row.size) });
+    if (refused) {
+      throw new ApiError(422, 'attachment_not_supported', `The channel cannot carry this ${row.type}.`, [
+        { path: `/body/attachments/${i}/mediaId`, message: refused },
+      ]);
+    }
+    return mediaRowToAttachment(row, ref.caption ?? null);
+  });
+}
+
+/** Throws the 422 that Meta's rules give this message, if any; the files it sends. */
+async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, now: Date): Promise<Attachment[]> {
   const context = await getSendContext(db, workspaceId, input.contactId, input.channelId);
   if (!context.contact) throw invalidReference('contactId', 'contact');
   if (!context.channel) throw invalidReference('channelId', 'channel');
   const { type, provider } = context.channel;
+  const attachments = await attachmentsToSend(db, workspaceId, input, type);
   if (input.template && type === 'instagram') {
     throw new ApiError(422, 'template_not_supported', 'Instagram has no message templates; send content instead.', [
       { path: '/body/template', message: 'templates are a WhatsApp feature' },
     ]);
   }
-  if (provider === 'sandbox') return;
+  if (provider === 'sandbox') return attachments;
   const reachable = type === 'whatsapp' ? context.contact.phone : context.contact.instagram_id;
   if (!reachable) {
     throw new ApiError(422, 'invalid_reference', `The contact cannot be reached on ${type === 'whatsapp' ? 'WhatsApp' : 'Instagram'}.`, [
@@ -44,11 +73,19 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
   if (!input.template && !withinMessagingWindow(context.lastInboundAt, now)) {
     throw new ApiError(422, 'outside_messaging_window', 'The contact last wrote on this channel more than 24 hours ago (or never); send a template instead.', [
       {
-        path: '/body/content',
-        message: `free text needs the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
+        path: input.content === undefined ? '/body/attachments' : '/body/content',
+        message: `free text and files need the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
       },
     ]);
   }
+  return attachments;
+}
+
+/** The messages after the first of one send, in its thread, in order (UUIDv7 ids order those of one instant). */
+async function insertMore(trx: Db, workspaceId: string, threadId: string, messages: OutboundMessage[], now: Date): Promise<MessageRow[]> {
+  const rows: MessageRow[] = [];
+  for (const message of messages) rows.push(await insertMessage(trx, workspaceId, threadId, message, now));
+  return rows;
 }
 
 /**
@@ -58,11 +95,16 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
  * commits with the message, so a 201 is never lost. `author.agentId` marks an AI agent's answer.
  */
 export async function sendMessage(db: Db, workspaceId: string, input: MessageCreate, actor: Actor, author: { agentId?: string } = {}): Promise<Message> {
-  await checkSendable(db, workspaceId, input, new Date());
-  // The contract lets exactly one of content and template through.
-  const message: OutboundMessage = input.template
-    ? { contactId: input.contactId, channelId: input.channelId, content: templateContent(input.template), template: input.template, agentId: author.agentId }
-    : { contactId: input.contactId, channelId: input.channelId, content: input.content!, agentId: author.agentId };
+  const attachments = await checkSendable(db, workspaceId, input, new Date());
+  const pair = { contactId: input.contactId, channelId: input.channelId, agentId: author.agentId };
+  // The contract lets a template alone through, or content and/or attachments: the text first, then each file.
+  const messages: OutboundMessage[] = input.template
+    ? [{ ...pair, content: templateContent(input.template), template: input.template }]
+    : [
+        ...(input.content !== undefined ? [{ ...pair, content: input.content }] : []),
+        ...attachments.map((attachment) => ({ ...pair, content: attachment.caption, attachments: [attachment] })),
+      ];
+  const [message, ...more] = messages as [OutboundMessage, ...OutboundMessage[]];
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const now = new Date();
     const row = await transact(db, async (trx) => {
@@ -72,8 +114,10 @@ export async function sendMessage(db: Db, workspaceId: string, input: MessageCre
         if (!thread) return undefined;
         stored = await insertMessage(trx, workspaceId, thread.id, message, now);
       }
-      await enqueueDelivery(trx, stored);
-      await messageCreated(trx, workspaceId, stored, actor, now);
+      for (const row of [stored, ...(await insertMore(trx, workspaceId, stored.thread_id, more, now))]) {
+        await enqueueDelivery(trx, row);
+        await messageCreated(trx, workspaceId, row, actor, now);
+      }
       return stored;
     });
     if (row) return messageRowToMessage(row);

@@ -15,6 +15,8 @@ export interface GraphRequest {
   authorization: string | undefined;
   contentType: string | undefined;
   body: any;
+  /** The body's bytes as sent (a multipart upload's file among them). */
+  raw: Buffer;
   at: number;
   /** What the double answered. */
   answer?: GraphAnswer;
@@ -50,8 +52,10 @@ export function graphError(code: number, message = 'An error occurred', status =
   };
 }
 
-/** Graph's answer to a send that worked: WhatsApp `messages[0].id`, Instagram `message_id`. */
+/** Graph's answer to a send that worked: WhatsApp `messages[0].id`, Instagram `message_id`; to an upload, its id. */
 export function sentAnswer(request: GraphRequest): GraphAnswer {
+  if (request.path.endsWith('/media')) return { status: 200, body: { id: String(4_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
+  if (request.path.endsWith('/message_attachments')) return { status: 200, body: { attachment_id: String(5_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
   if (request.body?.messaging_product === 'whatsapp') {
     return {
       status: 200,
@@ -109,9 +113,10 @@ export class GraphDouble {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const text = (await readBody(req)).toString('utf8');
+    const raw = await readBody(req);
+    const text = raw.toString('utf8');
     const url = new URL(req.url ?? '/', 'http://graph');
-    const match = /\/([^/]+)\/messages$/.exec(url.pathname);
+    const match = /\/([^/]+)\/(?:messages|media|message_attachments)$/.exec(url.pathname);
     let body: unknown;
     try {
       body = JSON.parse(text);
@@ -125,6 +130,7 @@ export class GraphDouble {
       authorization: req.headers.authorization,
       contentType: req.headers['content-type'],
       body,
+      raw,
       at: Date.now(),
     };
     const index = this.requests.push(request) - 1;
