@@ -61,6 +61,23 @@ describe('the Chat Completions request and answer (pure)', () => {
     });
   });
 
+  it('when the thread has files, then the AI is told each one by type and media id with its caption, never its bytes', () => {
+    const request = chatRequest({ model: 'gpt-4o-mini', instructions: 'Seja breve.' }, [
+      { direction: 'inbound', content: 'Olha a nota', attachments: [{ id: '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b', type: 'image', caption: 'Olha a nota' }] },
+      { direction: 'inbound', content: null, attachments: [{ id: '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6c', type: 'audio', caption: null }] },
+      { direction: 'outbound', content: null, attachments: [{ id: '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6d', type: 'document', caption: null }] },
+    ]);
+
+    expect(request).toMatchObject({
+      messages: [
+        { role: 'system', content: 'Seja breve.' },
+        { role: 'user', content: '[image 01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b] Olha a nota' },
+        { role: 'user', content: '[audio 01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6c]' },
+        { role: 'assistant', content: '[document 01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6d]' },
+      ],
+    });
+  });
+
   it('when the answer calls handoff_to_human with broken arguments, then it is still a handoff', () => {
     const answer = readChatAnswer({
       choices: [{ message: { content: null, tool_calls: [{ type: 'function', function: { name: 'handoff_to_human', arguments: '{"reas' } }] } }],

@@ -29,22 +29,33 @@ export interface AgentBrief {
   instructions: string;
 }
 
-/** A message of the thread as the AI sees it; content null once the contact was erased. */
+/** A message of the thread as the AI sees it; content null once the contact was erased (or a file without caption). */
 export interface ThreadLine {
   direction: 'inbound' | 'outbound';
   content: string | null;
+  /** Its files, as the AI is told of them: what they are, never their bytes. */
+  attachments?: ReadonlyArray<{ id: string; type: string; caption: string | null }> | undefined;
+}
+
+/** How a line reads to the AI: each file as `[<type> <media id>]`, then the text (a file's caption). */
+export function lineText(line: ThreadLine): string | null {
+  const files = (line.attachments ?? []).map((a) => `[${a.type} ${a.id}]`);
+  if (files.length === 0) return line.content;
+  return line.content === null ? files.join(' ') : `${files.join(' ')} ${line.content}`;
 }
 
 /**
  * The Chat Completions request: the agent's instructions as the system message, then the thread's
- * lines oldest first (inbound as `user`, outbound as `assistant`, erased ones left out), and the
+ * lines oldest first (inbound as `user`, outbound as `assistant`, files named by type and id, never
+ * their bytes; erased ones left out), and the
  * handoff tool.
  */
 export function chatRequest(agent: AgentBrief, lines: readonly ThreadLine[]): Record<string, unknown> {
   const messages: ChatMessage[] = [{ role: 'system', content: agent.instructions }];
   for (const line of lines) {
-    if (line.content === null) continue;
-    messages.push({ role: line.direction === 'inbound' ? 'user' : 'assistant', content: line.content });
+    const content = lineText(line);
+    if (content === null) continue;
+    messages.push({ role: line.direction === 'inbound' ? 'user' : 'assistant', content });
   }
   return {
     model: agent.model,

@@ -57,12 +57,16 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
 export async function recentLines(db: Db, workspaceId: string, threadId: string, limit: number): Promise<ThreadLine[]> {
   const rows = await db
     .selectFrom('messages')
-    .select(['direction', 'content'])
+    .select(['direction', 'content', 'attachments'])
     .where('workspace_id', '=', workspaceId)
     .where('thread_id', '=', threadId)
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
     .limit(limit)
     .execute();
-  return rows.reverse();
+  return rows.reverse().map((row) => ({
+    direction: row.direction,
+    content: row.content,
+    attachments: row.attachments.map((a) => ({ id: a.id, type: a.type, caption: a.caption })),
+  }));
 }
