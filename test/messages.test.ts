@@ -98,6 +98,7 @@ describe('POST /messages', () => {
         error: null,
         template: null,
         agent_id: null,
+        attachments: [],
         created_at: new Date(data!.createdAt),
       },
     ]);
