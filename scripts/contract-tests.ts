@@ -68,6 +68,7 @@ interface Seeded {
   webhookEndpointId: string;
   webhookEndpointToDeleteId: string;
   deliveryId: string;
+  mediaId: string;
 }
 
 /** Records for the collection's path ids and bodies, made through the API itself. */
@@ -115,6 +116,14 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
   const event = must('the events', await api.GET('/events', { params: { query: { limit: 1 } } })).data[0];
   const delivery = must('the deliveries', await api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: endpoint.id } } })).data[0];
   if (!event || !delivery) throw new Error('seeding: no event or no delivery was recorded');
+  // A stored file for getMedia: a JPEG, the first type its answer documents.
+  const uploaded = await fetch(`${baseUrl}/media?filename=comprovante.jpg`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'image/jpeg' },
+    body: Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0xff, 0xd9]),
+  });
+  if (uploaded.status !== 201) throw new Error(`seeding a media file: ${uploaded.status} ${await uploaded.text()}`);
+  const media = (await uploaded.json()) as { id: string };
   return {
     agentId: agent.id,
     agentToDeleteId: doomed.id,
@@ -133,6 +142,7 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     webhookEndpointId: endpoint.id,
     webhookEndpointToDeleteId: endpointToDelete.id,
     deliveryId: delivery.id,
+    mediaId: media.id,
   };
 }
 

@@ -29,7 +29,14 @@ beforeAll(async () => {
   server = await startServer({
     databaseUrl: own?.url,
     jobs: true,
-    config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, deliveryMaxAttempts: 4, metaGraphTimeoutMs: 1_500, jobPollMs: 200, mediaStore: { kind: 'file', dir } },
+    config: {
+      metaGraphUrl: graph.url,
+      deliveryRetryBaseMs: 20,
+      deliveryMaxAttempts: 4,
+      metaGraphTimeoutMs: 1_500,
+      jobPollMs: 200,
+      mediaStore: { kind: 'file', dir },
+    },
   });
 });
 afterAll(async () => {
@@ -109,7 +116,9 @@ describe('POST /messages with attachments', () => {
     const { data: contacts } = await ws.api.GET('/contacts', { params: { query: { instagramId: '8812345678' } } });
     const video = await upload(ws, randomBytes(3_000), 'video/mp4');
 
-    const { data } = await ws.api.POST('/messages', { body: { contactId: contacts!.data[0]!.id, channelId: meta.channel.id, attachments: [{ mediaId: video.id }] } });
+    const { data } = await ws.api.POST('/messages', {
+      body: { contactId: contacts!.data[0]!.id, channelId: meta.channel.id, attachments: [{ mediaId: video.id }] },
+    });
     expect(data).toMatchObject({ content: null, attachments: [video] });
     await waitForNoJobs(server.db, ws.workspaceId, 'message-delivery');
 
@@ -157,7 +166,10 @@ describe('POST /messages with attachments', () => {
     expect(unknown.response.status).toBe(422);
     expect(unknown.error!.error).toMatchObject({ code: 'invalid_reference', details: [{ path: '/body/attachments/0/mediaId' }] });
     expect(refused.response.status).toBe(422);
-    expect(refused.error!.error).toMatchObject({ code: 'attachment_not_supported', details: [{ path: '/body/attachments/0/mediaId', message: 'Instagram takes only PDF documents' }] });
+    expect(refused.error!.error).toMatchObject({
+      code: 'attachment_not_supported',
+      details: [{ path: '/body/attachments/0/mediaId', message: 'Instagram takes only PDF documents' }],
+    });
     expect(eleven.response.status).toBe(400);
     const { data: threads } = await ws.api.GET('/threads');
     expect((await threadMessages(ws, threads!.data[0]!.id)).filter((m) => m.direction === 'outbound')).toEqual([]);

@@ -125,7 +125,7 @@ describe('POST /media', () => {
     expect(outside.headers.get('content-range')).toBe('bytes */10000');
   });
 
-  it("when another workspace asks for the id, then 404, as for an unknown id", async () => {
+  it('when another workspace asks for the id, then 404, as for an unknown id', async () => {
     const ws = await createWorkspace(server);
     const other = await createWorkspace(server);
     const created = await upload(ws.apiKey, randomBytes(100), 'text/plain');

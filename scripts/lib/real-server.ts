@@ -127,6 +127,8 @@ export async function startRealServer(options: { databaseUrl: string | undefined
     REDIS_PREFIX: `sf-script:${randomUUID()}:`,
     // Production seals Meta channels' secrets (and warns without a key): this run's own.
     SECRETS_KEY: randomBytes(32).toString('base64'),
+    // Uploaded files beside the run's database, in its scratch directory, not under ./data.
+    MEDIA_STORE: `file:${path.join(path.dirname(options.pgliteDir), 'media')}`,
     ...options.env,
   };
   if (options.databaseUrl) env.DATABASE_URL = options.databaseUrl;

@@ -178,7 +178,12 @@ export async function uploadGraphMedia(options: {
     signal: options.signal,
   });
   if ('failure' in outcome) {
-    return { ok: false, transient: true, code: outcome.failure === 'timeout' ? 'timeout' : 'network_error', message: `the media upload failed: ${outcome.message}` };
+    return {
+      ok: false,
+      transient: true,
+      code: outcome.failure === 'timeout' ? 'timeout' : 'network_error',
+      message: `the media upload failed: ${outcome.message}`,
+    };
   }
   let body: unknown;
   try {

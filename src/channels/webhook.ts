@@ -279,8 +279,7 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
   const attachments = objects(message.attachments);
   const media = instagramMedia(attachments).slice(0, 10);
   const attachment = attachments[0];
-  const content =
-    text(message.text) ?? (media.length > 0 ? null : attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
+  const content = text(message.text) ?? (media.length > 0 ? null : attachment ? labelled(text(attachment.type) ?? 'attachment') : labelled('message'));
   if (content !== null && !storable(content)) {
     out.ignored.push(`an Instagram message whose text ${UNSTORABLE_TEXT}`);
     return;

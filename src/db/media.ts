@@ -102,7 +102,13 @@ export function markMediaStored(db: Db, workspaceId: string, id: string, stored:
 
 /** A pending file could not be fetched (a query to run; it returns the row when it moved). */
 export function markMediaFailed(db: Db, workspaceId: string, id: string) {
-  return db.updateTable('media').set({ status: 'failed' }).where('workspace_id', '=', workspaceId).where('id', '=', id).where('status', '=', 'pending').returningAll();
+  return db
+    .updateTable('media')
+    .set({ status: 'failed' })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .returningAll();
 }
 
 /** Deletes an erased person's files; returns the store keys whose bytes are to be deleted. */

@@ -109,7 +109,10 @@ export function startJobs(options: {
       }),
       concurrency: 8,
     },
-    'media-delete': { handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 2 },
+    'media-delete': {
+      handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),
+      concurrency: 2,
+    },
     recurring: {
       handler: recurringHandler({
         db,

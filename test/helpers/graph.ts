@@ -55,7 +55,8 @@ export function graphError(code: number, message = 'An error occurred', status =
 /** Graph's answer to a send that worked: WhatsApp `messages[0].id`, Instagram `message_id`; to an upload, its id. */
 export function sentAnswer(request: GraphRequest): GraphAnswer {
   if (request.path.endsWith('/media')) return { status: 200, body: { id: String(4_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
-  if (request.path.endsWith('/message_attachments')) return { status: 200, body: { attachment_id: String(5_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
+  if (request.path.endsWith('/message_attachments'))
+    return { status: 200, body: { attachment_id: String(5_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
   if (request.body?.messaging_product === 'whatsapp') {
     return {
       status: 200,
