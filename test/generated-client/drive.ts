@@ -3,7 +3,19 @@
 // a few operations and errors of the real server, written as an SDK user would write them.
 // API_BASE_URL and API_KEY (an enterprise key with every scope) come from the environment.
 import { client } from './client/client.gen';
-import { createContact, getContact, getMe, getNpsStats, getThread, listChannels, listContacts, registerNps, sendMessage } from './client/sdk.gen';
+import {
+  createContact,
+  getContact,
+  getMe,
+  getMedia,
+  getNpsStats,
+  getThread,
+  listChannels,
+  listContacts,
+  registerNps,
+  sendMessage,
+  uploadMedia,
+} from './client/sdk.gen';
 import type { Contact, ErrorResponse, Me, Thread } from './client/types.gen';
 
 function check(condition: unknown, what: string): asserts condition {
@@ -71,7 +83,23 @@ async function main(): Promise<void> {
   });
   check(stats.data?.total === 1 && stats.data.npsScore === 100, `GET /threads/stats/nps ${JSON.stringify(stats.data)}`);
 
-  process.stdout.write('generated client: 12 calls answered as the contract says (401, 200, 201, 409, 400, 404, NPS 100)\n');
+  // A file up (the body is the file, its own Content-Type) and down (the same bytes), unedited generated code.
+  const bytes = new Uint8Array([0x25, 0x50, 0x44, 0x46, 0x2d, 0x31, 0x2e, 0x34, 0x0a, 0x25, 0x25, 0x45, 0x4f, 0x46]);
+  const uploaded = await uploadMedia({
+    body: new Blob([bytes], { type: 'application/pdf' }),
+    query: { filename: 'nota.pdf' },
+    headers: { 'Content-Type': 'application/pdf' },
+  });
+  check(
+    uploaded.response.status === 201 && uploaded.data?.type === 'document' && uploaded.data.size === bytes.length,
+    `POST /media ${JSON.stringify(uploaded.data)}`,
+  );
+  const downloaded = await getMedia({ path: { id: uploaded.data.id }, parseAs: 'blob' });
+  check(downloaded.data, 'GET /media/{id} answered the file');
+  const got = new Uint8Array(await downloaded.data.arrayBuffer());
+  check(downloaded.response.status === 200 && got.length === bytes.length && got.every((b, i) => b === bytes[i]), 'GET /media/{id} gives the same bytes');
+
+  process.stdout.write('generated client: 14 calls answered as the contract says (401, 200, 201, 409, 400, 404, NPS 100, a file up and down)\n');
 }
 
 main().catch((err: unknown) => {
