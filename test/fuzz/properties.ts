@@ -828,6 +828,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const channel = model.channels.find((c) => c.id === input.channelId.toLowerCase())!;
       const contact = model.contacts.find((c) => c.id === input.contactId.toLowerCase())!;
       const template = input.template;
+      // The fuzzer uploads no file (POST /media takes bytes it does not generate): any media id is unknown.
+      if (input.attachments) return expectError(ex, 422, 'invalid_reference', 'a media file the workspace has not stored', '/body/attachments/0/mediaId');
       if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
       if (channel.provider === 'meta') {
         if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId))
@@ -851,6 +853,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         error: null,
         template: template ?? null,
         agentId: null,
+        attachments: [],
         createdAt: message.createdAt,
       };
       if (open) {
@@ -1046,6 +1049,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           error: null,
           template: null,
           agentId: null,
+          attachments: [],
           createdAt: message.createdAt,
         },
         'the inbound message',
@@ -1083,6 +1087,27 @@ const plans: Partial<Record<OperationId, Plan>> = {
         model.threads.find((t) => t.id === message.threadId),
         'the thread of the inbound message',
       );
+    },
+  },
+
+  // The fuzzer generates no file bytes: every upload is the same small JPEG (runCase's payload), so
+  // the cases vary its query; test/media.test.ts covers files. No id it draws is a stored file's.
+  uploadMedia: {
+    async check(_ctx, ex, { query }) {
+      expectStatus(ex, 201, 'a JPEG upload');
+      const body = ex.res.body as { type: string; size: number; filename: string | null; status: string };
+      same(
+        ex,
+        [body.type, body.size, body.filename, body.status],
+        ['image', FILE.length, (query as { filename?: string }).filename ?? null, 'stored'],
+        'the stored file',
+      );
+    },
+  },
+
+  getMedia: {
+    async check(_ctx, ex) {
+      expectError(ex, 404, 'not_found', 'a media id of no stored file');
     },
   },
 
@@ -1973,6 +1998,15 @@ async function setUp(server: TestServer): Promise<Model> {
   return model;
 }
 
+/** A small JPEG: what a raw-body operation (POST /media) is sent, since the fuzzer generates no file bytes. */
+const FILE = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01, 0xff, 0xd9]);
+
+/** What a request of the operation carries: its JSON body, or for a raw-body operation the file. */
+function payload(inputs: OpInputs, body: unknown): { body?: unknown; rawBody?: Buffer; headers?: Record<string, string> } {
+  if (inputs.op.rawBody) return { rawBody: FILE, headers: { 'content-type': 'image/jpeg' } };
+  return inputs.body ? { body } : {};
+}
+
 async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, counts: OperationCounts): Promise<Exchange> {
   const parts: Parts = structuredClone(c.parts);
   await plan.bind?.(ctx, parts, c.knobs, c.mode.kind === 'valid');
@@ -1980,14 +2014,14 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   if (c.mode.kind === 'valid') {
     counts.valid++;
     if (!requestIsValid(ctx.tr, inputs, parts)) throw new PropertyFailure(`translator bug: generated an invalid request ${JSON.stringify(parts)}`);
-    const ex = await send(ctx, method, urlOf(inputs, parts), inputs.body ? { body: parts.body } : {});
+    const ex = await send(ctx, method, urlOf(inputs, parts), payload(inputs, parts.body));
     await plan.check(ctx, ex, parts, c.knobs);
     return ex;
   }
   if (c.mode.kind === 'refused') {
     counts.refused++;
     const expectation = await plan.refuse!(ctx, parts, c.knobs, c.mode);
-    const ex = await send(ctx, method, urlOf(inputs, parts), inputs.body ? { body: parts.body } : {});
+    const ex = await send(ctx, method, urlOf(inputs, parts), payload(inputs, parts.body));
     expectation(ex);
     return ex;
   }
@@ -2011,7 +2045,7 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
     else expectError(ex, mode.body.status, mode.body.code, mode.body.what);
     return ex;
   }
-  const ex = await send(ctx, method, url, inputs.body ? { body: broken.body } : {});
+  const ex = await send(ctx, method, url, payload(inputs, broken.body));
   // The validator names path parameters /params/<name> (ErrorDetail's examples only show /body and /query).
   const where =
     mode.where === 'body'

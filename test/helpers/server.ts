@@ -3,6 +3,8 @@
 // counting rate limits in real Redis when there is one.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import type { DestinationStream } from 'pino';
@@ -112,6 +114,8 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
     ...loadConfig({ NODE_ENV: 'test', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     redisPrefix: `sf-test:${randomUUID()}:`,
     keyCacheTtlMs: 0,
+    // Files of the run's tests in the OS temp directory, never under ./data (a test that looks at them gives its own).
+    mediaStore: { kind: 'file' as const, dir: path.join(os.tmpdir(), 'sf-test-media') },
     ...options.config,
   });
   const url = options.redisUrl === false ? undefined : (options.redisUrl ?? redisUrl);
