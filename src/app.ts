@@ -21,7 +21,8 @@ import { metaWebhooks } from './routes/webhooks.js';
 import { aiRepliesOf } from './ai/replies.js';
 import type { EventStreams } from './stream/hub.js';
 import { streamTokenCredential } from './stream/tokens.js';
-import { openMediaStore, type MediaStore } from './media/store.js';
+import { openMediaStore } from './media/open-store.js';
+import type { MediaStore } from './media/store.js';
 import { spoolUpload } from './media/upload.js';
 
 export interface AppDeps {

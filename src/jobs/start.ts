@@ -20,7 +20,8 @@ import { recurringHandler } from './recurring.js';
 import { startWorker, type QueueHandler, type Worker } from './worker.js';
 import { mediaFetchHandler } from '../media/fetch.js';
 import { mediaDeleteHandler } from '../media/erase.js';
-import { openMediaStore, type MediaStore } from '../media/store.js';
+import { openMediaStore } from '../media/open-store.js';
+import type { MediaStore } from '../media/store.js';
 
 export type JobsConfig = Pick<
   Config,

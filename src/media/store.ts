@@ -1,10 +1,8 @@
 // The media store: where files' bytes live, a directory or an S3 bucket (MEDIA_STORE). Keys are
 // made by the service (`<workspace>/<media id>`), never from input. Bytes stream in and out; a file
 // is written whole (from a spooled upload or download whose size and SHA-256 are known) or not at all.
+// open-store.ts opens the one MEDIA_STORE names.
 import type { Readable } from 'node:stream';
-import type { MediaStoreConfig } from '../config.js';
-import { fileStore } from './file-store.js';
-import { s3Store } from './s3-store.js';
 
 /** A byte range, both ends inclusive. */
 export interface ByteRange {
@@ -21,11 +19,6 @@ export interface MediaStore {
   get(key: string, range?: ByteRange): Promise<Readable>;
   /** Deletes `key`; nothing when it is not there. */
   delete(key: string): Promise<void>;
-}
-
-/** The store MEDIA_STORE names. */
-export function openMediaStore(config: MediaStoreConfig): MediaStore {
-  return config.kind === 'file' ? fileStore(config.dir) : s3Store(config);
 }
 
 /** The key of a workspace's media file: of ids the service made, never of input. */

@@ -1,5 +1,5 @@
 // Which files the service keeps, as pure rules: the MIME types of each attachment type and its size
-// limit (1 MB = 2^20 bytes), as DECISIONS and openapi.yaml's POST /media list them, and what each
+// limit (1 MB = 2^20 bytes), as openapi.yaml's POST /media lists them, and what each
 // channel can carry.
 import type { MediaType } from '../db/schema.js';
 
