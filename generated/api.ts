@@ -41,7 +41,11 @@ export interface paths {
         put?: never;
         /**
          * Create an agent
-         * @description Creates an agent in the key's workspace; it starts `active`. Needs the `agents:write` scope.
+         * @description Creates an agent in the key's workspace; it starts `active`. An AI agent (`type: ai`, the
+         *     default) needs `model` and `instructions` and takes no `availability` or `capacity`; a
+         *     person (`type: human`) takes no `model` or `instructions`, and starts `offline` with no
+         *     capacity limit unless told. Either mix-up is a 400 `validation_error`, and nothing is stored.
+         *     `type` cannot change afterwards. Needs the `agents:write` scope.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -76,7 +80,12 @@ export interface paths {
         head?: never;
         /**
          * Update an agent
-         * @description Changes any of `name`, `instructions`, `model` and `status`; fields left out keep their value. Needs the `agents:write` scope.
+         * @description Changes any of `name` and `status`, and of an AI agent `instructions` and `model`, of a
+         *     person `availability` and `capacity` (null: no limit); fields left out keep their value.
+         *     `availability` or `capacity` for an AI agent, `instructions` or `model` for a person, and
+         *     `type` for anyone are a 400 `validation_error`, and nothing changes. A lower `capacity` or
+         *     going `away` takes no thread from a person: it only stops the round robin giving them more.
+         *     Needs the `agents:write` scope.
          */
         patch: operations["updateAgent"];
         trace?: never;
@@ -1045,28 +1054,70 @@ export interface components {
         };
         /** @enum {string} */
         AgentStatus: "active" | "inactive";
+        /**
+         * @description `ai` answers on its own (`model`, `instructions`); `human` is a person on the team.
+         * @enum {string}
+         */
+        AgentType: "ai" | "human";
+        /**
+         * @description A person's availability; the round robin gives threads only to `online` people.
+         * @enum {string}
+         */
+        AgentAvailability: "online" | "away" | "offline";
+        /**
+         * @description The most open threads the round robin gives this person; null for no limit.
+         * @example 5
+         */
+        AgentCapacity: number | null;
+        AgentName: string;
+        AgentInstructions: string;
+        AgentModel: string;
         Agent: {
             id: components["schemas"]["Uuid"];
+            type: components["schemas"]["AgentType"];
             /** @description Display name. */
             name: string;
             status: components["schemas"]["AgentStatus"];
-            /** @description Free text that instructs the agent. */
-            instructions: string;
-            /** @description Name of the language model the agent uses. */
-            model: string;
+            /** @description A person's availability; null for an AI agent. */
+            availability: components["schemas"]["AgentAvailability"] | null;
+            capacity: components["schemas"]["AgentCapacity"];
+            /** @description Free text that instructs an AI agent; null for a person. */
+            instructions: string | null;
+            /** @description Name of the language model an AI agent uses; null for a person. */
+            model: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
-        AgentCreate: {
-            name: string;
-            instructions: string;
-            model: string;
+        /** @description An AI agent (`type` left out or `ai`) or a person (`type: human`). */
+        AgentCreate: components["schemas"]["AiAgentCreate"] | components["schemas"]["HumanAgentCreate"];
+        AiAgentCreate: {
+            /**
+             * @description `ai`, also when left out.
+             * @enum {string}
+             */
+            type?: "ai";
+            name: components["schemas"]["AgentName"];
+            instructions: components["schemas"]["AgentInstructions"];
+            model: components["schemas"]["AgentModel"];
         };
+        HumanAgentCreate: {
+            /** @enum {string} */
+            type: "human";
+            name: components["schemas"]["AgentName"];
+            availability?: components["schemas"]["AgentAvailability"];
+            capacity?: components["schemas"]["AgentCapacity"];
+        };
+        /**
+         * @description `instructions` and `model` change an AI agent only, `availability` and `capacity` a person
+         *     only (the other kind answers 400). `type` is fixed at creation.
+         */
         AgentUpdate: {
-            name?: string;
-            instructions?: string;
-            model?: string;
+            name?: components["schemas"]["AgentName"];
+            instructions?: components["schemas"]["AgentInstructions"];
+            model?: components["schemas"]["AgentModel"];
             status?: components["schemas"]["AgentStatus"];
+            availability?: components["schemas"]["AgentAvailability"];
+            capacity?: components["schemas"]["AgentCapacity"];
         };
         AgentList: {
             data: components["schemas"]["Agent"][];
@@ -2073,6 +2124,10 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description Only agents in this status. */
                 status?: components["schemas"]["AgentStatus"];
+                /** @description Only AI agents (`ai`) or only people (`human`). */
+                type?: components["schemas"]["AgentType"];
+                /** @description Only people with this availability (AI agents have none, so never match). */
+                availability?: components["schemas"]["AgentAvailability"];
             };
             header?: never;
             path?: never;
@@ -2095,16 +2150,31 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "type": "ai",
                      *           "name": "Ana Atendimento",
                      *           "status": "active",
+                     *           "availability": null,
+                     *           "capacity": null,
                      *           "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
                      *           "model": "gpt-4o-mini",
                      *           "createdAt": "2026-11-02T13:45:10.120Z",
                      *           "updatedAt": "2026-11-02T13:45:10.120Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f4e-9b3c-7d4e-8f5a-6b7c8d9e0f1a",
+                     *           "type": "human",
+                     *           "name": "Pedro Souza",
+                     *           "status": "active",
+                     *           "availability": "online",
+                     *           "capacity": 5,
+                     *           "instructions": null,
+                     *           "model": null,
+                     *           "createdAt": "2026-11-02T13:50:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:50:00.000Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 1,
+                     *         "total": 2,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
@@ -2146,13 +2216,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "Ana Atendimento",
-                 *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
-                 *       "model": "gpt-4o-mini"
-                 *     }
-                 */
                 "application/json": components["schemas"]["AgentCreate"];
             };
         };
@@ -2168,17 +2231,6 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
-                     *       "name": "Ana Atendimento",
-                     *       "status": "active",
-                     *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
-                     *       "model": "gpt-4o-mini",
-                     *       "createdAt": "2026-11-02T13:45:10.120Z",
-                     *       "updatedAt": "2026-11-02T13:45:10.120Z"
-                     *     }
-                     */
                     "application/json": components["schemas"]["Agent"];
                 };
             };
@@ -2219,8 +2271,11 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "type": "ai",
                      *       "name": "Ana Atendimento",
                      *       "status": "active",
+                     *       "availability": null,
+                     *       "capacity": null,
                      *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
                      *       "model": "gpt-4o-mini",
                      *       "createdAt": "2026-11-02T13:45:10.120Z",
@@ -2283,12 +2338,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "status": "inactive",
-                 *       "instructions": "Fora do horário comercial, informe que retornaremos às 8h."
-                 *     }
-                 */
                 "application/json": components["schemas"]["AgentUpdate"];
             };
         };
@@ -2306,8 +2355,11 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "type": "ai",
                      *       "name": "Ana Atendimento",
                      *       "status": "inactive",
+                     *       "availability": null,
+                     *       "capacity": null,
                      *       "instructions": "Fora do horário comercial, informe que retornaremos às 8h.",
                      *       "model": "gpt-4o-mini",
                      *       "createdAt": "2026-11-02T13:45:10.120Z",

@@ -60,11 +60,23 @@ export interface AgentTable {
   id: string;
   name: string;
   status: 'active' | 'inactive';
-  instructions: string;
-  model: string;
+  /** Fixed at creation (migration 0015: existing rows are 'ai'). */
+  type: ColumnType<AgentType, AgentType | undefined, never>;
+  /** AI agents only (null for people). */
+  instructions: string | null;
+  model: string | null;
+  /** People only (null for AI agents). */
+  availability: ColumnType<AgentAvailability | null, AgentAvailability | null | undefined, AgentAvailability | null>;
+  /** People only: at most this many open threads from the round robin; null for no limit. */
+  capacity: ColumnType<number | null, number | null | undefined, number | null>;
+  /** When the round robin last gave this person a thread; null when it never did. */
+  last_assigned_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
+
+export type AgentType = 'ai' | 'human';
+export type AgentAvailability = 'online' | 'away' | 'offline';
 
 export interface ContactTable {
   workspace_id: string;

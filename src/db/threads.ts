@@ -144,14 +144,15 @@ export interface VersionedThread {
   version: string;
 }
 
-export async function readThreadForChange(db: Db, workspaceId: string, id: string): Promise<VersionedThread | undefined> {
-  const row = await db
+/** With `lock`, the row stays locked until the caller's transaction ends (locking leaves xmin as it is). */
+export async function readThreadForChange(db: Db, workspaceId: string, id: string, options: { lock?: boolean } = {}): Promise<VersionedThread | undefined> {
+  const query = db
     .selectFrom('threads')
     .selectAll()
     .select(sql<string>`xmin::text`.as('version'))
     .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
+    .where('id', '=', id);
+  const row = await (options.lock ? query.forUpdate() : query).executeTakeFirst();
   if (!row) return undefined;
   const { version, ...thread } = row;
   return { row: thread, version };

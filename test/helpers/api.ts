@@ -90,10 +90,18 @@ const unique = (): string => `${Date.now() % 100_000_000}${(sequence++ % 100).to
 /** A fresh E.164 Brazilian mobile number. */
 export const buildPhone = (): string => `+55119${unique().padStart(10, '0').slice(-8)}${Math.floor(Math.random() * 10)}`;
 
-export const buildAgent = (overrides: Partial<Schemas['AgentCreate']> = {}): Schemas['AgentCreate'] => ({
+export const buildAgent = (overrides: Partial<Schemas['AiAgentCreate']> = {}): Schemas['AiAgentCreate'] => ({
   name: 'Ana Atendimento',
   instructions: 'Responda com cordialidade, em português.',
   model: 'gpt-4o-mini',
+  ...overrides,
+});
+
+/** A person on the team (DECISIONS §14): online with no capacity limit unless told. */
+export const buildHuman = (overrides: Partial<Schemas['HumanAgentCreate']> = {}): Schemas['HumanAgentCreate'] => ({
+  type: 'human',
+  name: 'Pedro Souza',
+  availability: 'online',
   ...overrides,
 });
 
