@@ -1088,22 +1088,17 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
-        /** @description An AI agent (`type` left out or `ai`) or a person (`type: human`). */
-        AgentCreate: components["schemas"]["AiAgentCreate"] | components["schemas"]["HumanAgentCreate"];
-        AiAgentCreate: {
-            /**
-             * @description `ai`, also when left out.
-             * @enum {string}
-             */
-            type?: "ai";
+        /**
+         * @description An AI agent (`type` left out or `ai`) needs `instructions` and `model` and takes no
+         *     `availability` or `capacity`; a person (`type: human`) takes `availability` (default
+         *     `offline`) and `capacity` (default null, no limit) and no `instructions` or `model`.
+         *     A field the agent's type does not take is reported like any unknown field.
+         */
+        AgentCreate: {
+            type?: components["schemas"]["AgentType"];
             name: components["schemas"]["AgentName"];
-            instructions: components["schemas"]["AgentInstructions"];
-            model: components["schemas"]["AgentModel"];
-        };
-        HumanAgentCreate: {
-            /** @enum {string} */
-            type: "human";
-            name: components["schemas"]["AgentName"];
+            instructions?: components["schemas"]["AgentInstructions"];
+            model?: components["schemas"]["AgentModel"];
             availability?: components["schemas"]["AgentAvailability"];
             capacity?: components["schemas"]["AgentCapacity"];
         };

@@ -22,7 +22,7 @@ afterAll(async () => {
   await server.close();
 });
 
-async function person(ws: TestWorkspace, overrides: Partial<components['schemas']['HumanAgentCreate']> = {}): Promise<Agent> {
+async function person(ws: TestWorkspace, overrides: Partial<components['schemas']['AgentCreate']> = {}): Promise<Agent> {
   const { data, response } = await ws.api.POST('/agents', { body: buildHuman(overrides) });
   expect(response.status).toBe(201);
   return data!;

@@ -23,6 +23,7 @@ interface DatabaseError {
 }
 
 const MAX_DETAILS = 20;
+const IF_SUMMARY = /^must match "(then|else)" schema$/;
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '53300']);
 // Messages of pg, pg-pool and PGlite for a connection that broke, or never came.
 const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|not queryable|PGlite is closed|Client was closed/i;
@@ -33,7 +34,10 @@ function isValidatorError(err: unknown): err is ValidatorError {
 
 function fromValidator(err: ValidatorError): ApiError {
   // Every problem is reported (allErrors), but a body built to fail a thousand ways gets 20 back.
-  const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => ({
+  // A conditional schema's summary line (AgentCreate's if/then/else) only repeats the problems its
+  // branch already names.
+  const problems = (err.errors ?? []).filter((e) => !IF_SUMMARY.test(e.message ?? ''));
+  const details: ErrorDetail[] = problems.slice(0, MAX_DETAILS).map((e) => ({
     path: e.path ?? '',
     message: withExample(e.message ?? 'is invalid'),
   }));
