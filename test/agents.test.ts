@@ -484,7 +484,11 @@ describe('people on the team (type human)', () => {
     ['an AI agent with a capacity', { ...buildAgent(), capacity: 3 }, [{ path: '/body/capacity', message: ADDITIONAL }]],
     ['a capacity of 0', { type: 'human', name: 'Pedro', capacity: 0 }, [{ path: '/body/capacity', message: 'must be >= 1' }]],
     ['a capacity over 1000', { type: 'human', name: 'Pedro', capacity: 1001 }, [{ path: '/body/capacity', message: 'must be <= 1000' }]],
-    ['a fractional capacity', { type: 'human', name: 'Pedro', capacity: 2.5 }, [{ path: '/body/capacity', message: expect.stringMatching(/^must be integer/) }]],
+    [
+      'a fractional capacity',
+      { type: 'human', name: 'Pedro', capacity: 2.5 },
+      [{ path: '/body/capacity', message: expect.stringMatching(/^must be integer/) }],
+    ],
     [
       'an unknown availability',
       { type: 'human', name: 'Pedro', availability: 'busy' },

@@ -309,7 +309,13 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
 
     let history: Entry[] = [];
     await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
-    expect(history.at(-1)).toMatchObject({ field: 'agentId', from: setup.agentId, to: pedro!.id, actor: { type: 'agent', id: setup.agentId }, reason: 'ai_unavailable' });
+    expect(history.at(-1)).toMatchObject({
+      field: 'agentId',
+      from: setup.agentId,
+      to: pedro!.id,
+      actor: { type: 'agent', id: setup.agentId },
+      reason: 'ai_unavailable',
+    });
   });
 
   async function contactPhone(ws: TestWorkspace, id: string): Promise<string | null | undefined> {

@@ -76,7 +76,15 @@ describe('assignRoundRobin', () => {
     expect(assigned).toEqual([...byId, ...byId]);
     const history = await historyOf(ws, threads[0]!.id);
     expect(history.filter((e) => e.field === 'agentId')).toEqual([
-      { id: expect.stringMatching(UUID), field: 'agentId', from: null, to: byId[0], actor: { type: 'api_key', id: ws.keyId }, reason: 'triagem', createdAt: expect.any(String) },
+      {
+        id: expect.stringMatching(UUID),
+        field: 'agentId',
+        from: null,
+        to: byId[0],
+        actor: { type: 'api_key', id: ws.keyId },
+        reason: 'triagem',
+        createdAt: expect.any(String),
+      },
     ]);
     const { data: events } = await ws.api.GET('/events', { params: { query: { type: 'thread.updated', limit: 100 } } });
     expect(events!.data).toHaveLength(6);
