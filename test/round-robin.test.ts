@@ -1,4 +1,4 @@
-// Round robin (DECISIONS §14) through its service function, as the AI handoff and the automations
+// Round robin through its service function, as the AI handoff and the automations
 // call it, read back through the API: the oldest last assignment first, capacity, who is never
 // chosen, the no_agent_available entry, a channel's default person, and, on PostgreSQL, many
 // assignments at once from several instances never taking anyone over capacity.

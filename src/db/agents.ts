@@ -143,7 +143,7 @@ export async function lockRoundRobin(db: Db, workspaceId: string): Promise<void>
 }
 
 /**
- * Takes the round robin's next person (DECISIONS §14) and marks them assigned now, in one
+ * Takes the round robin's next person and marks them assigned now, in one
  * statement: the active, online person with fewer open threads than their capacity (null: no
  * limit), the thread being assigned left out of the count, whose last assignment is the oldest
  * (never assigned first; ties by id). Undefined when nobody is eligible. Hold lockRoundRobin first:

@@ -1,4 +1,4 @@
-// Round robin (DECISIONS §14): a thread "to a person" goes to the active, online person with room
+// Round robin: a thread "to a person" goes to the active, online person with room
 // under their capacity whose last round-robin assignment is the oldest; nobody eligible leaves it
 // without an agent. Callers: an AI agent's handoff (src/ai/replies.ts) and the automations'
 // assign_round_robin action. One history entry and one thread.updated per call, by the caller's actor.

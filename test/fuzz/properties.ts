@@ -624,17 +624,33 @@ const plans: Partial<Record<OperationId, Plan>> = {
   listAgents: {
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
-      const all = model.agents.filter((a) => !query.status || a.status === query.status).sort(byCreated);
+      const all = model.agents
+        .filter((a) => (!query.status || a.status === query.status) && (!query.type || a.type === query.type))
+        .filter((a) => !query.availability || a.availability === query.availability)
+        .sort(byCreated);
       same(ex, ex.res.body, pageOf(all, query), 'the page of agents the model holds');
     },
   },
 
   createAgent: {
+    // The schema's if/then/else (a person takes no model or instructions, an AI agent no
+    // availability or capacity) is beyond the generator: the body is made one kind or the other.
+    async bind(_ctx, parts) {
+      const body = parts.body as Record<string, unknown>;
+      if (body.type !== 'human' && (body.instructions === undefined || body.model === undefined)) body.type = 'human';
+      for (const field of body.type === 'human' ? ['instructions', 'model'] : ['availability', 'capacity']) delete body[field];
+    },
     async check(ctx, ex, { body }) {
       expectStatus(ex, 201, 'a valid agent');
       const agent = ex.res.body as Agent;
       ctx.model.agents.push(agent);
-      same(ex, agent, { ...(body as object), id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt }, 'the created agent');
+      const input = body as S['AgentCreate'];
+      const kind =
+        input.type === 'human'
+          ? { type: 'human', availability: input.availability ?? 'offline', capacity: input.capacity ?? null, instructions: null, model: null }
+          : { type: 'ai', availability: null, capacity: null };
+      const expected = { ...input, ...kind, id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt };
+      same(ex, agent, expected, 'the created agent');
       if (!ISO_MS.test(agent.createdAt)) fail(ex, 'createdAt is not ISO 8601 UTC with milliseconds');
       await readBack(ctx, `/v1/agents/${agent.id}`, agent, 'the created agent');
     },
@@ -658,7 +674,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
 
   updateAgent: {
     async bind({ model }, parts, knobs) {
-      parts.path.id = casing(pick(model.agents, knobs.picks[0])!.id, knobs.upper);
+      const agent = pick(model.agents, knobs.picks[0])!;
+      parts.path.id = casing(agent.id, knobs.upper);
+      // Only the fields of the agent's type (the others are a 400, checked in agents.test.ts).
+      const body = parts.body as Record<string, unknown> | undefined;
+      if (!body || typeof body !== 'object') return;
+      for (const field of agent.type === 'human' ? ['instructions', 'model'] : ['availability', 'capacity']) delete body[field];
+      if (Object.keys(body).length === 0) body.name = `Fixture ${agent.name.length}`;
     },
     refuse: refuseId('agent', 'id'),
     async check(ctx, ex, { path, body }) {

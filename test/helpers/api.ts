@@ -99,7 +99,7 @@ export const buildAgent = (overrides: Partial<AiAgentBody> = {}): AiAgentBody =>
   ...overrides,
 });
 
-/** A person on the team (DECISIONS §14): online with no capacity limit unless told. */
+/** A person on the team: online with no capacity limit unless told. */
 export const buildHuman = (overrides: Partial<Schemas['AgentCreate']> = {}): Schemas['AgentCreate'] => ({
   type: 'human',
   name: 'Pedro Souza',

@@ -1,4 +1,4 @@
-// People on the team beside AI agents (DECISIONS §14): agents.type ('ai' for every existing row),
+// People on the team beside AI agents: agents.type ('ai' for every existing row),
 // a person's availability and capacity, and the moment of their last round-robin assignment, kept
 // on the row by the assigning transaction so choosing the next person never scans history.
 // model and instructions belong to AI agents only, availability to people only (the check says so).
