@@ -60,6 +60,8 @@ describe('POST /contacts', () => {
       phone: body.phone,
       email: body.email,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -90,6 +92,8 @@ describe('POST /contacts', () => {
       phone: null,
       email: null,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -125,6 +129,8 @@ describe('POST /contacts', () => {
       phone,
       email: null,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });

@@ -276,6 +276,7 @@ describe('GET /threads/{id}', () => {
       npsCreatedAt: '2026-03-01T10:00:00.000Z',
       lastMessageAt: message!.createdAt,
       lastInboundAt: null,
+      labels: [],
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
     });
@@ -339,6 +340,7 @@ describe('POST /threads', () => {
       npsCreatedAt: null,
       lastMessageAt: null,
       lastInboundAt: null,
+      labels: [],
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -385,6 +387,7 @@ describe('POST /threads', () => {
       npsCreatedAt: null,
       lastMessageAt: null,
       lastInboundAt: null,
+      labels: [],
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
