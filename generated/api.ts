@@ -4471,7 +4471,7 @@ export interface operations {
                      *
                      *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
                      *     event: thread.updated
-                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
                      */
                     "text/event-stream": string;
                 };

@@ -10,7 +10,11 @@ export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
 export type WebhookEventOperationId =
   | 'onContactCreatedEvent'
   | 'onContactUpdatedEvent'
-  | 'onThreadCreatedEvent' | 'onThreadUpdatedEvent' | 'onMessageCreatedEvent' | 'onMessageUpdatedEvent' | 'onNpsAnsweredEvent';
+  | 'onThreadCreatedEvent'
+  | 'onThreadUpdatedEvent'
+  | 'onMessageCreatedEvent'
+  | 'onMessageUpdatedEvent'
+  | 'onNpsAnsweredEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 

@@ -189,7 +189,10 @@ describe('PATCH /contacts/{id} with labels and attributes', () => {
     const attributes = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`a${i}`, i]));
     const contact = await createContact(ws, { attributes });
 
-    const refused = await request(server, 'PATCH', `/v1/contacts/${contact.id}`, { apiKey: ws.apiKey, body: { name: 'Outra', labels: ['x'], attributes: { extra: 1 } } });
+    const refused = await request(server, 'PATCH', `/v1/contacts/${contact.id}`, {
+      apiKey: ws.apiKey,
+      body: { name: 'Outra', labels: ['x'], attributes: { extra: 1 } },
+    });
 
     expect(refused.status).toBe(400);
     expect(refused.body.error).toEqual({
@@ -230,7 +233,10 @@ describe('PATCH /contacts/{id} with labels and attributes', () => {
     expect((await ws.api.POST('/webhook-endpoints', { body: { url: `${receiver.url}${path}`, events: ['contact.updated'] } })).response.status).toBe(201);
     const contact = await createContact(ws);
 
-    const { data } = await ws.api.PATCH('/contacts/{id}', { params: { path: { id: contact.id } }, body: { labels: ['VIP'], attributes: { plano: 'premium' } } });
+    const { data } = await ws.api.PATCH('/contacts/{id}', {
+      params: { path: { id: contact.id } },
+      body: { labels: ['VIP'], attributes: { plano: 'premium' } },
+    });
 
     const [received, ...more] = await receiver.waitFor(1, path);
     expect(more).toEqual([]);
@@ -351,7 +357,13 @@ describe('thread labels', () => {
     const { data: cleared } = await ws.api.PATCH('/threads/{id}', { params: { path: { id: thread.id } }, body: { labels: [] } });
     const { data: same } = await ws.api.PATCH('/threads/{id}', { params: { path: { id: thread.id } }, body: { labels: [] } });
 
-    expect(changed).toEqual({ ...thread, labels: ['Boleto', 'Urgente'], status: 'closed', closedAt: expect.stringMatching(ISO_MS), updatedAt: expect.stringMatching(ISO_MS) });
+    expect(changed).toEqual({
+      ...thread,
+      labels: ['Boleto', 'Urgente'],
+      status: 'closed',
+      closedAt: expect.stringMatching(ISO_MS),
+      updatedAt: expect.stringMatching(ISO_MS),
+    });
     expect(cleared).toEqual({ ...changed, labels: [], updatedAt: expect.stringMatching(ISO_MS) });
     expect(same).toEqual(cleared);
     const { data: history } = await ws.api.GET('/threads/{id}/history', { params: { path: { id: thread.id } } });

@@ -26,7 +26,16 @@ export function historyRows(
   now: Date,
 ): NewThreadHistory[] {
   return changes.map((change) => {
-    const base = { workspace_id: workspaceId, id: uuidv7(), thread_id: threadId, field: change.field, from_status: null, to_status: null, from_id: null, to_id: null };
+    const base = {
+      workspace_id: workspaceId,
+      id: uuidv7(),
+      thread_id: threadId,
+      field: change.field,
+      from_status: null,
+      to_status: null,
+      from_id: null,
+      to_id: null,
+    };
     const values =
       change.field === 'labels'
         ? { ...base, from_labels: change.from && JSON.stringify(change.from), to_labels: JSON.stringify(change.to), stay_ms: null }

@@ -92,7 +92,9 @@ function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
   const params = [...(item.parameters ?? []), ...(item[op.method].parameters ?? [])].map((p: Schema) => tr.resolve(p));
   const repeatable = (p: Schema) => p.in === 'query' && p.explode === true && tr.resolve(p.schema as Schema).type === 'array';
   const of = (where: string) =>
-    Object.fromEntries(params.filter((p) => p.in === where).map((p) => [p.name as string, (repeatable(p) ? tr.resolve(p.schema as Schema).items : p.schema) as Schema]));
+    Object.fromEntries(
+      params.filter((p) => p.in === where).map((p) => [p.name as string, (repeatable(p) ? tr.resolve(p.schema as Schema).items : p.schema) as Schema]),
+    );
   return {
     op,
     path: of('path'),
@@ -294,7 +296,8 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
   }
   for (const [param, schema] of Object.entries(inputs.query)) {
     invalid.push(tr.invalidQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'value', param, value })));
-    if (!inputs.repeatable.includes(param)) invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
+    if (!inputs.repeatable.includes(param))
+      invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
   }
   for (const param of inputs.required) invalid.push(fc.constant<Mode>({ kind: 'invalid', where: 'query', how: 'drop', param, value: '' }));
   if (queryKeys.length > 0 || inputs.op.method === 'get') {
@@ -505,7 +508,14 @@ const keyActor = (model: Model): HistoryEntry['actor'] => ({ type: 'api_key', id
 
 /** The entries of a thread's opening: its status, its first stage, its agent and its labels, if any. */
 function recordOpened(model: Model, thread: Thread, actor: HistoryEntry['actor']): void {
-  const entry = (field: HistoryEntry['field'], to: string | string[]): HistoryEntry => ({ field, from: null, to, actor, reason: null, createdAt: thread.createdAt });
+  const entry = (field: HistoryEntry['field'], to: string | string[]): HistoryEntry => ({
+    field,
+    from: null,
+    to,
+    actor,
+    reason: null,
+    createdAt: thread.createdAt,
+  });
   model.history.set(thread.id, [
     entry('status', 'open'),
     entry('stageId', thread.stageId),
