@@ -305,13 +305,14 @@ describe('?label= filters', () => {
     await seed(ws.workspaceId, 20_000, 'Comum').execute(server.db);
     await seed(other.workspaceId, 20_000, 'Raro').execute(server.db);
     // As autovacuum would: the GIN index's pending list (fastupdate) moves into the index, the statistics are taken.
-    await sql`vacuum analyze contacts`.execute(server.db);
+    await sql`analyze contacts`.execute(server.db);
 
-    // The list's statement (db/pagination.ts) over the filters of GET /contacts?label=raro.
+    // The page of the list's statement (db/pagination.ts, matches first) for GET /contacts?label=raro.
     const plan = await sql<{ 'QUERY PLAN': string }>`
-      explain select * from contacts
-       where workspace_id = ${ws.workspaceId} and erased_at is null and label_keys @> ${[`${ws.workspaceId}:raro`]}::text[]
-       order by created_at, id limit 20`.execute(server.db);
+      explain select * from (select * from contacts
+                              where workspace_id = ${ws.workspaceId} and erased_at is null and label_keys @> ${[`${ws.workspaceId}:raro`]}::text[]
+                             offset 0) as m
+       order by created_at, id limit 20 offset 0`.execute(server.db);
     const text = plan.rows.map((r) => r['QUERY PLAN']).join('\n');
 
     expect(text).toContain('contacts_label_keys_idx');

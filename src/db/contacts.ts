@@ -64,7 +64,8 @@ export async function listContacts(db: Db, workspaceId: string, filter: ContactF
   if (filter.instagramId) where.push(['instagram_id = ?', filter.instagramId]);
   if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
   if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
-  return listPage(db, contactList, where, { page, limit });
+  // A label's matches come from its GIN index first (pagination.ts says why).
+  return listPage(db, contactList, where, { page, limit, matchesFirst: Boolean(filter.labels?.length) });
 }
 
 export async function getContact(db: Db, workspaceId: string, id: string): Promise<Contact | undefined> {

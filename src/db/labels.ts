@@ -1,6 +1,7 @@
 // How labels are stored for the `?label=` filters: beside the labels as spelled, their keys
 // `<workspace id>:<label lower-cased>`, which the GIN indexes of migration 0016 hold (it says why).
-// Lower-cased here, not by PostgreSQL, whose lower() under a C locale leaves non-ASCII letters be.
+// Lower-cased here by the merge's rule, not by PostgreSQL, whose lower() depends on the database's
+// locale (under LC_CTYPE=C it leaves non-ASCII letters be).
 
 /** The key of one label (trimmed, compared ignoring case) in a workspace. */
 export const labelKey = (workspaceId: string, label: string): string => `${workspaceId.toLowerCase()}:${label.trim().toLowerCase()}`;

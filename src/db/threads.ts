@@ -67,7 +67,8 @@ export async function listThreads(db: Db, workspaceId: string, filter: ThreadFil
   if (filter.agentId) where.push(['agent_id = ?', filter.agentId]);
   if (filter.stageId) where.push(['stage_id = ?', filter.stageId]);
   if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
-  return listPage(db, threadList, where, { page, limit, newestFirst: true });
+  // A label's matches come from its GIN index first (pagination.ts says why).
+  return listPage(db, threadList, where, { page, limit, newestFirst: true, matchesFirst: Boolean(filter.labels?.length) });
 }
 
 export async function getThread(db: Db, workspaceId: string, id: string): Promise<Thread | undefined> {
