@@ -361,6 +361,8 @@ describe('POST /threads', () => {
         nps_stage_id: null,
         last_message_at: null,
         last_inbound_at: null,
+        labels: [],
+        label_keys: [],
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.createdAt),
       },
