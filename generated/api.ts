@@ -2613,7 +2613,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), e.g. a label out of bounds, more than 20 labels or 50 attributes, a bad attribute key or value; or it is malformed (`invalid_json`). Nothing is stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description Another contact of the workspace already has this phone (or Instagram id); `details[0].existingId` names it. */
@@ -2799,7 +2808,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), as for `POST /contacts`, or the attributes would number more than 50 after the merge; or it is malformed (`invalid_json`). Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
