@@ -1179,8 +1179,10 @@ export interface components {
          *     }
          */
         ContactAttributes: {
-            [key: string]: string | number | boolean;
+            [key: string]: components["schemas"]["AttributeValue"];
         };
+        /** @description An attribute's value, a string of at most 500 characters (no U+0000), a number or a boolean. */
+        AttributeValue: string | number | boolean;
         /**
          * @description Attributes to merge into the contact's: a key with a value (a string of at most 500
          *     characters, a number or a boolean) sets it, a key with `null` removes it, keys left out stay.
@@ -1191,7 +1193,7 @@ export interface components {
          *     }
          */
         ContactAttributesUpdate: {
-            [key: string]: string | number | boolean | null;
+            [key: string]: components["schemas"]["AttributeValue"] | null;
         };
         ContactList: {
             data: components["schemas"]["Contact"][];
