@@ -105,7 +105,11 @@ export interface paths {
         put?: never;
         /**
          * Create a contact
-         * @description Creates a contact. A phone is unique within the workspace. Needs the `contacts:write` scope.
+         * @description Creates a contact. A phone is unique within the workspace. `labels` (at most 20, each 1 to 50
+         *     characters once trimmed; labels equal but for case are merged, keeping the first spelling) and
+         *     `attributes` (at most 50 keys, see `ContactAttributes`) are optional; outside these limits the
+         *     request is a 400 `validation_error` and nothing is stored.
+         *     Needs the `contacts:write` scope.
          */
         post: operations["createContact"];
         delete?: never;
@@ -133,8 +137,8 @@ export interface paths {
         post?: never;
         /**
          * Erase a contact
-         * @description Erases the person at their request (Brazil's LGPD, art. 18): their name, phone and e-mail
-         *     are deleted and the contact answers 404 from then on (lists, reads, changes, and as a
+         * @description Erases the person at their request (Brazil's LGPD, art. 18): their name, phone, e-mail,
+         *     labels and attributes are deleted and the contact answers 404 from then on (lists, reads, changes, and as a
          *     `contactId` of a new message or thread, 422). The `content` of every message of the
          *     contact becomes `null`. Their threads (with their `contactId`, now an id of no one), stage
          *     history and NPS answers stay, so funnel and NPS statistics are the same before and after.
@@ -145,9 +149,13 @@ export interface paths {
         head?: never;
         /**
          * Update a contact
-         * @description Corrects any of `name`, `phone` and `email`; fields left out keep their value, and `null`
-         *     clears a phone or an e-mail. A phone stays unique within the workspace: a phone another
-         *     contact holds is a 409, also when two requests race for it.
+         * @description Corrects any of `name`, `phone` and `email`, and sets `labels` (the whole new list) or
+         *     `attributes` (merged into the contact's: a key with a value sets it, a key with `null`
+         *     removes it, keys left out stay); fields left out keep their value, and `null` clears a phone
+         *     or an e-mail. A phone stays unique within the workspace: a phone another contact holds is a
+         *     409, also when two requests race for it. Attributes that would number more than 50 after the
+         *     merge are a 400 `validation_error` (`/body/attributes`), and nothing changes. A change records a
+         *     `contact.updated` event (the contact as answered); a body that changes nothing records none.
          *     Needs the `contacts:write` scope.
          */
         patch: operations["updateContact"];
@@ -353,7 +361,9 @@ export interface paths {
         put?: never;
         /**
          * Open a thread
-         * @description Opens a thread between a contact and a channel. A pair has at most one open thread. Needs the `messages:write` scope.
+         * @description Opens a thread between a contact and a channel. A pair has at most one open thread. `labels`
+         *     follow the rules of a contact's (at most 20, each 1 to 50 characters once trimmed, equal but
+         *     for case merged). Needs the `messages:write` scope.
          */
         post: operations["createThread"];
         delete?: never;
@@ -449,10 +459,10 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a thread's status, stage or agent
+         * Change a thread's status, stage, agent or labels
          * @description Closes or reopens the thread (`status`), moves it to another stage of the funnel
-         *     (`stageId`) or assigns it to another agent (`agentId`, `null` to unassign); fields left out
-         *     keep their value. Closing sets `closedAt`, reopening clears it; a pair has at most one open
+         *     (`stageId`), assigns it to another agent (`agentId`, `null` to unassign) or sets its
+         *     `labels` (the whole new list, as in `POST /threads`); fields left out keep their value. Closing sets `closedAt`, reopening clears it; a pair has at most one open
          *     thread, so reopening while the (contact, channel) pair has another open thread is a 409
          *     (also when two requests race). Each field that changes appends an entry to the thread's
          *     history (`GET /threads/{id}/history`) in the same transaction, with this key as the actor
@@ -500,9 +510,10 @@ export interface paths {
         };
         /**
          * List a thread's history
-         * @description Every change of the thread's `status`, `stageId` and `agentId`, oldest first (by
+         * @description Every change of the thread's `status`, `stageId`, `agentId` and `labels`, oldest first (by
          *     `createdAt`, then `id`). It starts with the thread's values when it was opened (`from:
-         *     null`): its status, its first stage and, when it had one, its agent. A change of several
+         *     null`): its status, its first stage and, when it had them, its agent and its labels. A
+         *     `labels` entry's `from` and `to` are the whole lists before and after. A change of several
          *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
          *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
          *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
@@ -862,6 +873,28 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description A contact's name, phone, e-mail, labels or attributes changed (`PATCH /contacts/{id}`).
+         *     Sent to each enabled endpoint subscribed to `contact.updated` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onContactUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "thread.created": {
         parameters: {
             query?: never;
@@ -895,7 +928,7 @@ export interface webhooks {
         put?: never;
         /**
          * thread.updated
-         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
+         * @description A thread's status, stage, agent or labels changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
          *     Sent to each enabled endpoint subscribed to `thread.updated` (or `*`), signed with the endpoint's
          *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
          */
@@ -1127,6 +1160,8 @@ export interface components {
             email: string | null;
             /** @description The contact's Instagram-scoped id (IGSID), unique within the workspace; set when they write on Instagram. */
             instagramId?: string | null;
+            labels: components["schemas"]["LabelList"];
+            attributes: components["schemas"]["ContactAttributes"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1141,6 +1176,8 @@ export interface components {
             /** Format: email */
             email?: string;
             instagramId?: components["schemas"]["InstagramId"];
+            labels?: components["schemas"]["Labels"];
+            attributes?: components["schemas"]["ContactAttributes"];
         };
         ContactUpdate: {
             name?: string;
@@ -1151,6 +1188,58 @@ export interface components {
              * @description null removes it.
              */
             email?: string | null;
+            labels?: components["schemas"]["Labels"];
+            attributes?: components["schemas"]["ContactAttributesUpdate"];
+        };
+        /**
+         * @description A label: 1 to 50 characters once the spaces around it are trimmed (they are not stored), no
+         *     U+0000. Labels compare ignoring case (`Cliente VIP` and `cliente vip` are one label).
+         * @example Cliente VIP
+         */
+        Label: string;
+        /**
+         * @description Labels to set, the whole new list: at most 20. Each is trimmed; labels equal but for case are
+         *     merged into the first one's spelling (not an error), in the order given.
+         * @example [
+         *       "Cliente VIP",
+         *       "Boleto"
+         *     ]
+         */
+        Labels: components["schemas"]["Label"][];
+        /**
+         * @description The labels, trimmed, each once ignoring case, in the order they were given.
+         * @example [
+         *       "Cliente VIP",
+         *       "Boleto"
+         *     ]
+         */
+        LabelList: string[];
+        AttributeKey: string;
+        /**
+         * @description Custom attributes: at most 50 keys of 1 to 40 characters (a lower-case letter, then lower-case
+         *     letters, digits and `_`), each a string of at most 500 characters, a number or a boolean.
+         * @example {
+         *       "plano": "premium",
+         *       "pedidos": 12,
+         *       "aceita_marketing": true
+         *     }
+         */
+        ContactAttributes: {
+            [key: string]: components["schemas"]["AttributeValue"];
+        };
+        /** @description An attribute's value, a string of at most 500 characters (no U+0000), a number or a boolean. */
+        AttributeValue: string | number | boolean;
+        /**
+         * @description Attributes to merge into the contact's: a key with a value (a string of at most 500
+         *     characters, a number or a boolean) sets it, a key with `null` removes it, keys left out stay.
+         *     The contact may have at most 50 keys after the merge (else 400, nothing changes).
+         * @example {
+         *       "aceita_marketing": true,
+         *       "cupom": null
+         *     }
+         */
+        ContactAttributesUpdate: {
+            [key: string]: components["schemas"]["AttributeValue"] | null;
         };
         ContactList: {
             data: components["schemas"]["Contact"][];
@@ -1342,6 +1431,7 @@ export interface components {
              * @description When the contact last wrote in this thread; on a Meta channel, free text may be sent for 24 hours after it.
              */
             lastInboundAt: string | null;
+            labels: components["schemas"]["LabelList"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1350,8 +1440,9 @@ export interface components {
             channelId: components["schemas"]["Uuid"];
             /** @description The agent that answers the thread; the channel's default agent (if any) when left out. */
             agentId?: components["schemas"]["Uuid"];
+            labels?: components["schemas"]["Labels"];
         };
-        /** @description The fields to change; a body that changes none of `status`, `stageId` and `agentId` changes nothing. */
+        /** @description The fields to change; a body that changes none of `status`, `stageId`, `agentId` and `labels` changes nothing. */
         ThreadUpdate: {
             status?: components["schemas"]["ThreadStatus"];
             /** @description A stage of the workspace's funnel. */
@@ -1361,11 +1452,12 @@ export interface components {
              * @description An agent of the workspace; null unassigns the thread.
              */
             agentId?: string | null;
+            labels?: components["schemas"]["Labels"];
             /** @description Why; recorded with each history entry of this change. */
             reason?: string;
         };
         /** @enum {string} */
-        ThreadHistoryField: "status" | "stageId" | "agentId";
+        ThreadHistoryField: "status" | "stageId" | "agentId" | "labels";
         HistoryActor: {
             /** @enum {string} */
             type: "api_key" | "agent" | "system";
@@ -1378,14 +1470,16 @@ export interface components {
         ThreadHistoryEntry: {
             id: components["schemas"]["Uuid"];
             field: components["schemas"]["ThreadHistoryField"];
-            /** @description The value before (a status, or a stage or agent id); null when the thread was opened, or had no agent. */
-            from: string | null;
+            /** @description The value before (a status, a stage or agent id, or for `labels` the list); null when the thread was opened, or had no agent. */
+            from: components["schemas"]["ThreadHistoryValue"];
             /** @description The value after; null when the thread was unassigned. */
-            to: string | null;
+            to: components["schemas"]["ThreadHistoryValue"];
             actor: components["schemas"]["HistoryActor"];
             reason: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        /** @description A status, a stage or agent id (strings), or for a `labels` entry the whole list of labels; null when there was none. */
+        ThreadHistoryValue: string | string[] | null;
         ThreadHistoryList: {
             data: components["schemas"]["ThreadHistoryEntry"][];
             pagination: components["schemas"]["Pagination"];
@@ -1483,7 +1577,7 @@ export interface components {
          *     `id` null: what a customer's inbound message brings (their contact, a thread, the message),
          *     the delivery of a message and its statuses from Meta or the sandbox.
          *     Per event type: `contact.created` is the key of `POST /contacts`, or `system` for a customer
-         *     who wrote first; `thread.created` is whoever opened it (the key of `POST /threads`, the key
+         *     who wrote first; `contact.updated` is the key of `PATCH /contacts/{id}`; `thread.created` is whoever opened it (the key of `POST /threads`, the key
          *     or agent whose message opened it, `system` for an inbound message); `thread.updated` is the
          *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
          *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
@@ -1528,15 +1622,27 @@ export interface components {
          * @description The kind of change an event records.
          * @enum {string}
          */
-        EventType: "contact.created" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered";
+        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered";
         /** @description A change the API exposed, as `GET /events` and webhooks carry it; `type` tells which object `data.object` is. */
-        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"];
+        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"];
         /** @description A contact was created (`POST /contacts`, or a customer who wrote for the first time). */
         ContactCreatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
             /** @constant */
             type: "contact.created";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["Contact"];
+                actor: components["schemas"]["EventActor"];
+            };
+        };
+        /** @description A contact's name, phone, e-mail, labels or attributes changed (`PATCH /contacts/{id}`); the object is the contact after the change. */
+        ContactUpdatedEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "contact.updated";
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Contact"];
@@ -1555,7 +1661,7 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
-        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
+        /** @description A thread's status, stage, agent or labels changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
         ThreadUpdatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
@@ -1608,7 +1714,7 @@ export interface components {
             pagination: components["schemas"]["Pagination"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
@@ -2402,6 +2508,13 @@ export interface operations {
                 email?: string;
                 /** @description Only the contact with this Instagram-scoped id. */
                 instagramId?: components["schemas"]["InstagramId"];
+                /**
+                 * @description Only contacts with this label (case-insensitive; spaces around it are ignored). Repeat it for several (`?label=vip&label=boleto`) and all must match.
+                 * @example [
+                 *       "Cliente VIP"
+                 *     ]
+                 */
+                label?: components["schemas"]["Label"][];
             };
             header?: never;
             path?: never;
@@ -2428,6 +2541,15 @@ export interface operations {
                      *           "phone": "+5511987654321",
                      *           "email": "mariana.silva@exemplo.com.br",
                      *           "instagramId": null,
+                     *           "labels": [
+                     *             "Cliente VIP",
+                     *             "São Paulo"
+                     *           ],
+                     *           "attributes": {
+                     *             "plano": "premium",
+                     *             "pedidos": 12,
+                     *             "aceita_marketing": true
+                     *           },
                      *           "createdAt": "2026-11-03T09:12:31.004Z",
                      *           "updatedAt": "2026-11-03T09:12:31.004Z"
                      *         },
@@ -2437,6 +2559,8 @@ export interface operations {
                      *           "phone": "+5521998877665",
                      *           "email": null,
                      *           "instagramId": null,
+                     *           "labels": [],
+                     *           "attributes": {},
                      *           "createdAt": "2026-11-03T10:40:02.518Z",
                      *           "updatedAt": "2026-11-03T10:40:02.518Z"
                      *         }
@@ -2489,7 +2613,16 @@ export interface operations {
                  *       "name": "Beatriz Costa",
                  *       "phone": "+5531991234567",
                  *       "email": "beatriz.costa@exemplo.com.br",
-                 *       "instagramId": "17841400000000001"
+                 *       "instagramId": "17841400000000001",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         " cliente vip ",
+                 *         "Boleto"
+                 *       ],
+                 *       "attributes": {
+                 *         "plano": "premium",
+                 *         "pedidos": 3
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ContactCreate"];
@@ -2514,6 +2647,14 @@ export interface operations {
                      *       "phone": "+5531991234567",
                      *       "email": "beatriz.costa@exemplo.com.br",
                      *       "instagramId": "17841400000000001",
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "Boleto"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 3
+                     *       },
                      *       "createdAt": "2026-11-20T16:05:12.407Z",
                      *       "updatedAt": "2026-11-20T16:05:12.407Z"
                      *     }
@@ -2521,7 +2662,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), e.g. a label out of bounds, more than 20 labels or 50 attributes, a bad attribute key or value; or it is malformed (`invalid_json`). Nothing is stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description Another contact of the workspace already has this phone (or Instagram id); `details[0].existingId` names it. */
@@ -2587,6 +2737,15 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "São Paulo"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 12,
+                     *         "aceita_marketing": true
+                     *       },
                      *       "createdAt": "2026-11-03T09:12:31.004Z",
                      *       "updatedAt": "2026-11-03T09:12:31.004Z"
                      *     }
@@ -2650,7 +2809,15 @@ export interface operations {
                 /**
                  * @example {
                  *       "name": "Mariana Souza Silva",
-                 *       "email": "mariana.souza@exemplo.com.br"
+                 *       "email": "mariana.souza@exemplo.com.br",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         "São Paulo"
+                 *       ],
+                 *       "attributes": {
+                 *         "aceita_marketing": true,
+                 *         "cupom": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ContactUpdate"];
@@ -2673,6 +2840,16 @@ export interface operations {
                      *       "name": "Mariana Souza Silva",
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.souza@exemplo.com.br",
+                     *       "instagramId": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "São Paulo"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 12,
+                     *         "aceita_marketing": true
+                     *       },
                      *       "createdAt": "2026-11-03T09:12:31.004Z",
                      *       "updatedAt": "2026-11-21T10:05:12.430Z"
                      *     }
@@ -2680,7 +2857,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), as for `POST /contacts`, or the attributes would number more than 50 after the merge; or it is malformed (`invalid_json`). Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -3446,6 +3632,13 @@ export interface operations {
                 agentId?: components["schemas"]["Uuid"];
                 /** @description Only threads in this stage of the funnel. */
                 stageId?: components["schemas"]["Uuid"];
+                /**
+                 * @description Only threads with this label (case-insensitive; spaces around it are ignored). Repeat it for several (`?label=vip&label=boleto`) and all must match.
+                 * @example [
+                 *       "Cliente VIP"
+                 *     ]
+                 */
+                label?: components["schemas"]["Label"][];
             };
             header?: never;
             path?: never;
@@ -3478,6 +3671,10 @@ export interface operations {
                      *           "npsCreatedAt": null,
                      *           "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *           "lastInboundAt": null,
+                     *           "labels": [
+                     *             "Cliente VIP",
+                     *             "Boleto"
+                     *           ],
                      *           "createdAt": "2026-11-20T14:30:00.981Z",
                      *           "updatedAt": "2026-11-20T14:32:05.123Z"
                      *         }
@@ -3529,7 +3726,10 @@ export interface operations {
                  * @example {
                  *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                  *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                 *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f"
+                 *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                 *       "labels": [
+                 *         "Boleto"
+                 *       ]
                  *     }
                  */
                 "application/json": components["schemas"]["ThreadCreate"];
@@ -3560,6 +3760,9 @@ export interface operations {
                      *       "npsCreatedAt": null,
                      *       "lastMessageAt": null,
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Boleto"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T14:30:00.981Z"
                      *     }
@@ -3767,6 +3970,9 @@ export interface operations {
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -3799,6 +4005,10 @@ export interface operations {
                  * @example {
                  *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
                  *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         "Boleto"
+                 *       ],
                  *       "reason": "Cliente pediu a segunda via do boleto."
                  *     }
                  */
@@ -3829,6 +4039,10 @@ export interface operations {
                      *       "npsCreatedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "Boleto"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T14:41:12.006Z"
                      *     }
@@ -3960,6 +4174,9 @@ export interface operations {
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -4063,10 +4280,27 @@ export interface operations {
                      *           },
                      *           "reason": "Cliente pediu a segunda via do boleto.",
                      *           "createdAt": "2026-11-20T14:41:12.006Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f63-7a8b-7c9d-8e0f-1a2b3c4d5e70",
+                     *           "field": "labels",
+                     *           "from": [
+                     *             "Cliente VIP"
+                     *           ],
+                     *           "to": [
+                     *             "Cliente VIP",
+                     *             "Boleto"
+                     *           ],
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "01935f4b-2222-7333-8444-955566677788"
+                     *           },
+                     *           "reason": "Cliente pediu a segunda via do boleto.",
+                     *           "createdAt": "2026-11-20T14:41:12.006Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 4,
+                     *         "total": 5,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
@@ -4231,6 +4465,9 @@ export interface operations {
                      *               "npsCreatedAt": null,
                      *               "lastMessageAt": "2026-11-22T13:40:02.118Z",
                      *               "lastInboundAt": "2026-11-22T13:38:55.430Z",
+                     *               "labels": [
+                     *                 "Cliente VIP"
+                     *               ],
                      *               "createdAt": "2026-11-20T09:12:30.004Z",
                      *               "updatedAt": "2026-11-22T13:51:44.207Z"
                      *             },
@@ -4301,7 +4538,7 @@ export interface operations {
                      *
                      *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
                      *     event: thread.updated
-                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
                      */
                     "text/event-stream": string;
                 };
@@ -5047,6 +5284,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ContactCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactUpdatedEvent"];
             };
         };
         responses: {

@@ -8,7 +8,13 @@ import type { operations } from '../generated/api.js';
 export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
 /** The top-level `webhooks`: what this service sends to integrators, not operations it serves. */
 export type WebhookEventOperationId =
-  'onContactCreatedEvent' | 'onThreadCreatedEvent' | 'onThreadUpdatedEvent' | 'onMessageCreatedEvent' | 'onMessageUpdatedEvent' | 'onNpsAnsweredEvent';
+  | 'onContactCreatedEvent'
+  | 'onContactUpdatedEvent'
+  | 'onThreadCreatedEvent'
+  | 'onThreadUpdatedEvent'
+  | 'onMessageCreatedEvent'
+  | 'onMessageUpdatedEvent'
+  | 'onNpsAnsweredEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 

@@ -48,6 +48,7 @@ const ALL_MIGRATIONS = [
   '0013_event_actors',
   '0014_event_stream',
   '0015_human_agents',
+  '0016_labels_and_attributes',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -77,6 +77,7 @@ export interface AgentTable {
 
 export type AgentType = 'ai' | 'human';
 export type AgentAvailability = 'online' | 'away' | 'offline';
+export type ContactAttributes = Record<string, string | number | boolean>;
 
 export interface ContactTable {
   workspace_id: string;
@@ -85,9 +86,14 @@ export interface ContactTable {
   phone: string | null;
   email: string | null;
   instagram_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The labels as first spelled (migration 0016); label_keys holds them as the filter finds them (db/labels.ts). */
+  labels: ColumnType<string[], string[] | undefined, string[]>;
+  label_keys: ColumnType<string[], string[] | undefined, string[]>;
+  /** jsonb object of custom attributes; written as JSON text. */
+  attributes: ColumnType<ContactAttributes, string | undefined, string>;
   created_at: CreatedAt;
   updated_at: Timestamp;
-  /** Set when the person was erased (name '', phone and email null); such a contact no longer exists for the API. */
+  /** Set when the person was erased (name '', phone, email, labels and attributes gone); such a contact no longer exists for the API. */
   erased_at: NullableTimestamp;
 }
 
@@ -109,6 +115,9 @@ export interface ThreadTable {
   nps_stage_id: ColumnType<string | null, string | null | undefined, string | null>;
   last_message_at: NullableTimestamp;
   last_inbound_at: NullableTimestamp;
+  /** As a contact's (migration 0016). */
+  labels: ColumnType<string[], string[] | undefined, string[]>;
+  label_keys: ColumnType<string[], string[] | undefined, string[]>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
@@ -123,16 +132,14 @@ export interface StageTable {
   updated_at: Timestamp;
 }
 
-export type HistoryField = 'status' | 'stageId' | 'agentId';
-/**
- * Who made a change (src/actor.ts). thread_history's check (migration 0004) admits api_key, agent
- * and system; automations widen it with their own migration.
- */
+export type HistoryField = 'status' | 'stageId' | 'agentId' | 'labels';
+/** Who made a change (src/actor.ts); thread_history admits all four since migration 0016. */
 export type ActorType = 'api_key' | 'agent' | 'automation' | 'system';
 
 /**
  * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
- * ids in from_id/to_id; a stage change out of a stage also keeps how long the thread stayed in it.
+ * ids in from_id/to_id, label lists in from_labels/to_labels (jsonb arrays; from null at opening);
+ * a stage change out of a stage also keeps how long the thread stayed in it.
  */
 export interface ThreadHistoryTable {
   workspace_id: string;
@@ -143,6 +150,8 @@ export interface ThreadHistoryTable {
   to_status: 'open' | 'closed' | null;
   from_id: string | null;
   to_id: string | null;
+  from_labels: ColumnType<string[] | null, string | null | undefined, never>;
+  to_labels: ColumnType<string[] | null, string | null | undefined, never>;
   stay_ms: ColumnType<string | null, number | null, never>;
   actor_type: ActorType;
   actor_id: string | null;

@@ -82,19 +82,26 @@ interface OpInputs {
   required: string[];
   /** Query parameters the contract lets carry reserved characters unencoded (allowReserved). */
   reserved: string[];
+  /** Array parameters sent once per item (`?label=a&label=b`): the fuzz sends one item, and repeating it is valid. */
+  repeatable: string[];
   body: Schema | undefined;
 }
 
 function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
   const item = spec.paths[op.path];
   const params = [...(item.parameters ?? []), ...(item[op.method].parameters ?? [])].map((p: Schema) => tr.resolve(p));
-  const of = (where: string) => Object.fromEntries(params.filter((p) => p.in === where).map((p) => [p.name as string, p.schema as Schema]));
+  const repeatable = (p: Schema) => p.in === 'query' && p.explode === true && tr.resolve(p.schema as Schema).type === 'array';
+  const of = (where: string) =>
+    Object.fromEntries(
+      params.filter((p) => p.in === where).map((p) => [p.name as string, (repeatable(p) ? tr.resolve(p.schema as Schema).items : p.schema) as Schema]),
+    );
   return {
     op,
     path: of('path'),
     query: of('query'),
     required: params.filter((p) => p.in === 'query' && p.required).map((p) => p.name as string),
     reserved: params.filter((p) => p.in === 'query' && p.allowReserved).map((p) => p.name as string),
+    repeatable: params.filter(repeatable).map((p) => p.name as string),
     body: item[op.method].requestBody?.content?.['application/json']?.schema,
   };
 }
@@ -289,7 +296,8 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
   }
   for (const [param, schema] of Object.entries(inputs.query)) {
     invalid.push(tr.invalidQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'value', param, value })));
-    invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
+    if (!inputs.repeatable.includes(param))
+      invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
   }
   for (const param of inputs.required) invalid.push(fc.constant<Mode>({ kind: 'invalid', where: 'query', how: 'drop', param, value: '' }));
   if (queryKeys.length > 0 || inputs.op.method === 'get') {
@@ -344,9 +352,9 @@ function applyInvalid(parts: Parts, mode: Extract<Mode, { kind: 'invalid' }>): P
 
 /** A history entry as the model knows it; createdAt null when only the server knew the time (an agent's deletion). */
 interface HistoryEntry {
-  field: 'status' | 'stageId' | 'agentId';
-  from: string | null;
-  to: string | null;
+  field: 'status' | 'stageId' | 'agentId' | 'labels';
+  from: string | string[] | null;
+  to: string | string[] | null;
   actor: { type: 'api_key' | 'agent' | 'system'; id: string | null };
   reason: string | null;
   createdAt: string | null;
@@ -498,11 +506,34 @@ async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
 const SYSTEM_ACTOR: HistoryEntry['actor'] = { type: 'system', id: null };
 const keyActor = (model: Model): HistoryEntry['actor'] => ({ type: 'api_key', id: model.keyId });
 
-/** The entries of a thread's opening: its status, its first stage and its agent, if any. */
+/** The entries of a thread's opening: its status, its first stage, its agent and its labels, if any. */
 function recordOpened(model: Model, thread: Thread, actor: HistoryEntry['actor']): void {
-  const entry = (field: HistoryEntry['field'], to: string): HistoryEntry => ({ field, from: null, to, actor, reason: null, createdAt: thread.createdAt });
-  model.history.set(thread.id, [entry('status', 'open'), entry('stageId', thread.stageId), ...(thread.agentId ? [entry('agentId', thread.agentId)] : [])]);
+  const entry = (field: HistoryEntry['field'], to: string | string[]): HistoryEntry => ({
+    field,
+    from: null,
+    to,
+    actor,
+    reason: null,
+    createdAt: thread.createdAt,
+  });
+  model.history.set(thread.id, [
+    entry('status', 'open'),
+    entry('stageId', thread.stageId),
+    ...(thread.agentId ? [entry('agentId', thread.agentId)] : []),
+    ...(thread.labels.length > 0 ? [entry('labels', thread.labels)] : []),
+  ]);
 }
+
+/** Labels as the service keeps them: trimmed, each once ignoring case (the first spelling), in order. */
+function keptLabels(labels: readonly string[] | undefined): string[] {
+  const kept: string[] = [];
+  for (const label of (labels ?? []).map((l) => l.trim())) if (!kept.some((k) => k.toLowerCase() === label.toLowerCase())) kept.push(label);
+  return kept;
+}
+
+/** Whether `labels` hold `wanted` (a ?label= value), ignoring case and spaces around it. */
+const hasLabel = (labels: readonly string[], wanted: string | undefined): boolean =>
+  wanted === undefined || labels.some((l) => l.toLowerCase() === wanted.trim().toLowerCase());
 
 /** The entries of a change from `before` to `after`, one per changed field. */
 function recordChange(model: Model, before: Thread, after: Thread, reason: string | null): void {
@@ -511,6 +542,8 @@ function recordChange(model: Model, before: Thread, after: Thread, reason: strin
     if (before[field] !== after[field])
       entries.push({ field, from: before[field], to: after[field], actor: keyActor(model), reason, createdAt: after.updatedAt });
   }
+  if (JSON.stringify(before.labels) !== JSON.stringify(after.labels))
+    entries.push({ field: 'labels', from: before.labels, to: after.labels, actor: keyActor(model), reason, createdAt: after.updatedAt });
   model.history.set(after.id, entries);
 }
 
@@ -732,6 +765,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
       if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
+      if (parts.query.label !== undefined && contact.labels.length > 0) {
+        const label = contact.labels[knobs.picks[1] % contact.labels.length]!;
+        parts.query.label = knobs.upper ? label.toUpperCase() : label;
+      }
       if (parts.query.q !== undefined) {
         const source = [contact.name, contact.phone!, contact.email!][knobs.picks[1] % 3]!;
         const cps = [...source];
@@ -744,7 +781,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 200, 'a valid list request');
       const matches = model.contacts
         .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
-        .filter((c) => !query.instagramId || c.instagramId === query.instagramId)
+        .filter((c) => (!query.instagramId || c.instagramId === query.instagramId) && hasLabel(c.labels, query.label))
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
@@ -809,6 +846,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
         phone: input.phone ?? null,
         email: input.email ?? null,
         instagramId: input.instagramId ?? null,
+        labels: keptLabels(input.labels),
+        attributes: input.attributes ?? {},
         createdAt: contact.createdAt,
         updatedAt: contact.createdAt,
       };
@@ -896,6 +935,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           npsCreatedAt: null,
           lastMessageAt: c,
           lastInboundAt: null,
+          labels: [],
           createdAt: c,
           updatedAt: c,
         });
@@ -1045,6 +1085,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
           phone: channel.type === 'whatsapp' ? input.from : null,
           email: null,
           instagramId: channel.type === 'instagram' ? input.from : null,
+          labels: [],
+          attributes: {},
           createdAt: contact.createdAt,
           updatedAt: contact.createdAt,
         };
@@ -1094,6 +1136,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           npsCreatedAt: null,
           lastMessageAt: c,
           lastInboundAt: c,
+          labels: [],
           createdAt: c,
           updatedAt: c,
         });
@@ -1117,6 +1160,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key], knobs.upper);
       }
       if (parts.query.status !== undefined) parts.query.status = thread.status;
+      if (parts.query.label !== undefined && thread.labels.length > 0) parts.query.label = thread.labels[knobs.picks[1] % thread.labels.length]!;
     },
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
@@ -1124,7 +1168,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const all = model.threads
         .filter((t) => (!query.status || t.status === query.status) && (!query.contactId || t.contactId === lower(query.contactId)))
         .filter((t) => (!query.channelId || t.channelId === lower(query.channelId)) && (!query.agentId || t.agentId === lower(query.agentId)))
-        .filter((t) => !query.stageId || t.stageId === lower(query.stageId))
+        .filter((t) => (!query.stageId || t.stageId === lower(query.stageId)) && hasLabel(t.labels, query.label))
         .sort((a, b) => byCreated(b, a));
       same(ex, ex.res.body, pageOf(all, query), 'the page of threads the model holds, newest first');
     },
@@ -1161,6 +1205,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         npsCreatedAt: null,
         lastMessageAt: null,
         lastInboundAt: null,
+        labels: keptLabels(input.labels),
         createdAt: thread.createdAt,
         updatedAt: thread.createdAt,
       };
@@ -1431,8 +1476,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
         ...(input.status !== undefined && { status: input.status }),
         ...(input.stageId !== undefined && { stageId: input.stageId.toLowerCase() }),
         ...(input.agentId !== undefined && { agentId: input.agentId?.toLowerCase() ?? null }),
+        ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
       };
-      if ((['status', 'stageId', 'agentId'] as const).some((field) => expected[field] !== before[field])) {
+      const labelsChanged = JSON.stringify(expected.labels) !== JSON.stringify(before.labels);
+      if (labelsChanged || (['status', 'stageId', 'agentId'] as const).some((field) => expected[field] !== before[field])) {
         expected.updatedAt = after.updatedAt;
         if (expected.status !== before.status) expected.closedAt = expected.status === 'closed' ? after.updatedAt : null;
         if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
@@ -1553,6 +1600,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
         ...(input.name !== undefined && { name: input.name }),
         ...(input.phone !== undefined && { phone: input.phone }),
         ...(input.email !== undefined && { email: input.email }),
+        ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
+        ...(input.attributes !== undefined && {
+          attributes: Object.fromEntries(
+            Object.entries({ ...before.attributes, ...input.attributes }).filter((entry): entry is [string, string | number | boolean] => entry[1] !== null),
+          ),
+        }),
       };
       same(ex, after, { ...before, ...changes, updatedAt: after.updatedAt }, 'the contact with the changes applied');
       model.contacts[index] = after;
@@ -1939,8 +1992,14 @@ async function setUp(server: TestServer): Promise<Model> {
     .id;
   const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
   const contacts = [
-    (await insertContact(db, own.workspaceId, { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' }))!,
-    (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665' }))!,
+    (await insertContact(db, own.workspaceId, {
+      name: 'Mariana Silva',
+      phone: '+5511987654321',
+      email: 'mariana.silva@exemplo.com.br',
+      labels: ['Cliente VIP', 'São Paulo'],
+      attributes: { plano: 'premium', pedidos: 12 },
+    }))!,
+    (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665', labels: ['cliente vip'] }))!,
     (await insertContact(db, own.workspaceId, { name: 'Ana' }))!,
     (await insertContact(db, own.workspaceId, { name: 'Bia Instagram', instagramId: '17841400000000001' }))!,
   ];

@@ -3,8 +3,21 @@
 // a few operations and errors of the real server, written as an SDK user would write them.
 // API_BASE_URL and API_KEY (an enterprise key with every scope) come from the environment.
 import { client } from './client/client.gen';
-import { createContact, getContact, getMe, getNpsStats, getThread, listChannels, listContacts, registerNps, sendMessage } from './client/sdk.gen';
-import type { Contact, ErrorResponse, Me, Thread } from './client/types.gen';
+import {
+  createContact,
+  getContact,
+  getMe,
+  getNpsStats,
+  getThread,
+  listChannels,
+  listContacts,
+  listThreadHistory,
+  registerNps,
+  sendMessage,
+  updateContact,
+  updateThread,
+} from './client/sdk.gen';
+import type { Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
 
 function check(condition: unknown, what: string): asserts condition {
   if (!condition) throw new Error(`failed: ${what}`);
@@ -40,9 +53,17 @@ async function main(): Promise<void> {
   check(whatsapp, 'a WhatsApp channel');
 
   const phone = `+55119${String(Date.now() % 100_000_000).padStart(8, '0')}`;
-  const created = await createContact({ body: { name: 'Helena Rocha', phone } });
+  const created = await createContact({
+    body: { name: 'Helena Rocha', phone, labels: ['Cliente VIP', ' cliente vip', 'Boleto'], attributes: { plano: 'premium' } },
+  });
   const contact: Contact | undefined = created.data;
   check(created.response.status === 201 && contact?.phone === phone && contact.email === null, `POST /contacts ${JSON.stringify(contact)}`);
+  check(contact.labels.join('|') === 'Cliente VIP|Boleto' && contact.attributes.plano === 'premium', `labels and attributes ${JSON.stringify(contact)}`);
+
+  const changed = await updateContact({ path: { id: contact.id }, body: { attributes: { plano: null, pedidos: 3 } } });
+  check(changed.data?.attributes.pedidos === 3 && !('plano' in changed.data.attributes), `PATCH /contacts/{id} attributes ${JSON.stringify(changed.data)}`);
+  const labelled = await listContacts({ query: { label: ['cliente vip', 'BOLETO'] } });
+  check(labelled.data?.data.length === 1 && labelled.data.data[0]?.id === contact.id, 'GET /contacts?label=&label= finds it');
 
   const clash = expectError(await createContact({ body: { name: 'Helena R.', phone } }), 409, 'conflict');
   check(clash.error.details?.[0]?.existingId === contact.id, 'the 409 names the contact holding the phone');
@@ -62,6 +83,15 @@ async function main(): Promise<void> {
   const open: Thread | undefined = thread.data;
   check(open?.status === 'open' && open.contactId === contact.id, `GET /threads/{id} ${JSON.stringify(open)}`);
 
+  const relabelled = await updateThread({ path: { id: open.id }, body: { labels: ['Entrega'] } });
+  check(relabelled.data?.labels[0] === 'Entrega', `PATCH /threads/{id} labels ${JSON.stringify(relabelled.data)}`);
+  const history = await listThreadHistory({ path: { id: open.id } });
+  const entry: ThreadHistoryEntry | undefined = history.data?.data.find((e) => e.field === 'labels');
+  check(
+    Array.isArray(entry?.to) && entry.to[0] === 'Entrega' && Array.isArray(entry.from) && entry.from.length === 0,
+    `labels history ${JSON.stringify(entry)}`,
+  );
+
   const answeredAt = new Date(Date.now() - 60_000).toISOString();
   const nps = await registerNps({ path: { id: open.id }, body: { score: 10, answeredAt } });
   check(nps.response.status === 201 && nps.data?.npsScore === 10, `POST /threads/{id}/nps ${JSON.stringify(nps.data)}`);
@@ -71,7 +101,7 @@ async function main(): Promise<void> {
   });
   check(stats.data?.total === 1 && stats.data.npsScore === 100, `GET /threads/stats/nps ${JSON.stringify(stats.data)}`);
 
-  process.stdout.write('generated client: 12 calls answered as the contract says (401, 200, 201, 409, 400, 404, NPS 100)\n');
+  process.stdout.write('generated client: 16 calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100)\n');
 }
 
 main().catch((err: unknown) => {
