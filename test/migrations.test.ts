@@ -30,6 +30,7 @@ const TABLES = [
   'threads',
   'webhook_deliveries',
   'webhook_endpoints',
+  'workspace_settings',
   'workspaces',
 ];
 const ALL_MIGRATIONS = [
@@ -47,6 +48,7 @@ const ALL_MIGRATIONS = [
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
   '0014_event_stream',
+  '0017_workspace_settings',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

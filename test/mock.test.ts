@@ -88,6 +88,8 @@ const calls: Record<OperationId, Call> = {
   listWebhookDeliveries: (api) => api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: ENDPOINT_ID }, query: { page: 1, limit: 20 } } }),
   retryWebhookDelivery: (api) =>
     api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: ENDPOINT_ID, deliveryId: DELIVERY_ID } } }),
+  getSettings: (api) => api.GET('/settings'),
+  updateSettings: (api) => api.PATCH('/settings', { body: { timezone: 'America/Manaus' } }),
 };
 
 /** The operation's documented success status (its one 2xx response). */
