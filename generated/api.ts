@@ -1521,16 +1521,14 @@ export interface components {
              *     and language code, as a message's `template` has them, without parameters); `null`
              *     (the default): none, and asking outside the window is refused.
              */
-            template: components["schemas"]["NpsTemplate"] | null;
+            template: {
+                /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
+                name: string;
+                /** @description The template's language code, e.g. `pt_BR`. */
+                language: string;
+            } | null;
             /** @description How long a request for an answer stays pending, in hours, 1 to 720 (30 days); default 24. */
             expiresAfterHours: number;
-        };
-        /** @description A WhatsApp message template by name and language code. */
-        NpsTemplate: {
-            /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
-            name: string;
-            /** @description The template's language code, e.g. `pt_BR`. */
-            language: string;
         };
         FunnelStage: {
             stageId: components["schemas"]["Uuid"];
@@ -3475,6 +3473,7 @@ export interface operations {
                     "application/json": components["schemas"]["Settings"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
