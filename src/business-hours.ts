@@ -103,7 +103,10 @@ export function businessHoursProblems(hours: BusinessHours): HoursProblem[] {
     const intervals = hours[day].map(([start, end], index) => ({ index, start: minutesOf(start), end: minutesOf(end), text: `${start}-${end}` }));
     for (const interval of intervals) {
       if (!(interval.start < interval.end)) {
-        problems.push({ path: `/${day}/${interval.index}`, message: 'must start before it ends (an interval cannot cross midnight: split it at 24:00 and 00:00)' });
+        problems.push({
+          path: `/${day}/${interval.index}`,
+          message: 'must start before it ends (an interval cannot cross midnight: split it at 24:00 and 00:00)',
+        });
       }
     }
     const ordered = intervals.filter((i) => i.start < i.end).sort((a, b) => a.start - b.start || a.index - b.index);

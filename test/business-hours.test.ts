@@ -22,7 +22,12 @@ describe('isBusinessHours: the edges of an interval', () => {
   });
 
   it('when two intervals touch (12:00-13:00 and 13:00-14:00), then 13:00 is inside the second', () => {
-    const hours = { tue: [['12:00', '13:00'], ['13:00', '14:00']] };
+    const hours = {
+      tue: [
+        ['12:00', '13:00'],
+        ['13:00', '14:00'],
+      ],
+    };
 
     expect(open('UTC', hours, '2026-11-24T12:59:59.999Z')).toBe(true);
     expect(open('UTC', hours, '2026-11-24T13:00:00.000Z')).toBe(true);
@@ -30,7 +35,12 @@ describe('isBusinessHours: the edges of an interval', () => {
   });
 
   it('when a lunch break splits the day, then the break is outside', () => {
-    const hours = { wed: [['13:00', '18:00'], ['08:00', '12:00']] };
+    const hours = {
+      wed: [
+        ['13:00', '18:00'],
+        ['08:00', '12:00'],
+      ],
+    };
 
     expect(open('America/Sao_Paulo', hours, '2026-11-25T14:30:00Z')).toBe(true);
     expect(open('America/Sao_Paulo', hours, '2026-11-25T15:30:00Z')).toBe(false);
@@ -141,19 +151,43 @@ describe('isBusinessHours: across a change of the clocks elsewhere', () => {
 });
 
 describe('isTimeZoneName', () => {
-  it.each(['America/Sao_Paulo', 'America/Manaus', 'America/New_York', 'Europe/Lisbon', 'UTC', 'Etc/UTC', 'GMT', 'Etc/GMT+3', 'Brazil/East', 'US/Eastern', 'Asia/Kolkata', 'Asia/Calcutta', 'Europe/Kyiv', 'America/Argentina/Buenos_Aires', 'America/Port-au-Prince'])(
-    'when the name is %s, then it is a time zone',
-    (name) => {
-      expect(isTimeZoneName(name)).toBe(true);
-    },
-  );
+  it.each([
+    'America/Sao_Paulo',
+    'America/Manaus',
+    'America/New_York',
+    'Europe/Lisbon',
+    'UTC',
+    'Etc/UTC',
+    'GMT',
+    'Etc/GMT+3',
+    'Brazil/East',
+    'US/Eastern',
+    'Asia/Kolkata',
+    'Asia/Calcutta',
+    'Europe/Kyiv',
+    'America/Argentina/Buenos_Aires',
+    'America/Port-au-Prince',
+  ])('when the name is %s, then it is a time zone', (name) => {
+    expect(isTimeZoneName(name)).toBe(true);
+  });
 
-  it.each(['', '+03:00', '-0300', '-03', 'Z', 'Local', 'Mars/Olympus', 'America/Sao Paulo', 'America//Sao_Paulo', '/UTC', 'UTC/', 'America/Sao_Paulo\u0000', 'A'.repeat(65)])(
-    'when the name is %j, then it is not',
-    (name) => {
-      expect(isTimeZoneName(name)).toBe(false);
-    },
-  );
+  it.each([
+    '',
+    '+03:00',
+    '-0300',
+    '-03',
+    'Z',
+    'Local',
+    'Mars/Olympus',
+    'America/Sao Paulo',
+    'America//Sao_Paulo',
+    '/UTC',
+    'UTC/',
+    'America/Sao_Paulo\u0000',
+    'A'.repeat(65),
+  ])('when the name is %j, then it is not', (name) => {
+    expect(isTimeZoneName(name)).toBe(false);
+  });
 });
 
 describe('businessHoursProblems', () => {
@@ -161,7 +195,16 @@ describe('businessHoursProblems', () => {
 
   it('when the intervals are in any order, touch, or end at 24:00, then there is no problem', () => {
     expect(businessHoursProblems(DEFAULT_SETTINGS.businessHours)).toEqual([]);
-    expect(businessHoursProblems(hours([['13:00', '18:00'], ['00:00', '12:00'], ['12:00', '13:00'], ['18:00', '24:00']]))).toEqual([]);
+    expect(
+      businessHoursProblems(
+        hours([
+          ['13:00', '18:00'],
+          ['00:00', '12:00'],
+          ['12:00', '13:00'],
+          ['18:00', '24:00'],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it('when an interval ends before it starts or where it starts, then it is named', () => {
@@ -172,19 +215,48 @@ describe('businessHoursProblems', () => {
   });
 
   it('when intervals overlap, then the later one of the body is named with the one it overlaps', () => {
-    expect(businessHoursProblems(hours([['09:00', '18:00'], ['12:00', '13:00']]))).toEqual([{ path: '/mon/1', message: 'must not overlap 09:00-18:00 (interval 0)' }]);
-    expect(businessHoursProblems(hours([['12:00', '13:00'], ['09:00', '12:01']]))).toEqual([{ path: '/mon/1', message: 'must not overlap 12:00-13:00 (interval 0)' }]);
+    expect(
+      businessHoursProblems(
+        hours([
+          ['09:00', '18:00'],
+          ['12:00', '13:00'],
+        ]),
+      ),
+    ).toEqual([{ path: '/mon/1', message: 'must not overlap 09:00-18:00 (interval 0)' }]);
+    expect(
+      businessHoursProblems(
+        hours([
+          ['12:00', '13:00'],
+          ['09:00', '12:01'],
+        ]),
+      ),
+    ).toEqual([{ path: '/mon/1', message: 'must not overlap 12:00-13:00 (interval 0)' }]);
   });
 
   it('when one long interval holds two short ones, then both short ones are named', () => {
-    expect(businessHoursProblems(hours([['08:00', '20:00'], ['09:00', '10:00'], ['12:00', '13:00']]))).toEqual([
+    expect(
+      businessHoursProblems(
+        hours([
+          ['08:00', '20:00'],
+          ['09:00', '10:00'],
+          ['12:00', '13:00'],
+        ]),
+      ),
+    ).toEqual([
       { path: '/mon/1', message: 'must not overlap 08:00-20:00 (interval 0)' },
       { path: '/mon/2', message: 'must not overlap 08:00-20:00 (interval 0)' },
     ]);
   });
 
   it('when two intervals are the same, then the second is named', () => {
-    expect(businessHoursProblems(hours([['09:00', '12:00'], ['09:00', '12:00']]))).toEqual([{ path: '/mon/1', message: 'must not overlap 09:00-12:00 (interval 0)' }]);
+    expect(
+      businessHoursProblems(
+        hours([
+          ['09:00', '12:00'],
+          ['09:00', '12:00'],
+        ]),
+      ),
+    ).toEqual([{ path: '/mon/1', message: 'must not overlap 09:00-12:00 (interval 0)' }]);
   });
 });
 

@@ -176,7 +176,11 @@ describe('PATCH /settings refusals: 400, and nothing stored', () => {
   const hours = (day: keyof Hours, intervals: unknown) => ({ businessHours: { ...CLOSED, [day]: intervals } });
 
   it.each<[string, unknown, Array<{ path: string; message?: string }>]>([
-    ['a time zone Intl does not know', { timezone: 'Mars/Olympus' }, [{ path: '/body/timezone', message: 'must be an IANA time zone name, e.g. America/Sao_Paulo' }]],
+    [
+      'a time zone Intl does not know',
+      { timezone: 'Mars/Olympus' },
+      [{ path: '/body/timezone', message: 'must be an IANA time zone name, e.g. America/Sao_Paulo' }],
+    ],
     ['an offset for a time zone', { timezone: '-03:00' }, [{ path: '/body/timezone' }]],
     ['an empty time zone', { timezone: '' }, [{ path: '/body/timezone' }]],
     ['a time zone with a space', { timezone: 'America/Sao Paulo' }, [{ path: '/body/timezone' }]],
@@ -191,7 +195,17 @@ describe('PATCH /settings refusals: 400, and nothing stored', () => {
       ]),
       [{ path: '/body/businessHours/mon/1', message: 'must not overlap 09:00-18:00 (interval 0)' }],
     ],
-    ['five intervals a day', hours('tue', [['00:00', '01:00'], ['02:00', '03:00'], ['04:00', '05:00'], ['06:00', '07:00'], ['08:00', '09:00']]), [{ path: '/body/businessHours/tue' }]],
+    [
+      'five intervals a day',
+      hours('tue', [
+        ['00:00', '01:00'],
+        ['02:00', '03:00'],
+        ['04:00', '05:00'],
+        ['06:00', '07:00'],
+        ['08:00', '09:00'],
+      ]),
+      [{ path: '/body/businessHours/tue' }],
+    ],
     ['a time past 24:00', hours('wed', [['09:00', '24:01']]), [{ path: '/body/businessHours/wed/0/1' }]],
     ['a time without its leading zero', hours('wed', [['9:00', '18:00']]), [{ path: '/body/businessHours/wed/0/0' }]],
     ['a time with seconds', hours('wed', [['09:00:00', '18:00']]), [{ path: '/body/businessHours/wed/0/0' }]],
@@ -206,9 +220,17 @@ describe('PATCH /settings refusals: 400, and nothing stored', () => {
     ['expiresAfterHours 0', { nps: { ...NPS, expiresAfterHours: 0 } }, [{ path: '/body/nps/expiresAfterHours' }]],
     ['expiresAfterHours 721', { nps: { ...NPS, expiresAfterHours: 721 } }, [{ path: '/body/nps/expiresAfterHours' }]],
     ['expiresAfterHours 1.5', { nps: { ...NPS, expiresAfterHours: 1.5 } }, [{ path: '/body/nps/expiresAfterHours' }]],
-    ['a template name with capitals and spaces', { nps: { ...NPS, template: { name: 'Pesquisa NPS', language: 'pt_BR' } } }, [{ path: '/body/nps/template/name' }]],
+    [
+      'a template name with capitals and spaces',
+      { nps: { ...NPS, template: { name: 'Pesquisa NPS', language: 'pt_BR' } } },
+      [{ path: '/body/nps/template/name' }],
+    ],
     ['a template without its language', { nps: { ...NPS, template: { name: 'pesquisa_nps' } } }, [{ path: '/body/nps/template/language' }]],
-    ['a template with parameters', { nps: { ...NPS, template: { name: 'pesquisa_nps', language: 'pt_BR', parameters: ['x'] } } }, [{ path: '/body/nps/template/parameters' }]],
+    [
+      'a template with parameters',
+      { nps: { ...NPS, template: { name: 'pesquisa_nps', language: 'pt_BR', parameters: ['x'] } } },
+      [{ path: '/body/nps/template/parameters' }],
+    ],
     ['no key at all', {}, [{ path: '/body' }]],
     ['an unknown key', { language: 'pt_BR' }, [{ path: '/body/language' }]],
   ])('when the body has %s, then it answers 400 naming it', async (_label, body, details) => {
@@ -218,7 +240,8 @@ describe('PATCH /settings refusals: 400, and nothing stored', () => {
 
     expect(response.status).toBe(400);
     expect(response.body.error.code).toBe('validation_error');
-    for (const detail of details) expect(response.body.error.details).toContainEqual(detail.message ? detail : { path: detail.path, message: expect.any(String) });
+    for (const detail of details)
+      expect(response.body.error.details).toContainEqual(detail.message ? detail : { path: detail.path, message: expect.any(String) });
     expect(await settingsOf(ws)).toEqual(DEFAULTS);
     expect(await storedRow(ws)).toBeUndefined();
   });

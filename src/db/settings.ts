@@ -58,4 +58,3 @@ export async function storeSettings(db: Db, workspaceId: string, change: Setting
     .executeTakeFirstOrThrow();
   return rowToStoredSettings(row);
 }
-
