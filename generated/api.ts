@@ -1521,14 +1521,16 @@ export interface components {
              *     and language code, as a message's `template` has them, without parameters); `null`
              *     (the default): none, and asking outside the window is refused.
              */
-            template: {
-                /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
-                name: string;
-                /** @description The template's language code, e.g. `pt_BR`. */
-                language: string;
-            } | null;
+            template: null | components["schemas"]["NpsTemplate"];
             /** @description How long a request for an answer stays pending, in hours, 1 to 720 (30 days); default 24. */
             expiresAfterHours: number;
+        };
+        /** @description A WhatsApp message template by name and language code. */
+        NpsTemplate: {
+            /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
         };
         FunnelStage: {
             stageId: components["schemas"]["Uuid"];
@@ -3567,10 +3569,13 @@ export interface operations {
                      *         "sun": []
                      *       },
                      *       "nps": {
-                     *         "question": "Em uma escala de 0 a 10, o quanto você recomendaria nosso atendimento a um amigo?",
-                     *         "thanks": "Obrigado pela sua resposta!",
-                     *         "template": null,
-                     *         "expiresAfterHours": 24
+                     *         "question": "De 0 a 10, quanto você recomendaria a Loja Exemplo a um amigo?",
+                     *         "thanks": "Muito obrigado! Sua opinião nos ajuda a melhorar.",
+                     *         "template": {
+                     *           "name": "pesquisa_nps",
+                     *           "language": "pt_BR"
+                     *         },
+                     *         "expiresAfterHours": 48
                      *       }
                      *     }
                      */
