@@ -80,6 +80,21 @@ describe('GET /settings', () => {
   });
 });
 
+describe('the loader', () => {
+  it('when a caller changes what it loaded, then neither the defaults nor its other days change', async () => {
+    const ws = await createWorkspace(server);
+    const loaded = await loadSettings(server.db, ws.workspaceId);
+
+    loaded.businessHours.mon.push(['19:00', '20:00']);
+    loaded.nps.question = 'Outra?';
+
+    expect(loaded.businessHours.tue).toEqual(NINE_TO_SIX);
+    expect(DEFAULT_SETTINGS).toEqual(DEFAULTS);
+    expect(await loadSettings(server.db, ws.workspaceId)).toEqual(DEFAULTS);
+    expect(() => DEFAULT_SETTINGS.businessHours.mon.push(['19:00', '20:00'])).toThrow(TypeError);
+  });
+});
+
 describe('PATCH /settings', () => {
   it('when the time zone is changed, then the answer holds every key and reads back', async () => {
     const ws = await createWorkspace(server);

@@ -7,12 +7,21 @@ import { ApiError, type ErrorDetail } from '../errors.js';
 
 export type { Settings, SettingsChange };
 
-const WEEKDAY_HOURS: Settings['businessHours']['mon'] = [['09:00', '18:00']];
+const nineToSix = (): Settings['businessHours']['mon'] => [['09:00', '18:00']];
+
+/** Freezes the object and everything in it (Object.freeze alone leaves nested arrays writable). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const nested of Object.values(value)) deepFreeze(nested);
+    Object.freeze(value);
+  }
+  return value;
+}
 
 /** What a workspace that never changed a setting has (DECISIONS' defaults, written out in openapi.yaml). */
-export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
+export const DEFAULT_SETTINGS: Readonly<Settings> = deepFreeze({
   timezone: 'America/Sao_Paulo',
-  businessHours: { mon: WEEKDAY_HOURS, tue: WEEKDAY_HOURS, wed: WEEKDAY_HOURS, thu: WEEKDAY_HOURS, fri: WEEKDAY_HOURS, sat: [], sun: [] },
+  businessHours: { mon: nineToSix(), tue: nineToSix(), wed: nineToSix(), thu: nineToSix(), fri: nineToSix(), sat: [], sun: [] },
   nps: {
     question: 'Em uma escala de 0 a 10, o quanto você recomendaria nosso atendimento a um amigo?',
     thanks: 'Obrigado pela sua resposta!',
