@@ -18,7 +18,7 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** What a workspace that never changed a setting has (DECISIONS' defaults, written out in openapi.yaml). */
+/** What a workspace that never changed a setting has (openapi.yaml writes them out: GET /settings, BusinessHours, NpsSettings). */
 export const DEFAULT_SETTINGS: Readonly<Settings> = deepFreeze({
   timezone: 'America/Sao_Paulo',
   businessHours: { mon: nineToSix(), tue: nineToSix(), wed: nineToSix(), thu: nineToSix(), fri: nineToSix(), sat: [], sun: [] },
