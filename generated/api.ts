@@ -308,6 +308,52 @@ export interface paths {
         patch: operations["updateStage"];
         trace?: never;
     };
+    "/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's settings
+         * @description The workspace's time zone, business hours and NPS texts. A workspace that never changed a
+         *     setting answers its default: `America/Sao_Paulo`; Monday to Friday 09:00-18:00, Saturday
+         *     and Sunday closed; the default NPS question and thanks, no template, requests expiring
+         *     after 24 hours. Reading never writes anything.
+         *     Needs the `settings:read` scope.
+         */
+        get: operations["getSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the workspace's settings
+         * @description Replaces each top-level key the body names (`timezone`, `businessHours`, `nps`), whole, and
+         *     leaves the others as they are: `businessHours` names all seven days (`[]` is a closed day)
+         *     and `nps` all four of its fields. Answers all the settings.
+         *
+         *     `timezone` is an IANA time zone name, such as `America/Sao_Paulo`, `America/Manaus` or
+         *     `UTC`. Links (older names of a zone, such as `Brazil/East` or `Asia/Calcutta`) are accepted
+         *     and kept as sent, not replaced by the zone's current name: they keep the same hours. An
+         *     offset (`-03:00`) is not a name and is refused.
+         *
+         *     Business hours are wall-clock times of the workspace's time zone, `HH:MM` from `00:00` to
+         *     `24:00`, as `[start, end]` intervals: start inclusive, end exclusive (`["09:00","18:00"]`
+         *     holds 17:59 and not 18:00; end with `24:00` to hold a day's last minute). Each interval starts
+         *     before it ends (none crosses midnight: split one at `24:00` and `00:00`), a day's intervals
+         *     do not overlap (they may touch) and a day has at most 4. Automations read them
+         *     (`time.businessHours`), and so does NPS asked in the conversation (`nps`).
+         *
+         *     A body breaking any of these is a 400 `validation_error` with one detail per problem, and
+         *     nothing is stored. Changing settings records no event (no event type exists for them).
+         *     Needs the `settings:write` scope.
+         */
+        patch: operations["updateSettings"];
+        trace?: never;
+    };
     "/messages": {
         parameters: {
             query?: never;
@@ -1067,7 +1113,7 @@ export interface components {
          * @description What a key may do (see "Authentication and scopes").
          * @enum {string}
          */
-        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write";
+        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write";
         /** @description The key's current rate-limit window, as the RateLimit-* headers tell it. */
         RateLimitStatus: {
             /** @description Requests the key may make per window. */
@@ -1553,6 +1599,78 @@ export interface components {
         StageList: {
             data: components["schemas"]["Stage"][];
             pagination: components["schemas"]["Pagination"];
+        };
+        /** @description A workspace's settings; each key holds its default until the workspace sets it. */
+        Settings: {
+            timezone: components["schemas"]["Timezone"];
+            businessHours: components["schemas"]["BusinessHours"];
+            nps: components["schemas"]["NpsSettings"];
+        };
+        /** @description The keys to replace, each whole; at least one. */
+        SettingsPatch: {
+            timezone?: components["schemas"]["Timezone"];
+            businessHours?: components["schemas"]["BusinessHours"];
+            nps?: components["schemas"]["NpsSettings"];
+        };
+        /**
+         * @description An IANA time zone name (default `America/Sao_Paulo`), one Node's Intl knows; a link to a
+         *     zone (`Brazil/East`) is kept as sent. Offsets such as `-03:00` are refused.
+         * @example America/Sao_Paulo
+         */
+        Timezone: string;
+        /**
+         * @description A wall-clock time `HH:MM` of the workspace's time zone, from `00:00` to `24:00` (the end of the day).
+         * @example 09:00
+         */
+        LocalTime: string;
+        /**
+         * @description `[start, end]`: start inclusive, end exclusive; start before end (no interval crosses midnight).
+         * @example [
+         *       "09:00",
+         *       "18:00"
+         *     ]
+         */
+        BusinessInterval: components["schemas"]["LocalTime"][];
+        /** @description A day's intervals (at most 4, none overlapping another); `[]` is a closed day. */
+        BusinessDay: components["schemas"]["BusinessInterval"][];
+        /**
+         * @description The opening hours of each day of the week, in the workspace's time zone. Default: Monday to
+         *     Friday `[["09:00","18:00"]]`, Saturday and Sunday `[]`.
+         */
+        BusinessHours: {
+            mon: components["schemas"]["BusinessDay"];
+            tue: components["schemas"]["BusinessDay"];
+            wed: components["schemas"]["BusinessDay"];
+            thu: components["schemas"]["BusinessDay"];
+            fri: components["schemas"]["BusinessDay"];
+            sat: components["schemas"]["BusinessDay"];
+            sun: components["schemas"]["BusinessDay"];
+        };
+        /** @description How NPS is asked in the conversation. */
+        NpsSettings: {
+            /**
+             * @description The question sent to the contact (default "Em uma escala de 0 a 10, o quanto você
+             *     recomendaria nosso atendimento a um amigo?"). At most 1,000 characters, what one
+             *     Instagram message carries.
+             */
+            question: string;
+            /** @description Sent once the contact answered (default "Obrigado pela sua resposta!"). At most 1,000 characters. */
+            thanks: string;
+            /**
+             * @description The approved WhatsApp template that asks on WhatsApp outside the 24-hour window (its name
+             *     and language code, as a message's `template` has them, without parameters); `null`
+             *     (the default): none, and asking outside the window is refused.
+             */
+            template: null | components["schemas"]["NpsTemplate"];
+            /** @description How long a request for an answer stays pending, in hours, 1 to 720 (30 days); default 24. */
+            expiresAfterHours: number;
+        };
+        /** @description A WhatsApp message template by name and language code. */
+        NpsTemplate: {
+            /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
         };
         FunnelStage: {
             stageId: components["schemas"]["Uuid"];
@@ -3516,6 +3634,199 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings, every key present (defaults where the workspace set none). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "timezone": "America/Sao_Paulo",
+                     *       "businessHours": {
+                     *         "mon": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "tue": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "wed": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "thu": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "fri": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "sat": [],
+                     *         "sun": []
+                     *       },
+                     *       "nps": {
+                     *         "question": "Em uma escala de 0 a 10, o quanto você recomendaria nosso atendimento a um amigo?",
+                     *         "thanks": "Obrigado pela sua resposta!",
+                     *         "template": null,
+                     *         "expiresAfterHours": 24
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Settings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SettingsPatch"];
+            };
+        };
+        responses: {
+            /** @description All the settings, the changed keys replaced. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "timezone": "America/Manaus",
+                     *       "businessHours": {
+                     *         "mon": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "tue": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "wed": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "thu": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "fri": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "17:00"
+                     *           ]
+                     *         ],
+                     *         "sat": [
+                     *           [
+                     *             "09:00",
+                     *             "13:00"
+                     *           ]
+                     *         ],
+                     *         "sun": []
+                     *       },
+                     *       "nps": {
+                     *         "question": "De 0 a 10, quanto você recomendaria a Loja Exemplo a um amigo?",
+                     *         "thanks": "Muito obrigado! Sua opinião nos ajuda a melhorar.",
+                     *         "template": {
+                     *           "name": "pesquisa_nps",
+                     *           "language": "pt_BR"
+                     *         },
+                     *         "expiresAfterHours": 48
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Settings"];
+                };
+            };
+            /** @description The body breaks the contract or the rules above (`validation_error`, one detail per problem), or is malformed (`invalid_json`). Nothing was stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -30,6 +30,7 @@ const TABLES = [
   'threads',
   'webhook_deliveries',
   'webhook_endpoints',
+  'workspace_settings',
   'workspaces',
 ];
 const ALL_MIGRATIONS = [
@@ -49,6 +50,7 @@ const ALL_MIGRATIONS = [
   '0014_event_stream',
   '0015_human_agents',
   '0016_labels_and_attributes',
+  '0017_workspace_settings',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -88,6 +88,8 @@ const calls: Record<OperationId, Call> = {
   listWebhookDeliveries: (api) => api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: ENDPOINT_ID }, query: { page: 1, limit: 20 } } }),
   retryWebhookDelivery: (api) =>
     api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: ENDPOINT_ID, deliveryId: DELIVERY_ID } } }),
+  getSettings: (api) => api.GET('/settings'),
+  updateSettings: (api) => api.PATCH('/settings', { body: { timezone: 'America/Manaus' } }),
 };
 
 /** The operation's documented success status (its one 2xx response). */
@@ -284,6 +286,13 @@ describe('npm run mock refuses what the service refuses, alike', () => {
     ['an agent id that is not a UUID', 'GET', '/v1/agents/not-a-uuid', {}, ['/params/id']],
     ['a limit over 100', 'GET', '/v1/contacts?limit=101', {}, ['/query/limit']],
     ['an unknown query parameter', 'GET', '/v1/threads?colour=blue', {}, ['/query/colour']],
+    [
+      'business hours with a time past 24:00',
+      'PATCH',
+      '/v1/settings',
+      { body: { businessHours: { mon: [['09:00', '24:01']], tue: [], wed: [], thu: [], fri: [], sat: [], sun: [] } } },
+      ['/body/businessHours/mon/0/1'],
+    ],
   ])('when the request is %s, then the mock answers the same 400, naming the wrong fields', async (_label, method, path, options, paths) => {
     const [mock, real] = await both(method, path, options);
 

@@ -18,6 +18,7 @@ import * as m0013 from './migrations/0013_event_actors.js';
 import * as m0014 from './migrations/0014_event_stream.js';
 import * as m0015 from './migrations/0015_human_agents.js';
 import * as m0016 from './migrations/0016_labels_and_attributes.js';
+import * as m0017 from './migrations/0017_workspace_settings.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -37,6 +38,7 @@ export const migrations: Record<string, Migration> = {
   '0014_event_stream': m0014,
   '0015_human_agents': m0015,
   '0016_labels_and_attributes': m0016,
+  '0017_workspace_settings': m0017,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -18,7 +18,9 @@ export type Scope =
   | 'funnel:read'
   | 'funnel:write'
   | 'webhooks:read'
-  | 'webhooks:write';
+  | 'webhooks:write'
+  | 'settings:read'
+  | 'settings:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -242,6 +244,21 @@ export interface IdempotencyKeyTable {
   created_at: Timestamp;
 }
 
+/**
+ * A workspace's settings (migration 0017), at most one row, made by its first change. A null column
+ * is a key the workspace never set: it reads as the default (services/settings.ts), so changing a
+ * default reaches every workspace that kept it.
+ */
+export interface WorkspaceSettingsTable {
+  workspace_id: string;
+  timezone: string | null;
+  /** jsonb {mon..sun: [[start, end], ...]}; written as JSON text. */
+  business_hours: ColumnType<Record<string, string[][]> | null, string | null | undefined, string | null>;
+  /** jsonb {question, thanks, template, expiresAfterHours}; written as JSON text. */
+  nps: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  updated_at: Timestamp;
+}
+
 /** A change the API exposed, kept 30 days: the event log and what webhooks deliver. */
 export interface EventTable {
   workspace_id: string;
@@ -319,6 +336,7 @@ export interface Database {
   events: EventTable;
   webhook_endpoints: WebhookEndpointTable;
   webhook_deliveries: WebhookDeliveryTable;
+  workspace_settings: WorkspaceSettingsTable;
   stream_tokens: StreamTokenTable;
 }
 

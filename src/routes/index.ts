@@ -5,6 +5,7 @@ import { channelHandlers } from './channels.js';
 import { contactHandlers } from './contacts.js';
 import { meHandlers } from './me.js';
 import { messageHandlers } from './messages.js';
+import { settingsHandlers } from './settings.js';
 import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
@@ -20,4 +21,5 @@ export const handlers: Handlers = {
   ...stageHandlers,
   ...eventHandlers,
   ...webhookEndpointHandlers,
+  ...settingsHandlers,
 };

@@ -16,6 +16,7 @@ import { SYSTEM } from '../../src/actor.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
+import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -30,6 +31,7 @@ type Stage = S['Stage'];
 type WebhookEndpoint = S['WebhookEndpoint'];
 type WebhookDelivery = S['WebhookDelivery'];
 type Event = S['Event'];
+type Settings = S['Settings'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -382,6 +384,7 @@ interface Model {
   endpoints: WebhookEndpoint[];
   deletedEndpoints: string[];
   foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery', string> };
+  settings: Settings;
   fixtures: number;
 }
 
@@ -1837,7 +1840,64 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (delivery.status !== 'pending' || delivery.nextAttemptAt === null) fail(ex, 'a retried delivery is pending, due now');
     },
   },
+
+  // ---- Workspace settings
+
+  getSettings: {
+    async check({ model }, ex) {
+      expectStatus(ex, 200, 'reading the settings');
+      same(ex, ex.res.body, model.settings, 'the settings the model holds');
+    },
+  },
+
+  updateSettings: {
+    async bind(_ctx, parts, knobs) {
+      // Mostly a zone Intl knows and hours in order; otherwise the contract's random ones, which the rules mostly refuse.
+      if (!knobs.anchor) return;
+      const body = parts.body as Record<string, unknown>;
+      if (body.timezone !== undefined) body.timezone = pick(ZONES, knobs.picks[0]);
+      if (body.businessHours !== undefined) body.businessHours = orderedHours(body.businessHours as Settings['businessHours']);
+    },
+    async check(ctx, ex, { body }) {
+      const change = body as S['SettingsPatch'];
+      const refused = settingsRefusal(change);
+      if (refused) return expectError(ex, 400, 'validation_error', refused.why, refused.path, refused.orItem);
+      expectStatus(ex, 200, 'a change of the settings the rules accept');
+      ctx.model.settings = { ...ctx.model.settings, ...structuredClone(change) };
+      same(ex, ex.res.body, ctx.model.settings, 'the settings with the named keys replaced whole');
+      await readBack(ctx, '/v1/settings', ctx.model.settings, 'the changed settings');
+    },
+  },
 };
+
+const ZONES = ['America/Sao_Paulo', 'America/Manaus', 'UTC', 'Europe/Lisbon', 'Brazil/East', 'Asia/Kolkata', 'Etc/GMT+3'];
+const minutesOfTime = (time: string): number => Number(time.slice(0, 2)) * 60 + Number(time.slice(3, 5));
+
+/** Each day's times sorted and paired: intervals in order, none overlapping (fewer when times repeat). */
+function orderedHours(hours: Settings['businessHours']): Settings['businessHours'] {
+  const day = (intervals: string[][]): string[][] => {
+    const times = [...new Set(intervals.flat())].sort();
+    return Array.from({ length: Math.floor(times.length / 2) }, (_, k) => [times[2 * k]!, times[2 * k + 1]!]);
+  };
+  return { mon: day(hours.mon), tue: day(hours.tue), wed: day(hours.wed), thu: day(hours.thu), fri: day(hours.fri), sat: day(hours.sat), sun: day(hours.sun) };
+}
+
+/** Why the rules beyond the contract refuse a change (checked apart from the service: Intl, and every pair of intervals), if they do. */
+function settingsRefusal(change: S['SettingsPatch']): { why: string; path: string; orItem: boolean } | undefined {
+  if (change.timezone !== undefined) {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: change.timezone });
+    } catch {
+      return { why: 'a time zone Intl does not know', path: '/body/timezone', orItem: false };
+    }
+  }
+  for (const [day, intervals] of Object.entries(change.businessHours ?? {})) {
+    const spans = intervals.map(([start, end]) => [minutesOfTime(start!), minutesOfTime(end!)] as const);
+    const bad = spans.some(([start, end], i) => start >= end || spans.some(([s, e], j) => j !== i && s < e && start < e && s < end));
+    if (bad) return { why: `intervals of ${day} that end before they start or overlap`, path: `/body/businessHours/${day}`, orItem: true };
+  }
+  return undefined;
+}
 
 /** Any operation without a plan (a new one in the contract) still gets the generic checks. */
 const genericPlan: Plan = {
@@ -1953,6 +2013,7 @@ const ORDER: OperationId[] = [
   'updateWebhookEndpoint',
   'deleteWebhookEndpoint',
   'retryWebhookDelivery',
+  'updateSettings',
   'listAgents',
   'getAgent',
   'listContacts',
@@ -1971,6 +2032,7 @@ const ORDER: OperationId[] = [
   'listWebhookEndpoints',
   'getWebhookEndpoint',
   'listWebhookDeliveries',
+  'getSettings',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -2048,6 +2110,7 @@ async function setUp(server: TestServer): Promise<Model> {
         delivery: foreignDelivery.id,
       },
     },
+    settings: structuredClone(DEFAULT_SETTINGS),
     fixtures: 0,
   };
   recordOpened(model, model.threads[0]!, SYSTEM_ACTOR);
