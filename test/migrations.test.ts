@@ -16,6 +16,7 @@ const instant = (text: string): bigint => parseInstant(text)!;
 const TABLES = [
   'agents',
   'api_keys',
+  'automations',
   'channels',
   'contacts',
   'events',
@@ -47,6 +48,7 @@ const ALL_MIGRATIONS = [
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
   '0014_event_stream',
+  '0020_automations',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

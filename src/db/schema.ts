@@ -1,6 +1,7 @@
 // Table types of the database, combined into the one Database interface Kysely is typed with, and
 // the constants stored in its tables.
 import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
+import type { components } from '../../generated/api.js';
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
 type Timestamp = ColumnType<Date, Date | undefined, Date>;
@@ -18,7 +19,9 @@ export type Scope =
   | 'funnel:read'
   | 'funnel:write'
   | 'webhooks:read'
-  | 'webhooks:write';
+  | 'webhooks:write'
+  | 'automations:read'
+  | 'automations:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -107,6 +110,23 @@ export interface StageTable {
   id: string;
   name: string;
   position: number;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+/** A workspace's rule (src/automations/); trigger, conditions and actions as the API shows them. */
+export interface AutomationTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  enabled: boolean;
+  position: number;
+  /** jsonb; written as JSON text. */
+  trigger: ColumnType<components['schemas']['AutomationTrigger'], string, string>;
+  /** jsonb; written as JSON text. */
+  conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  /** jsonb; written as JSON text. */
+  actions: ColumnType<components['schemas']['AutomationActions'], string, string>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
@@ -299,6 +319,7 @@ export interface Database {
   webhook_endpoints: WebhookEndpointTable;
   webhook_deliveries: WebhookDeliveryTable;
   stream_tokens: StreamTokenTable;
+  automations: AutomationTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -312,6 +333,7 @@ export type ThreadRow = Selectable<ThreadTable>;
 export type NewThread = Insertable<ThreadTable>;
 export type MessageRow = Selectable<MessageTable>;
 export type StageRow = Selectable<StageTable>;
+export type AutomationRow = Selectable<AutomationTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;

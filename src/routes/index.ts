@@ -9,6 +9,7 @@ import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
 import { webhookEndpointHandlers } from './webhook-endpoints.js';
+import { automationHandlers } from './automations.js';
 
 export const handlers: Handlers = {
   ...meHandlers,
@@ -20,4 +21,5 @@ export const handlers: Handlers = {
   ...stageHandlers,
   ...eventHandlers,
   ...webhookEndpointHandlers,
+  ...automationHandlers,
 };
