@@ -1758,8 +1758,8 @@ export interface components {
         AutomationName: string;
         AutomationCreate: {
             name: components["schemas"]["AutomationName"];
-            /** @default true */
-            enabled: boolean;
+            /** @description Whether it runs (`true` when left out); a disabled automation can still be dry-run. */
+            enabled?: boolean;
             /** @description Where it goes (1 to the number of automations plus one); the last place when left out. */
             position?: number;
             trigger: components["schemas"]["AutomationTrigger"];
