@@ -1976,9 +1976,12 @@ export interface components {
              * @enum {string}
              */
             type: "send_template";
-            name: components["schemas"]["MessageTemplate"]["name"];
-            language: components["schemas"]["MessageTemplate"]["language"];
-            parameters?: components["schemas"]["MessageTemplate"]["parameters"];
+            /** @description As `MessageTemplate.name`. */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
+            /** @description The values of the template body's `{{1}}`, `{{2}}`, ... */
+            parameters?: string[];
         };
         /**
          * Stop

@@ -147,8 +147,29 @@ export const contractOperations: readonly Operation[] = listOperations(document)
 export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(document);
 const examplesByPattern = patternExamples(document);
 
-/** A validator's message, with an example appended when it is a pattern the contract gives one for. */
+/**
+ * The values of each tag of the contract's tagged unions (a discriminator's `mapping`), by the tag's
+ * name; a name two unions share is left out, since the message could not tell which one it is.
+ */
+function discriminatorValues(spec: SpecDocument): Map<string, string[]> {
+  const found = new Map<string, string[] | null>();
+  for (const schema of Object.values(spec.components.schemas) as Array<{ discriminator?: { propertyName?: string; mapping?: object } }>) {
+    const name = schema.discriminator?.propertyName;
+    if (name === undefined || !schema.discriminator?.mapping) continue;
+    found.set(name, found.has(name) ? null : Object.keys(schema.discriminator.mapping));
+  }
+  return new Map([...found].filter((entry): entry is [string, string[]] => entry[1] !== null));
+}
+const tagValues = discriminatorValues(document);
+
+/**
+ * A validator's message, with an example appended when it is a pattern the contract gives one for,
+ * and the values a tagged union's tag takes when it had another.
+ */
 export function withExample(message: string): string {
+  const tag = /^value of tag "(\w+)" must be in oneOf$/.exec(message)?.[1];
+  const values = tag === undefined ? undefined : tagValues.get(tag);
+  if (tag !== undefined) return values ? `must have ${tag} one of ${values.join(', ')}` : `must have a known ${tag}`;
   const pattern = /^must match pattern "(.*)"$/.exec(message)?.[1];
   const example = pattern === undefined ? undefined : examplesByPattern.get(pattern);
   return example === undefined ? message : `${message}, e.g. ${example}`;

@@ -244,7 +244,9 @@ describe('definitionProblems (the checks at create)', () => {
     [{ field: 'contact.labels', operator: 'contains', value: 'x'.repeat(51) }, '/value', 'must be a label of 1 to 50 characters'],
     [{ field: 'thread.labels', operator: 'equals', value: 'vip' }, '/operator', 'equals does not apply to thread.labels'],
   ] as const)('when %j, then a problem at its %s: %s', (condition, where, message) => {
-    expect(problems(onMessage, { all: [condition as Condition] })).toEqual([{ path: `/body/conditions/all/0${where}`, message: expect.stringContaining(message) }]);
+    expect(problems(onMessage, { all: [condition as Condition] })).toEqual([
+      { path: `/body/conditions/all/0${where}`, message: expect.stringContaining(message) },
+    ]);
   });
 
   it('when a list holds one bad item, then that item is named', () => {
@@ -258,7 +260,10 @@ describe('definitionProblems (the checks at create)', () => {
     const idle = { event: 'thread.idle' as const, minutes: 60, waitingOn: 'agent' as const };
 
     expect(problems(idle, { all: [{ field: 'message.content', operator: 'contains', value: 'oi' }] })).toEqual([
-      { path: '/body/conditions/all/0/field', message: 'message.content needs a message trigger (message.received or message.sent); the trigger is thread.idle' },
+      {
+        path: '/body/conditions/all/0/field',
+        message: 'message.content needs a message trigger (message.received or message.sent); the trigger is thread.idle',
+      },
     ]);
     expect(problems({ event: 'nps.answered' }, { all: [{ field: 'nps.score', operator: 'lte', value: 6 }] })).toEqual([]);
   });
@@ -273,7 +278,12 @@ describe('definitionProblems (the checks at create)', () => {
           { field: 'time.businessHours', operator: 'equals', value: true },
         ],
       },
-      [refund, { type: 'add_labels', target: 'contact', labels: ['novo'] }, { type: 'set_attribute', key: 'origem', value: 'whatsapp' }, { type: 'stop' }] as never,
+      [
+        refund,
+        { type: 'add_labels', target: 'contact', labels: ['novo'] },
+        { type: 'set_attribute', key: 'origem', value: 'whatsapp' },
+        { type: 'stop' },
+      ] as never,
     );
 
     expect(found).toEqual([

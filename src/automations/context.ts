@@ -23,7 +23,9 @@ const labelsOf = (value: unknown): string[] => (Array.isArray(value) ? value.fil
 function attributesOf(value: unknown): Record<string, AttributeValue> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
   return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).filter((entry): entry is [string, AttributeValue] => ['string', 'number', 'boolean'].includes(typeof entry[1])),
+    Object.entries(value as Record<string, unknown>).filter((entry): entry is [string, AttributeValue] =>
+      ['string', 'number', 'boolean'].includes(typeof entry[1]),
+    ),
   );
 }
 

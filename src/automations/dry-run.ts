@@ -36,7 +36,9 @@ export function wouldDo(action: Action, context: ConditionContext, names: Names)
       return `${verb} ${quoted(action.labels)} ${action.type === 'add_labels' ? 'to' : 'from'} the ${action.target}`;
     }
     case 'set_attribute':
-      return action.value === null ? `remove the contact's attribute ${action.key}` : `set the contact's attribute ${action.key} to ${JSON.stringify(action.value)}`;
+      return action.value === null
+        ? `remove the contact's attribute ${action.key}`
+        : `set the contact's attribute ${action.key} to ${JSON.stringify(action.value)}`;
     case 'send_message':
       return action.fallbackTemplate
         ? `send the message "${action.content}" on the thread (outside the 24-hour window, the template ${action.fallbackTemplate.name} instead)`

@@ -71,7 +71,8 @@ function conditionProblems(condition: Condition, path: string, objects: readonly
     });
     return problems;
   }
-  if (Array.isArray(value)) return [...problems, { path: `${path}/value`, message: `must be a single value with ${condition.operator}, not a list (use in or not_in)` }];
+  if (Array.isArray(value))
+    return [...problems, { path: `${path}/value`, message: `must be a single value with ${condition.operator}, not a list (use in or not_in)` }];
   const problem = kindProblem(valueRule, value, false);
   return problem ? [...problems, { path: `${path}/value`, message: problem }] : problems;
 }
@@ -88,7 +89,8 @@ export function definitionProblems(definition: Definition): ErrorDetail[] {
   const objects = TRIGGER_OBJECTS[trigger.event];
   const problems: ErrorDetail[] = [];
   const count = (conditions.all?.length ?? 0) + (conditions.any?.length ?? 0);
-  if (count > MAX_CONDITIONS) problems.push({ path: '/body/conditions', message: `must hold at most ${MAX_CONDITIONS} conditions in all and any together, not ${count}` });
+  if (count > MAX_CONDITIONS)
+    problems.push({ path: '/body/conditions', message: `must hold at most ${MAX_CONDITIONS} conditions in all and any together, not ${count}` });
   for (const group of ['all', 'any'] as const) {
     conditions[group]?.forEach((condition, i) => problems.push(...conditionProblems(condition, `/body/conditions/${group}/${i}`, objects, trigger.event)));
   }
@@ -103,7 +105,8 @@ export function definitionProblems(definition: Definition): ErrorDetail[] {
 /** Throws the 400 of a definition with problems. */
 export function assertSound(definition: Definition): void {
   const problems = definitionProblems(definition);
-  if (problems.length > 0) throw new ApiError(400, 'validation_error', "The automation's conditions or actions do not fit its fields or its trigger.", problems);
+  if (problems.length > 0)
+    throw new ApiError(400, 'validation_error', "The automation's conditions or actions do not fit its fields or its trigger.", problems);
 }
 
 interface Reference {
