@@ -162,17 +162,24 @@ function discriminatorValues(spec: SpecDocument): Map<string, string[]> {
 }
 const tagValues = discriminatorValues(document);
 
-/**
- * A validator's message, with an example appended when it is a pattern the contract gives one for,
- * and the values a tagged union's tag takes when it had another.
- */
+/** A validator's message, with an example appended when it is a pattern the contract gives one for. */
 export function withExample(message: string): string {
-  const tag = /^value of tag "(\w+)" must be in oneOf$/.exec(message)?.[1];
-  const values = tag === undefined ? undefined : tagValues.get(tag);
-  if (tag !== undefined) return values ? `must have ${tag} one of ${values.join(', ')}` : `must have a known ${tag}`;
   const pattern = /^must match pattern "(.*)"$/.exec(message)?.[1];
   const example = pattern === undefined ? undefined : examplesByPattern.get(pattern);
   return example === undefined ? message : `${message}, e.g. ${example}`;
+}
+
+/**
+ * A validator's problem as a detail: its message with an example (withExample); a tagged union's
+ * tag that is missing or unknown is named at the tag itself (`/body/trigger/event`), with the
+ * values it takes.
+ */
+export function describeProblem(path: string, message: string): { path: string; message: string } {
+  const tag = /^(?:tag "(\w+)" must be string|value of tag "(\w+)" must be in oneOf)$/.exec(message);
+  const name = tag?.[1] ?? tag?.[2];
+  if (name === undefined) return { path, message: withExample(message) };
+  const values = tagValues.get(name);
+  return { path: `${path}/${name}`, message: values ? `must be one of ${values.join(', ')}` : 'must be one of the values the contract lists' };
 }
 
 /** `page` and `limit` of every list, as the contract's Page and Limit parameters define them. */

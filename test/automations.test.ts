@@ -142,10 +142,11 @@ describe('refusals store nothing', () => {
   const post = (body: unknown) => request(server, 'POST', '/v1/automations', { apiKey: ws.apiKey, body });
 
   it.each([
-    ['an unknown trigger event', { trigger: { event: 'message.deleted' } }, '/body/trigger'],
+    ['an unknown trigger event', { trigger: { event: 'message.deleted' } }, '/body/trigger/event'],
+    ['a trigger without its event', { trigger: { minutes: 10 } }, '/body/trigger/event'],
     ['an idle trigger without waitingOn', { trigger: { event: 'thread.idle', minutes: 10 } }, '/body/trigger/waitingOn'],
     ['an idle trigger of 30 days and a minute', { trigger: { event: 'thread.idle', minutes: 43201, waitingOn: 'agent' } }, '/body/trigger/minutes'],
-    ['an unknown action type', { actions: [{ type: 'delete_thread' }] }, '/body/actions/0'],
+    ['an unknown action type', { actions: [{ type: 'delete_thread' }] }, '/body/actions/0/type'],
     ['a move without its stage', { actions: [{ type: 'move_stage' }] }, '/body/actions/0/stageId'],
     ['eleven actions', { actions: Array(11).fill({ type: 'stop' }) }, '/body/actions'],
     ['no action', { actions: [] }, '/body/actions'],
@@ -201,7 +202,12 @@ describe('refusals store nothing', () => {
   it('when an unknown trigger event is sent, then the one detail says which events there are', async () => {
     const res = await post({ ...named('Recusada'), trigger: { event: 'message.deleted' } });
 
-    expect(res.body.error.details).toEqual([{ path: '/body/trigger', message: expect.stringContaining('thread.idle') }]);
+    expect(res.body.error.details).toEqual([
+      {
+        path: '/body/trigger/event',
+        message: 'must be one of contact.created, thread.created, thread.updated, message.received, message.sent, nps.answered, thread.idle',
+      },
+    ]);
   });
 
   it('when conditions and actions name stages, agents and channels the workspace lacks, then 422 invalid_reference names each, and nothing is stored', async () => {

@@ -1,7 +1,7 @@
 // The one place a failure becomes a response: ApiError, validator, body-parser and database errors
 // all leave as {"error":{"code","message","requestId","details?"}}; anything else is a logged 500.
 import type { ErrorRequestHandler } from 'express';
-import { withExample } from '../contract.js';
+import { describeProblem } from '../contract.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
 
 interface ValidatorError {
@@ -33,10 +33,7 @@ function isValidatorError(err: unknown): err is ValidatorError {
 
 function fromValidator(err: ValidatorError): ApiError {
   // Every problem is reported (allErrors), but a body built to fail a thousand ways gets 20 back.
-  const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => ({
-    path: e.path ?? '',
-    message: withExample(e.message ?? 'is invalid'),
-  }));
+  const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => describeProblem(e.path ?? '', e.message ?? 'is invalid'));
   switch (err.status) {
     case 400:
       return new ApiError(400, 'validation_error', 'The request does not match the contract.', details);
