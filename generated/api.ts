@@ -245,6 +245,112 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/automations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the automations
+         * @description The workspace's automations in `position` order (1 first): the order in which those whose
+         *     trigger matches an event run for it. Disabled ones are listed too.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["listAutomations"];
+        put?: never;
+        /**
+         * Create an automation
+         * @description Adds a rule: when its `trigger` happens and its `conditions` hold, its `actions` run in
+         *     order. It goes at `position` (1 to the number of automations plus one; the last place when
+         *     left out), and the automations from that position on move one place down. A workspace has
+         *     at most 100 automations (then 422 `limit_reached`); an automation has at most 20
+         *     conditions (`all` and `any` together) and 1 to 10 actions.
+         *
+         *     Each condition must fit its field, its operator and its trigger (the table in
+         *     `AutomationCondition`): a condition that does not (`gt` on labels, `contains` on a boolean,
+         *     a value of the wrong type, `is_set` with a value, `message.content` without a message
+         *     trigger, `nps.score` outside `nps.answered`), or an action its trigger has no thread for,
+         *     is a 400 `validation_error` naming it, e.g. `/body/conditions/all/0/operator`. A stage,
+         *     agent or channel the workspace does not have, named in a condition or an action, is a 422
+         *     `invalid_reference` naming where. Nothing is stored on any error.
+         *     Needs the `automations:write` scope.
+         */
+        post: operations["createAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/automations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an automation
+         * @description One automation of the workspace.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["getAutomation"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an automation
+         * @description Deletes the automation; the automations after it move one place up.
+         *     Needs the `automations:write` scope.
+         */
+        delete: operations["deleteAutomation"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an automation
+         * @description Changes any of `name`, `enabled`, `position`, `trigger`, `conditions` and `actions`; fields
+         *     left out keep their value, and `conditions` and `actions` are replaced whole. A new
+         *     `position` (1 to the number of automations) shifts the automations between its old and new
+         *     places by one. The result is checked as a new automation is (400, 422), also when only the
+         *     trigger changes: conditions or actions that no longer fit it are named.
+         *     Needs the `automations:write` scope.
+         */
+        patch: operations["updateAutomation"];
+        trace?: never;
+    };
+    "/automations/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dry-run an automation on a thread
+         * @description Evaluates the automation's conditions against a thread as it is now and tells what its
+         *     actions would do, changing nothing (disabled automations too). Each condition is explained
+         *     with the value it saw (`actual`) and its `result`; `message.*` conditions see the thread's
+         *     latest inbound message, `nps.score` the thread's NPS answer, `time.businessHours` the
+         *     workspace's hours now. The trigger is not checked: the answer says whether the conditions
+         *     would hold if it fired.
+         *     Needs the `automations:read` scope.
+         */
+        post: operations["testAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/stages": {
         parameters: {
             query?: never;
@@ -1083,9 +1189,10 @@ export interface components {
          *     gets one of them and the connection is closed. `outside_messaging_window` and
          *     `template_not_supported` (422) refuse a message Meta would refuse; `invalid_signature`
          *     (401) answers a Meta webhook whose `X-Hub-Signature-256` is missing or wrong.
+         *     `limit_reached` (422) refuses a record past a workspace's limit (100 automations).
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "limit_reached";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -1113,7 +1220,7 @@ export interface components {
          * @description What a key may do (see "Authentication and scopes").
          * @enum {string}
          */
-        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write";
+        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write" | "automations:read" | "automations:write";
         /** @description The key's current rate-limit window, as the RateLimit-* headers tell it. */
         RateLimitStatus: {
             /** @description Requests the key may make per window. */
@@ -1901,6 +2008,288 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             pagination: components["schemas"]["Pagination"];
         };
+        /**
+         * @description A rule of the workspace: when its `trigger` happens and its `conditions` hold, its
+         *     `actions` run in order. Enabled automations whose trigger matches an event run for it in
+         *     `position` order.
+         */
+        Automation: {
+            id: components["schemas"]["Uuid"];
+            name: components["schemas"]["AutomationName"];
+            enabled: boolean;
+            /** @description The automation's place in the order automations run in (1 first; 1, 2, 3, ... without gaps). */
+            position: number;
+            trigger: components["schemas"]["AutomationTrigger"];
+            conditions: components["schemas"]["AutomationConditions"];
+            actions: components["schemas"]["AutomationActions"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        AutomationName: string;
+        AutomationCreate: {
+            name: components["schemas"]["AutomationName"];
+            /** @description Whether it runs (`true` when left out); a disabled automation can still be dry-run. */
+            enabled?: boolean;
+            /** @description Where it goes (1 to the number of automations plus one); the last place when left out. */
+            position?: number;
+            trigger: components["schemas"]["AutomationTrigger"];
+            conditions?: components["schemas"]["AutomationConditions"];
+            actions: components["schemas"]["AutomationActions"];
+        };
+        /** @description Any of the fields; those left out keep their value, `conditions` and `actions` are replaced whole. */
+        AutomationUpdate: {
+            name?: components["schemas"]["AutomationName"];
+            enabled?: boolean;
+            /** @description Its new place (1 to the number of automations); those in between shift by one. */
+            position?: number;
+            trigger?: components["schemas"]["AutomationTrigger"];
+            conditions?: components["schemas"]["AutomationConditions"];
+            actions?: components["schemas"]["AutomationActions"];
+        };
+        AutomationList: {
+            data: components["schemas"]["Automation"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /**
+         * @description What starts the automation: one of the events (`message.received` is an inbound
+         *     `message.created`, `message.sent` an outbound one), or the `thread.idle` timer.
+         */
+        AutomationTrigger: components["schemas"]["AutomationEventTrigger"] | components["schemas"]["AutomationIdleTrigger"];
+        /**
+         * Event trigger
+         * @description Runs for each such event. `contact.created` has a contact and no thread: its conditions and
+         *     actions may only use `contact.*` and `time.businessHours` (and `stop`, labels and
+         *     attributes of the contact).
+         */
+        AutomationEventTrigger: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "contact.created" | "thread.created" | "thread.updated" | "message.received" | "message.sent" | "nps.answered";
+        };
+        /**
+         * Idle timer
+         * @description Fires once per silence: when an open thread's last message is `minutes` old with nothing
+         *     newer. `waitingOn: customer`: the last message is outbound (the team answered, the customer
+         *     has not; "close after 3 days without an answer" is 4320 minutes waiting on the customer).
+         *     `waitingOn: agent`: the last message is inbound (the customer is waiting for the team). A
+         *     newer message, or closing the thread, cancels it.
+         */
+        AutomationIdleTrigger: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "thread.idle";
+            /** @description How long the silence lasts, in minutes (1 to 43,200, i.e. 30 days). */
+            minutes: number;
+            /** @enum {string} */
+            waitingOn: "customer" | "agent";
+        };
+        /**
+         * @description `all`: every condition holds; `any`: at least one does. Both given: both must hold. `{}`
+         *     (or left out): always. At most 20 conditions in all (`all` and `any` together; more is a
+         *     400 at `/body/conditions`).
+         */
+        AutomationConditions: {
+            all?: components["schemas"]["AutomationCondition"][];
+            any?: components["schemas"]["AutomationCondition"][];
+        };
+        /**
+         * @description One test of the event's context. What each field takes (any other operator, a value of
+         *     another type, a value with `is_set`/`is_not_set` or none with the others, is a 400):
+         *
+         *     | field | operators | value |
+         *     |---|---|---|
+         *     | `thread.status` | `equals`, `not_equals` / `in`, `not_in` | `open` or `closed` / a list of them |
+         *     | `thread.stageId`, `thread.channelId` | `equals`, `not_equals` / `in`, `not_in` | a stage or channel id / a list of them (each checked: 422) |
+         *     | `thread.agentId` | `equals`, `not_equals` / `in`, `not_in` / `is_set`, `is_not_set` | an agent id / a list of them (checked: 422) / none |
+         *     | `thread.labels`, `contact.labels` | `contains`, `not_contains` / `in`, `not_in` / `is_set`, `is_not_set` | a label (has it / has it not) / a list (has any of them / none of them) / none (has a label / has none) |
+         *     | `channel.type` | `equals`, `not_equals` / `in`, `not_in` | `whatsapp` or `instagram` / a list of them |
+         *     | `contact.attributes.<key>` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `gt`, `gte`, `lt`, `lte` / `is_set`, `is_not_set` | a string, number or boolean / a list of strings and numbers / a string / a number / none |
+         *     | `message.content` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `is_set`, `is_not_set` | a string / a list of strings / a string / none |
+         *     | `nps.score` | `equals`, `not_equals` / `in`, `not_in` / `gt`, `gte`, `lt`, `lte` | an integer 0..10 / a list of them / a number |
+         *     | `time.businessHours` | `equals`, `not_equals` | `true` or `false` |
+         *
+         *     Which trigger has what: `message.*` needs `message.received` or `message.sent`;
+         *     `nps.score` needs `nps.answered`; `thread.*` and `channel.*` need any trigger but
+         *     `contact.created`; `contact.*` and `time.businessHours` fit every trigger.
+         *
+         *     Text (`message.content`, string attributes) is compared ignoring case and accents ("NÃO"
+         *     contains "nao"); labels ignoring case; ids ignoring case. A comparison with a value that
+         *     is missing or of another type (`gt` on a string attribute, a message without text) is
+         *     false, and its negation (`not_equals`, `not_in`, `not_contains`) true.
+         */
+        AutomationCondition: {
+            /**
+             * @description What is tested; `contact.attributes.<key>` with the attribute's key (`^[a-z][a-z0-9_]{0,39}$`).
+             * @example message.content
+             */
+            field: string;
+            operator: components["schemas"]["AutomationOperator"];
+            value?: components["schemas"]["AutomationConditionValue"];
+        };
+        /** @enum {string} */
+        AutomationOperator: "equals" | "not_equals" | "in" | "not_in" | "contains" | "not_contains" | "starts_with" | "gt" | "gte" | "lt" | "lte" | "is_set" | "is_not_set";
+        /** @description What the field is compared with; its type depends on the field and the operator (see `AutomationCondition`). */
+        AutomationConditionValue: string | number | boolean | (string | number)[];
+        /** @description What the automation does, in order (1 to 10 actions). */
+        AutomationActions: components["schemas"]["AutomationAction"][];
+        /**
+         * @description One step, a flat object `{type, ...its parameters}`. Every action but the contact's labels
+         *     and attributes and `stop` acts on the thread, so it needs a trigger that has one (any but
+         *     `contact.created`).
+         */
+        AutomationAction: components["schemas"]["AssignAgentAction"] | components["schemas"]["AssignRoundRobinAction"] | components["schemas"]["UnassignAction"] | components["schemas"]["MoveStageAction"] | components["schemas"]["SetStatusAction"] | components["schemas"]["LabelsAction"] | components["schemas"]["SetAttributeAction"] | components["schemas"]["SendMessageAction"] | components["schemas"]["SendTemplateAction"] | components["schemas"]["StopAction"];
+        /**
+         * Assign an agent
+         * @description Assigns the thread to this agent (checked at create; 422 when the workspace has none with this id).
+         */
+        AssignAgentAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "assign_agent";
+            agentId: components["schemas"]["Uuid"];
+        };
+        /**
+         * Assign a person by round robin
+         * @description Assigns the thread to the available person on the team whose last assignment is the oldest (none available, the thread is unassigned).
+         */
+        AssignRoundRobinAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "assign_round_robin";
+        };
+        /** Unassign */
+        UnassignAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "unassign";
+        };
+        /**
+         * Move to a stage
+         * @description Moves the thread to this stage of the funnel (checked at create; 422 when the workspace has none with this id).
+         */
+        MoveStageAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "move_stage";
+            stageId: components["schemas"]["Uuid"];
+        };
+        /** Close or reopen */
+        SetStatusAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "set_status";
+            status: components["schemas"]["ThreadStatus"];
+        };
+        /**
+         * Add or remove labels
+         * @description Adds labels to, or removes them from, the thread or its contact (labels compare ignoring case).
+         */
+        LabelsAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "add_labels" | "remove_labels";
+            /** @enum {string} */
+            target: "thread" | "contact";
+            labels: string[];
+        };
+        /**
+         * Set a contact attribute
+         * @description Sets one attribute of the contact; `null` removes it.
+         */
+        SetAttributeAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "set_attribute";
+            /** @example motivo_contato */
+            key: string;
+            value: string | number | boolean | null;
+        };
+        /**
+         * Send a message
+         * @description Sends `content` on the thread. Outside Meta's 24-hour window it sends `fallbackTemplate`
+         *     instead (WhatsApp); without one, the action is skipped (`outside_messaging_window`).
+         */
+        SendMessageAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "send_message";
+            content: string;
+            fallbackTemplate?: components["schemas"]["MessageTemplate"];
+        };
+        /**
+         * Send a template
+         * @description Sends an approved WhatsApp template on the thread.
+         */
+        SendTemplateAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "send_template";
+            /** @description As `MessageTemplate.name`. */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
+            /** @description The values of the template body's `{{1}}`, `{{2}}`, ... */
+            parameters?: string[];
+        };
+        /**
+         * Stop
+         * @description No later automation runs for this event.
+         */
+        StopAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "stop";
+        };
+        AutomationTest: {
+            threadId: components["schemas"]["Uuid"];
+        };
+        AutomationTestResult: {
+            /** @description Whether the conditions hold (`all` every one, `any` at least one). */
+            matched: boolean;
+            /** @description Each condition, `all` first then `any`, with what it saw. */
+            conditions: components["schemas"]["AutomationConditionResult"][];
+            actions: {
+                /** @description The action's `type`. */
+                type: string;
+                /** @description What it would do to this thread now, in words. */
+                wouldDo: string;
+            }[];
+        };
+        AutomationConditionResult: {
+            /** @enum {string} */
+            group: "all" | "any";
+            field: string;
+            operator: components["schemas"]["AutomationOperator"];
+            /** @description The condition's value, as written (absent for `is_set` and `is_not_set`). */
+            value?: unknown;
+            /** @description The value the field had (text as stored, labels as a list; null when missing). */
+            actual: unknown;
+            result: boolean;
+        };
     };
     responses: {
         /** @description The request is malformed (`invalid_json`) or breaks the contract (`validation_error`, with one detail per problem). */
@@ -2109,6 +2498,20 @@ export interface components {
                  *       }
                  *     }
                  */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /**
+         * @description The workspace already has 100 automations (`limit_reached`), a condition or action names a
+         *     stage, agent or channel the workspace does not have (`invalid_reference`, naming where), or
+         *     this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`).
+         */
+        AutomationRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
@@ -3380,6 +3783,500 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAutomations: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of automations, in position order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *           "name": "Pedidos de reembolso",
+                     *           "enabled": true,
+                     *           "position": 1,
+                     *           "trigger": {
+                     *             "event": "message.received"
+                     *           },
+                     *           "conditions": {
+                     *             "any": [
+                     *               {
+                     *                 "field": "message.content",
+                     *                 "operator": "contains",
+                     *                 "value": "reembolso"
+                     *               },
+                     *               {
+                     *                 "field": "message.content",
+                     *                 "operator": "contains",
+                     *                 "value": "estorno"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "actions": [
+                     *             {
+                     *               "type": "move_stage",
+                     *               "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                     *             },
+                     *             {
+                     *               "type": "add_labels",
+                     *               "target": "thread",
+                     *               "labels": [
+                     *                 "reembolso"
+                     *               ]
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-24T12:00:00.000Z",
+                     *           "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *           "name": "Encerrar após 3 dias sem resposta",
+                     *           "enabled": true,
+                     *           "position": 2,
+                     *           "trigger": {
+                     *             "event": "thread.idle",
+                     *             "minutes": 4320,
+                     *             "waitingOn": "customer"
+                     *           },
+                     *           "conditions": {},
+                     *           "actions": [
+                     *             {
+                     *               "type": "set_status",
+                     *               "status": "closed"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-24T12:05:00.000Z",
+                     *           "updatedAt": "2026-11-24T12:05:00.000Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 2,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pedidos de reembolso",
+                 *       "trigger": {
+                 *         "event": "message.received"
+                 *       },
+                 *       "conditions": {
+                 *         "any": [
+                 *           {
+                 *             "field": "message.content",
+                 *             "operator": "contains",
+                 *             "value": "reembolso"
+                 *           },
+                 *           {
+                 *             "field": "message.content",
+                 *             "operator": "contains",
+                 *             "value": "estorno"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "actions": [
+                 *         {
+                 *           "type": "move_stage",
+                 *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                 *         },
+                 *         {
+                 *           "type": "add_labels",
+                 *           "target": "thread",
+                 *           "labels": [
+                 *             "reembolso"
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationCreate"];
+            };
+        };
+        responses: {
+            /** @description The automation was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *       "name": "Pedidos de reembolso",
+                     *       "enabled": true,
+                     *       "position": 1,
+                     *       "trigger": {
+                     *         "event": "message.received"
+                     *       },
+                     *       "conditions": {
+                     *         "any": [
+                     *           {
+                     *             "field": "message.content",
+                     *             "operator": "contains",
+                     *             "value": "reembolso"
+                     *           },
+                     *           {
+                     *             "field": "message.content",
+                     *             "operator": "contains",
+                     *             "value": "estorno"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "actions": [
+                     *         {
+                     *           "type": "move_stage",
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                     *         },
+                     *         {
+                     *           "type": "add_labels",
+                     *           "target": "thread",
+                     *           "labels": [
+                     *             "reembolso"
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:00:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["AutomationRefused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The automation. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *       "name": "Encerrar após 3 dias sem resposta",
+                     *       "enabled": true,
+                     *       "position": 2,
+                     *       "trigger": {
+                     *         "event": "thread.idle",
+                     *         "minutes": 4320,
+                     *         "waitingOn": "customer"
+                     *       },
+                     *       "conditions": {},
+                     *       "actions": [
+                     *         {
+                     *           "type": "set_status",
+                     *           "status": "closed"
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:05:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:05:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The automation was deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": false,
+                 *       "position": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationUpdate"];
+            };
+        };
+        responses: {
+            /** @description The changed automation. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *       "name": "Encerrar após 3 dias sem resposta",
+                     *       "enabled": false,
+                     *       "position": 1,
+                     *       "trigger": {
+                     *         "event": "thread.idle",
+                     *         "minutes": 4320,
+                     *         "waitingOn": "customer"
+                     *       },
+                     *       "conditions": {},
+                     *       "actions": [
+                     *         {
+                     *           "type": "set_status",
+                     *           "status": "closed"
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:05:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:30:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidReference"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "threadId": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationTest"];
+            };
+        };
+        responses: {
+            /** @description What the automation would do on the thread; nothing was changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "matched": true,
+                     *       "conditions": [
+                     *         {
+                     *           "group": "any",
+                     *           "field": "message.content",
+                     *           "operator": "contains",
+                     *           "value": "reembolso",
+                     *           "actual": "Quero o reembolso do pedido 4521, por favor.",
+                     *           "result": true
+                     *         },
+                     *         {
+                     *           "group": "any",
+                     *           "field": "message.content",
+                     *           "operator": "contains",
+                     *           "value": "estorno",
+                     *           "actual": "Quero o reembolso do pedido 4521, por favor.",
+                     *           "result": false
+                     *         }
+                     *       ],
+                     *       "actions": [
+                     *         {
+                     *           "type": "move_stage",
+                     *           "wouldDo": "move the thread from stage Novo to stage Em atendimento"
+                     *         },
+                     *         {
+                     *           "type": "add_labels",
+                     *           "wouldDo": "add the labels reembolso to the thread"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationTestResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidReference"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -22,6 +22,8 @@ export const SCOPES: readonly Scope[] = [
   'webhooks:write',
   'settings:read',
   'settings:write',
+  'automations:read',
+  'automations:write',
 ];
 
 /** The funnel every new workspace starts with, in order; a new thread enters the first stage. */

@@ -16,6 +16,7 @@ const instant = (text: string): bigint => parseInstant(text)!;
 const TABLES = [
   'agents',
   'api_keys',
+  'automations',
   'channels',
   'contacts',
   'events',
@@ -51,6 +52,7 @@ const ALL_MIGRATIONS = [
   '0015_human_agents',
   '0016_labels_and_attributes',
   '0017_workspace_settings',
+  '0020_automations',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

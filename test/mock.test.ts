@@ -21,6 +21,7 @@ const STAGE_ID = '01935f4d-0a10-7b11-8c12-0d13e14f1502';
 const EVENT_ID = '01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c';
 const ENDPOINT_ID = '01936a10-2b3c-7d4e-8f5a-6b7c8d9e0f1a';
 const DELIVERY_ID = '01936a12-4d5f-7a6b-8c7d-9e0f1a2b3c4d';
+const AUTOMATION_ID = '01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01';
 const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
 type Call = (api: SupportFunnelClient) => Promise<{ response: Response; error?: unknown }>;
@@ -90,6 +91,19 @@ const calls: Record<OperationId, Call> = {
     api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: ENDPOINT_ID, deliveryId: DELIVERY_ID } } }),
   getSettings: (api) => api.GET('/settings'),
   updateSettings: (api) => api.PATCH('/settings', { body: { timezone: 'America/Manaus' } }),
+  listAutomations: (api) => api.GET('/automations', { params: { query: { page: 1, limit: 20 } } }),
+  createAutomation: (api) =>
+    api.POST('/automations', {
+      body: {
+        name: 'Encerrar após 3 dias sem resposta',
+        trigger: { event: 'thread.idle', minutes: 4320, waitingOn: 'customer' },
+        actions: [{ type: 'set_status', status: 'closed' }],
+      },
+    }),
+  getAutomation: (api) => api.GET('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
+  updateAutomation: (api) => api.PATCH('/automations/{id}', { params: { path: { id: AUTOMATION_ID } }, body: { enabled: false } }),
+  deleteAutomation: (api) => api.DELETE('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
+  testAutomation: (api) => api.POST('/automations/{id}/test', { params: { path: { id: AUTOMATION_ID } }, body: { threadId: THREAD_ID } }),
 };
 
 /** The operation's documented success status (its one 2xx response). */

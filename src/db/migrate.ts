@@ -19,6 +19,7 @@ import * as m0014 from './migrations/0014_event_stream.js';
 import * as m0015 from './migrations/0015_human_agents.js';
 import * as m0016 from './migrations/0016_labels_and_attributes.js';
 import * as m0017 from './migrations/0017_workspace_settings.js';
+import * as m0020 from './migrations/0020_automations.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -39,6 +40,7 @@ export const migrations: Record<string, Migration> = {
   '0015_human_agents': m0015,
   '0016_labels_and_attributes': m0016,
   '0017_workspace_settings': m0017,
+  '0020_automations': m0020,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

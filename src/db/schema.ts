@@ -1,6 +1,7 @@
 // Table types of the database, combined into the one Database interface Kysely is typed with, and
 // the constants stored in its tables.
 import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
+import type { components } from '../../generated/api.js';
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
 type Timestamp = ColumnType<Date, Date | undefined, Date>;
@@ -20,7 +21,9 @@ export type Scope =
   | 'webhooks:read'
   | 'webhooks:write'
   | 'settings:read'
-  | 'settings:write';
+  | 'settings:write'
+  | 'automations:read'
+  | 'automations:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -130,6 +133,23 @@ export interface StageTable {
   id: string;
   name: string;
   position: number;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+/** A workspace's rule (src/automations/); trigger, conditions and actions as the API shows them. */
+export interface AutomationTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  enabled: boolean;
+  position: number;
+  /** jsonb; written as JSON text. */
+  trigger: ColumnType<components['schemas']['AutomationTrigger'], string, string>;
+  /** jsonb; written as JSON text. */
+  conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  /** jsonb; written as JSON text. */
+  actions: ColumnType<components['schemas']['AutomationActions'], string, string>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
@@ -338,6 +358,7 @@ export interface Database {
   webhook_deliveries: WebhookDeliveryTable;
   workspace_settings: WorkspaceSettingsTable;
   stream_tokens: StreamTokenTable;
+  automations: AutomationTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -351,6 +372,7 @@ export type ThreadRow = Selectable<ThreadTable>;
 export type NewThread = Insertable<ThreadTable>;
 export type MessageRow = Selectable<MessageTable>;
 export type StageRow = Selectable<StageTable>;
+export type AutomationRow = Selectable<AutomationTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;

@@ -1,7 +1,7 @@
 // The one place a failure becomes a response: ApiError, validator, body-parser and database errors
 // all leave as {"error":{"code","message","requestId","details?"}}; anything else is a logged 500.
 import type { ErrorRequestHandler } from 'express';
-import { withExample } from '../contract.js';
+import { describeProblem } from '../contract.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
 
 interface ValidatorError {
@@ -37,10 +37,7 @@ function fromValidator(err: ValidatorError): ApiError {
   // A conditional schema's summary line (AgentCreate's if/then/else) only repeats the problems its
   // branch already names.
   const problems = (err.errors ?? []).filter((e) => !IF_SUMMARY.test(e.message ?? ''));
-  const details: ErrorDetail[] = problems.slice(0, MAX_DETAILS).map((e) => ({
-    path: e.path ?? '',
-    message: withExample(e.message ?? 'is invalid'),
-  }));
+  const details: ErrorDetail[] = problems.slice(0, MAX_DETAILS).map((e) => describeProblem(e.path ?? '', e.message ?? 'is invalid'));
   switch (err.status) {
     case 400:
       return new ApiError(400, 'validation_error', 'The request does not match the contract.', details);

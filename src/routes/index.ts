@@ -10,6 +10,7 @@ import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
 import { webhookEndpointHandlers } from './webhook-endpoints.js';
+import { automationHandlers } from './automations.js';
 
 export const handlers: Handlers = {
   ...meHandlers,
@@ -22,4 +23,5 @@ export const handlers: Handlers = {
   ...eventHandlers,
   ...webhookEndpointHandlers,
   ...settingsHandlers,
+  ...automationHandlers,
 };

@@ -10,6 +10,7 @@ import { contractOperations, literalPlusQuery, loadSpec, type Operation, type Op
 import { createAgent } from '../../src/db/agents.js';
 import { insertContact } from '../../src/db/contacts.js';
 import { stageRowToStage } from '../../src/db/stages.js';
+import { insertAutomation } from '../../src/db/automations.js';
 import { setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
 import { openThread } from '../../src/services/threads.js';
 import { SYSTEM } from '../../src/actor.js';
@@ -32,6 +33,7 @@ type WebhookEndpoint = S['WebhookEndpoint'];
 type WebhookDelivery = S['WebhookDelivery'];
 type Event = S['Event'];
 type Settings = S['Settings'];
+type Automation = S['Automation'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -158,6 +160,25 @@ const RAW_BODIES: RawBody[] = [
 ];
 
 const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 'refused' }>, 'kind'>>>> = {
+  getAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  deleteAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  testAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'foreign', field: 'threadId' },
+    { target: 'missing', field: 'threadId' },
+  ],
   getAgent: [
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
@@ -383,8 +404,11 @@ interface Model {
   /** Webhook endpoints (without their secrets), and those deleted. */
   endpoints: WebhookEndpoint[];
   deletedEndpoints: string[];
-  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery', string> };
   settings: Settings;
+  /** Automations in position order, and those deleted. */
+  automations: Automation[];
+  deletedAutomations: string[];
+  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery' | 'automation', string> };
   fixtures: number;
 }
 
@@ -613,10 +637,11 @@ const NOT_FOUND: Record<string, string> = {
   stage: 'Stage not found.',
   endpoint: 'Webhook endpoint not found.',
   event: 'Event not found.',
+  automation: 'Automation not found.',
 };
 
 /** A refusal of a path id: a record of another workspace or no record at all answers 404. */
-function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | 'endpoint' | 'event', param: string): Plan['refuse'] {
+function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | 'endpoint' | 'event' | 'automation', param: string): Plan['refuse'] {
   return async (ctx, parts, knobs, refusal) => {
     const random = fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
     if (refusal.target === 'foreign') parts.path[param] = ctx.model.foreign.id[kind];
@@ -626,6 +651,7 @@ function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | '
         (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) ||
         (kind === 'contact' && pick(ctx.model.erased, knobs.picks[0])) ||
         (kind === 'endpoint' && pick(ctx.model.deletedEndpoints, knobs.picks[0])) ||
+        (kind === 'automation' && pick(ctx.model.deletedAutomations, knobs.picks[0])) ||
         random;
     return (ex) => {
       expectError(ex, 404, 'not_found', `${refusal.target} ${kind} id`);
@@ -1868,6 +1894,140 @@ const plans: Partial<Record<OperationId, Plan>> = {
       await readBack(ctx, '/v1/settings', ctx.model.settings, 'the changed settings');
     },
   },
+
+  // ---- Automations
+
+  listAutomations: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf(model.automations, query), 'the page of automations, in position order');
+    },
+  },
+
+  createAutomation: {
+    async bind({ model }, parts, knobs, arrange) {
+      const body = parts.body as Record<string, unknown>;
+      if (arrange) soundDefinition(model, body, knobs);
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[0] % (model.automations.length + 1)) + 1;
+    },
+    async check(ctx, ex, { body }) {
+      const { model } = ctx;
+      const input = body as S['AutomationCreate'];
+      const position = input.position ?? model.automations.length + 1;
+      if (position > model.automations.length + 1) return expectError(ex, 400, 'validation_error', 'a position past the last place', '/body/position');
+      if (model.automations.length >= 100) return expectError(ex, 422, 'limit_reached', 'the workspace has 100 automations');
+      expectStatus(ex, 201, 'a sound automation at a place in range');
+      const made = ex.res.body as Automation;
+      const expected: Automation = {
+        id: made.id,
+        name: input.name,
+        enabled: input.enabled ?? true,
+        position,
+        trigger: input.trigger,
+        conditions: input.conditions ?? {},
+        actions: input.actions,
+        createdAt: made.createdAt,
+        updatedAt: made.createdAt,
+      };
+      same(ex, made, expected, 'the created automation');
+      for (const other of model.automations.slice(position - 1)) Object.assign(other, { position: other.position + 1, updatedAt: made.createdAt });
+      model.automations.splice(position - 1, 0, made);
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations with the new one');
+    },
+  },
+
+  getAutomation: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+    },
+    refuse: refuseId('automation', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'an automation of the workspace');
+      same(
+        ex,
+        ex.res.body,
+        model.automations.find((a) => a.id === path.id!.toLowerCase()),
+        'the automation the model holds',
+      );
+    },
+  },
+
+  updateAutomation: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      if (arrange) soundDefinition(model, body, knobs);
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[1] % model.automations.length) + 1;
+    },
+    refuse: refuseId('automation', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['AutomationUpdate'];
+      if (input.position !== undefined && input.position > model.automations.length) {
+        return expectError(ex, 400, 'validation_error', 'a position past the last automation', '/body/position');
+      }
+      expectStatus(ex, 200, 'a sound change of an automation of the workspace');
+      const after = ex.res.body as Automation;
+      const index = model.automations.findIndex((a) => a.id === path.id!.toLowerCase());
+      const before = model.automations[index]!;
+      const to = input.position ?? before.position;
+      same(ex, after, { ...before, ...input, position: to, updatedAt: after.updatedAt }, 'the changed automation');
+      model.automations.splice(index, 1);
+      model.automations.splice(to - 1, 0, after);
+      model.automations.forEach((automation, i) => {
+        if (automation.position !== i + 1) Object.assign(automation, { position: i + 1, updatedAt: after.updatedAt });
+      });
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations after the change');
+    },
+  },
+
+  deleteAutomation: {
+    async bind(ctx, parts, knobs, arrange) {
+      if (!arrange) return void (parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper));
+      parts.path.id = casing((await arrangeAutomation(ctx)).id, knobs.upper);
+    },
+    refuse: refuseId('automation', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an automation of the workspace');
+      const { model } = ctx;
+      if (model.automations.at(-1)!.id !== path.id!.toLowerCase()) fail(ex, 'the arranged automation should have been the last');
+      model.deletedAutomations.push(model.automations.pop()!.id);
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations without it');
+    },
+  },
+
+  testAutomation: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+      (parts.body as Record<string, string>).threadId = casing(pick(ctx.model.threads, knobs.picks[1])!.id, knobs.upper && knobs.anchor);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      if (refusal.field === 'id') return refuseId('automation', 'id')!(ctx, parts, knobs, refusal);
+      parts.path.id = (await someAutomation(ctx, knobs)).id;
+      (parts.body as Record<string, string>).threadId =
+        refusal.target === 'foreign' ? ctx.model.foreign.id.thread : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[1] })[0]!;
+      return (ex) => expectError(ex, 422, 'invalid_reference', `${refusal.target} thread referenced`, '/body/threadId');
+    },
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'a dry run of an automation on a thread of the workspace');
+      const automation = model.automations.find((a) => a.id === path.id!.toLowerCase())!;
+      const result = ex.res.body as S['AutomationTestResult'];
+      const conditions = [...(automation.conditions.all ?? []), ...(automation.conditions.any ?? [])];
+      same(
+        ex,
+        result.conditions.map((c) => [c.field, c.operator]),
+        conditions.map((c) => [c.field, c.operator]),
+        'each condition explained, all first',
+      );
+      same(
+        ex,
+        result.actions.map((a) => a.type),
+        automation.actions.map((a) => a.type),
+        'each action told',
+      );
+    },
+  },
 };
 
 const ZONES = ['America/Sao_Paulo', 'America/Manaus', 'UTC', 'Europe/Lisbon', 'Brazil/East', 'Asia/Kolkata', 'Etc/GMT+3'];
@@ -1897,6 +2057,57 @@ function settingsRefusal(change: S['SettingsPatch']): { why: string; path: strin
     if (bad) return { why: `intervals of ${day} that end before they start or overlap`, path: `/body/businessHours/${day}`, orItem: true };
   }
   return undefined;
+}
+
+/**
+ * Conditions that fit every trigger a sound definition here has (any but contact.created), so a
+ * PATCH of the trigger alone keeps the stored ones sound.
+ */
+const CONDITION_POOL = (model: Model): Array<S['AutomationConditions']> => [
+  {},
+  { all: [{ field: 'thread.status', operator: 'equals', value: 'open' }] },
+  {
+    any: [
+      { field: 'contact.labels', operator: 'is_set' },
+      { field: 'time.businessHours', operator: 'equals', value: true },
+    ],
+  },
+  {
+    all: [{ field: 'thread.stageId', operator: 'in', value: [firstStage(model).id] }],
+    any: [{ field: 'channel.type', operator: 'not_equals', value: 'instagram' }],
+  },
+  { all: [{ field: 'contact.attributes.plano', operator: 'contains', value: 'Pró' }] },
+];
+
+/**
+ * Makes a generated (contract-valid) trigger, conditions and actions sound as well: a trigger with
+ * a thread, conditions of the pool, and actions naming the workspace's own agents and stages. The
+ * checks beyond the contract are test/automations.test.ts's.
+ */
+function soundDefinition(model: Model, body: Record<string, unknown>, knobs: Knobs): void {
+  const trigger = body.trigger as S['AutomationTrigger'] | undefined;
+  if (trigger?.event === 'contact.created') body.trigger = { event: 'thread.created' };
+  if (body.conditions !== undefined) body.conditions = pick(CONDITION_POOL(model), knobs.picks[2])!;
+  const actions = body.actions as Array<S['AutomationAction']> | undefined;
+  actions?.forEach((action, i) => {
+    if (action.type === 'assign_agent') action.agentId = pick(model.agents, knobs.picks[1] + i)!.id;
+    if (action.type === 'move_stage') action.stageId = pick(model.stages, knobs.picks[1] + i)!.id;
+  });
+}
+
+/** A new automation at the end, made through the API. */
+async function arrangeAutomation(ctx: Ctx): Promise<Automation> {
+  const made = await send(ctx, 'post', '/v1/automations', {
+    body: { name: `Fixture ${++ctx.model.fixtures}`, trigger: { event: 'thread.created' }, actions: [{ type: 'stop' }] },
+  });
+  expectStatus(made, 201, 'arranging an automation');
+  ctx.model.automations.push(made.res.body as Automation);
+  return made.res.body as Automation;
+}
+
+/** One of the workspace's automations (made when it has none). */
+async function someAutomation(ctx: Ctx, knobs: Knobs): Promise<Automation> {
+  return pick(ctx.model.automations, knobs.picks[0]) ?? arrangeAutomation(ctx);
 }
 
 /** Any operation without a plan (a new one in the contract) still gets the generic checks. */
@@ -2014,6 +2225,9 @@ const ORDER: OperationId[] = [
   'deleteWebhookEndpoint',
   'retryWebhookDelivery',
   'updateSettings',
+  'createAutomation',
+  'updateAutomation',
+  'deleteAutomation',
   'listAgents',
   'getAgent',
   'listContacts',
@@ -2033,6 +2247,9 @@ const ORDER: OperationId[] = [
   'getWebhookEndpoint',
   'listWebhookDeliveries',
   'getSettings',
+  'listAutomations',
+  'getAutomation',
+  'testAutomation',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -2081,6 +2298,12 @@ async function setUp(server: TestServer): Promise<Model> {
   await openThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[1]!.id }, new Date(), SYSTEM);
   const foreignEvent = await db.selectFrom('events').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
   const foreignDelivery = await db.selectFrom('webhook_deliveries').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
+  const foreignAutomation = await insertAutomation(
+    db,
+    other.workspaceId,
+    { name: 'Foreign', enabled: true, position: 1, trigger: { event: 'thread.created' }, conditions: {}, actions: [{ type: 'stop' }] },
+    new Date(),
+  );
   const model: Model = {
     workspaceId: own.workspaceId,
     apiKey: own.apiKey,
@@ -2097,6 +2320,8 @@ async function setUp(server: TestServer): Promise<Model> {
     erased: [],
     endpoints: [endpoint],
     deletedEndpoints: [],
+    automations: [],
+    deletedAutomations: [],
     foreign: {
       workspaceId: other.workspaceId,
       id: {
@@ -2108,6 +2333,7 @@ async function setUp(server: TestServer): Promise<Model> {
         endpoint: foreignEndpoint.id,
         event: foreignEvent.id,
         delivery: foreignDelivery.id,
+        automation: foreignAutomation.id,
       },
     },
     settings: structuredClone(DEFAULT_SETTINGS),

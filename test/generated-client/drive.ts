@@ -4,6 +4,7 @@
 // API_BASE_URL and API_KEY (an enterprise key with every scope) come from the environment.
 import { client } from './client/client.gen';
 import {
+  createAutomation,
   createContact,
   getContact,
   getMe,
@@ -11,13 +12,15 @@ import {
   getThread,
   listChannels,
   listContacts,
+  listStages,
   listThreadHistory,
   registerNps,
   sendMessage,
+  testAutomation,
   updateContact,
   updateThread,
 } from './client/sdk.gen';
-import type { Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
+import type { Automation, AutomationAction, Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
 
 function check(condition: unknown, what: string): asserts condition {
   if (!condition) throw new Error(`failed: ${what}`);
@@ -101,7 +104,44 @@ async function main(): Promise<void> {
   });
   check(stats.data?.total === 1 && stats.data.npsScore === 100, `GET /threads/stats/nps ${JSON.stringify(stats.data)}`);
 
-  process.stdout.write('generated client: 16 calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100)\n');
+  // Automations: the trigger and actions are tagged unions the generated types narrow by `event` and `type`.
+  const stages = await listStages();
+  const emAtendimento = stages.data?.data.find((stage) => stage.name === 'Em atendimento');
+  check(emAtendimento, 'the stage Em atendimento');
+  const actions: AutomationAction[] = [
+    { type: 'move_stage', stageId: emAtendimento.id },
+    { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
+  ];
+  const made = await createAutomation({
+    body: {
+      name: 'Pedidos de reembolso',
+      trigger: { event: 'message.received' },
+      conditions: { any: [{ field: 'message.content', operator: 'contains', value: 'reembolso' }] },
+      actions,
+    },
+  });
+  const automation: Automation | undefined = made.data;
+  const first = automation?.actions[0];
+  check(automation && first?.type === 'move_stage' && first.stageId === emAtendimento.id, `POST /automations ${JSON.stringify(automation)}`);
+
+  const unfit = expectError(
+    await createAutomation({
+      body: {
+        name: 'Mensagem num timer',
+        trigger: { event: 'thread.idle', minutes: 60, waitingOn: 'agent' },
+        conditions: { all: [{ field: 'message.content', operator: 'contains', value: 'oi' }] },
+        actions: [{ type: 'stop' }],
+      },
+    }),
+    400,
+    'validation_error',
+  );
+  check(unfit.error.details?.[0]?.path === '/body/conditions/all/0/field', 'a message condition on a timer is named');
+
+  const dry = await testAutomation({ path: { id: automation.id }, body: { threadId: open.id } });
+  check(dry.data?.matched === false && dry.data.actions.length === 2, `POST /automations/{id}/test ${JSON.stringify(dry.data)}`);
+
+  process.stdout.write('generated client: calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100, automations)\n');
 }
 
 main().catch((err: unknown) => {
