@@ -7,10 +7,13 @@ import pg from 'pg';
 
 interface AgentRow {
   id: string;
+  type: string;
   name: string;
   status: string;
-  instructions: string;
-  model: string;
+  availability: string | null;
+  capacity: number | null;
+  instructions: string | null;
+  model: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -37,8 +40,11 @@ app.get('/v1/agents', async (req, res) => {
   res.json({
     data: rows.rows.map((row) => ({
       id: row.id,
+      type: row.type,
       name: row.name,
       status: row.status,
+      availability: row.availability,
+      capacity: row.capacity,
       instructions: row.instructions,
       model: row.model,
       createdAt: row.created_at.toISOString(),

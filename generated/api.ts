@@ -41,7 +41,11 @@ export interface paths {
         put?: never;
         /**
          * Create an agent
-         * @description Creates an agent in the key's workspace; it starts `active`. Needs the `agents:write` scope.
+         * @description Creates an agent in the key's workspace; it starts `active`. An AI agent (`type: ai`, the
+         *     default) needs `model` and `instructions` and takes no `availability` or `capacity`; a
+         *     person (`type: human`) takes no `model` or `instructions`, and starts `offline` with no
+         *     capacity limit unless told. Either mix-up is a 400 `validation_error`, and nothing is stored.
+         *     `type` cannot change afterwards. Needs the `agents:write` scope.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -76,7 +80,12 @@ export interface paths {
         head?: never;
         /**
          * Update an agent
-         * @description Changes any of `name`, `instructions`, `model` and `status`; fields left out keep their value. Needs the `agents:write` scope.
+         * @description Changes any of `name` and `status`, and of an AI agent `instructions` and `model`, of a
+         *     person `availability` and `capacity` (null: no limit); fields left out keep their value.
+         *     `availability` or `capacity` for an AI agent, `instructions` or `model` for a person, and
+         *     `type` for anyone are a 400 `validation_error`, and nothing changes. A lower `capacity` or
+         *     going `away` takes no thread from a person: it only stops the round robin giving them more.
+         *     Needs the `agents:write` scope.
          */
         patch: operations["updateAgent"];
         trace?: never;
@@ -96,7 +105,11 @@ export interface paths {
         put?: never;
         /**
          * Create a contact
-         * @description Creates a contact. A phone is unique within the workspace. Needs the `contacts:write` scope.
+         * @description Creates a contact. A phone is unique within the workspace. `labels` (at most 20, each 1 to 50
+         *     characters once trimmed; labels equal but for case are merged, keeping the first spelling) and
+         *     `attributes` (at most 50 keys, see `ContactAttributes`) are optional; outside these limits the
+         *     request is a 400 `validation_error` and nothing is stored.
+         *     Needs the `contacts:write` scope.
          */
         post: operations["createContact"];
         delete?: never;
@@ -124,8 +137,8 @@ export interface paths {
         post?: never;
         /**
          * Erase a contact
-         * @description Erases the person at their request (Brazil's LGPD, art. 18): their name, phone and e-mail
-         *     are deleted and the contact answers 404 from then on (lists, reads, changes, and as a
+         * @description Erases the person at their request (Brazil's LGPD, art. 18): their name, phone, e-mail,
+         *     labels and attributes are deleted and the contact answers 404 from then on (lists, reads, changes, and as a
          *     `contactId` of a new message or thread, 422). The `content` of every message of the
          *     contact becomes `null`. Their threads (with their `contactId`, now an id of no one), stage
          *     history and NPS answers stay, so funnel and NPS statistics are the same before and after.
@@ -136,9 +149,13 @@ export interface paths {
         head?: never;
         /**
          * Update a contact
-         * @description Corrects any of `name`, `phone` and `email`; fields left out keep their value, and `null`
-         *     clears a phone or an e-mail. A phone stays unique within the workspace: a phone another
-         *     contact holds is a 409, also when two requests race for it.
+         * @description Corrects any of `name`, `phone` and `email`, and sets `labels` (the whole new list) or
+         *     `attributes` (merged into the contact's: a key with a value sets it, a key with `null`
+         *     removes it, keys left out stay); fields left out keep their value, and `null` clears a phone
+         *     or an e-mail. A phone stays unique within the workspace: a phone another contact holds is a
+         *     409, also when two requests race for it. Attributes that would number more than 50 after the
+         *     merge are a 400 `validation_error` (`/body/attributes`), and nothing changes. A change records a
+         *     `contact.updated` event (the contact as answered); a body that changes nothing records none.
          *     Needs the `contacts:write` scope.
          */
         patch: operations["updateContact"];
@@ -228,6 +245,112 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/automations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the automations
+         * @description The workspace's automations in `position` order (1 first): the order in which those whose
+         *     trigger matches an event run for it. Disabled ones are listed too.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["listAutomations"];
+        put?: never;
+        /**
+         * Create an automation
+         * @description Adds a rule: when its `trigger` happens and its `conditions` hold, its `actions` run in
+         *     order. It goes at `position` (1 to the number of automations plus one; the last place when
+         *     left out), and the automations from that position on move one place down. A workspace has
+         *     at most 100 automations (then 422 `limit_reached`); an automation has at most 20
+         *     conditions (`all` and `any` together) and 1 to 10 actions.
+         *
+         *     Each condition must fit its field, its operator and its trigger (the table in
+         *     `AutomationCondition`): a condition that does not (`gt` on labels, `contains` on a boolean,
+         *     a value of the wrong type, `is_set` with a value, `message.content` without a message
+         *     trigger, `nps.score` outside `nps.answered`), or an action its trigger has no thread for,
+         *     is a 400 `validation_error` naming it, e.g. `/body/conditions/all/0/operator`. A stage,
+         *     agent or channel the workspace does not have, named in a condition or an action, is a 422
+         *     `invalid_reference` naming where. Nothing is stored on any error.
+         *     Needs the `automations:write` scope.
+         */
+        post: operations["createAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/automations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an automation
+         * @description One automation of the workspace.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["getAutomation"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an automation
+         * @description Deletes the automation; the automations after it move one place up.
+         *     Needs the `automations:write` scope.
+         */
+        delete: operations["deleteAutomation"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an automation
+         * @description Changes any of `name`, `enabled`, `position`, `trigger`, `conditions` and `actions`; fields
+         *     left out keep their value, and `conditions` and `actions` are replaced whole. A new
+         *     `position` (1 to the number of automations) shifts the automations between its old and new
+         *     places by one. The result is checked as a new automation is (400, 422), also when only the
+         *     trigger changes: conditions or actions that no longer fit it are named.
+         *     Needs the `automations:write` scope.
+         */
+        patch: operations["updateAutomation"];
+        trace?: never;
+    };
+    "/automations/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dry-run an automation on a thread
+         * @description Evaluates the automation's conditions against a thread as it is now and tells what its
+         *     actions would do, changing nothing (disabled automations too). Each condition is explained
+         *     with the value it saw (`actual`) and its `result`; `message.*` conditions see the thread's
+         *     latest inbound message, `nps.score` the thread's NPS answer, `time.businessHours` the
+         *     workspace's hours now. The trigger is not checked: the answer says whether the conditions
+         *     would hold if it fired.
+         *     Needs the `automations:read` scope.
+         */
+        post: operations["testAutomation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/stages": {
         parameters: {
             query?: never;
@@ -289,6 +412,52 @@ export interface paths {
          *     Needs the `funnel:write` scope.
          */
         patch: operations["updateStage"];
+        trace?: never;
+    };
+    "/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's settings
+         * @description The workspace's time zone, business hours and NPS texts. A workspace that never changed a
+         *     setting answers its default: `America/Sao_Paulo`; Monday to Friday 09:00-18:00, Saturday
+         *     and Sunday closed; the default NPS question and thanks, no template, requests expiring
+         *     after 24 hours. Reading never writes anything.
+         *     Needs the `settings:read` scope.
+         */
+        get: operations["getSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the workspace's settings
+         * @description Replaces each top-level key the body names (`timezone`, `businessHours`, `nps`), whole, and
+         *     leaves the others as they are: `businessHours` names all seven days (`[]` is a closed day)
+         *     and `nps` all four of its fields. Answers all the settings.
+         *
+         *     `timezone` is an IANA time zone name, such as `America/Sao_Paulo`, `America/Manaus` or
+         *     `UTC`. Links (older names of a zone, such as `Brazil/East` or `Asia/Calcutta`) are accepted
+         *     and kept as sent, not replaced by the zone's current name: they keep the same hours. An
+         *     offset (`-03:00`) is not a name and is refused.
+         *
+         *     Business hours are wall-clock times of the workspace's time zone, `HH:MM` from `00:00` to
+         *     `24:00`, as `[start, end]` intervals: start inclusive, end exclusive (`["09:00","18:00"]`
+         *     holds 17:59 and not 18:00; end with `24:00` to hold a day's last minute). Each interval starts
+         *     before it ends (none crosses midnight: split one at `24:00` and `00:00`), a day's intervals
+         *     do not overlap (they may touch) and a day has at most 4. Automations read them
+         *     (`time.businessHours`), and so does NPS asked in the conversation (`nps`).
+         *
+         *     A body breaking any of these is a 400 `validation_error` with one detail per problem, and
+         *     nothing is stored. Changing settings records no event (no event type exists for them).
+         *     Needs the `settings:write` scope.
+         */
+        patch: operations["updateSettings"];
         trace?: never;
     };
     "/messages": {
@@ -410,7 +579,9 @@ export interface paths {
         put?: never;
         /**
          * Open a thread
-         * @description Opens a thread between a contact and a channel. A pair has at most one open thread. Needs the `messages:write` scope.
+         * @description Opens a thread between a contact and a channel. A pair has at most one open thread. `labels`
+         *     follow the rules of a contact's (at most 20, each 1 to 50 characters once trimmed, equal but
+         *     for case merged). Needs the `messages:write` scope.
          */
         post: operations["createThread"];
         delete?: never;
@@ -506,10 +677,10 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a thread's status, stage or agent
+         * Change a thread's status, stage, agent or labels
          * @description Closes or reopens the thread (`status`), moves it to another stage of the funnel
-         *     (`stageId`) or assigns it to another agent (`agentId`, `null` to unassign); fields left out
-         *     keep their value. Closing sets `closedAt`, reopening clears it; a pair has at most one open
+         *     (`stageId`), assigns it to another agent (`agentId`, `null` to unassign) or sets its
+         *     `labels` (the whole new list, as in `POST /threads`); fields left out keep their value. Closing sets `closedAt`, reopening clears it; a pair has at most one open
          *     thread, so reopening while the (contact, channel) pair has another open thread is a 409
          *     (also when two requests race). Each field that changes appends an entry to the thread's
          *     history (`GET /threads/{id}/history`) in the same transaction, with this key as the actor
@@ -557,9 +728,10 @@ export interface paths {
         };
         /**
          * List a thread's history
-         * @description Every change of the thread's `status`, `stageId` and `agentId`, oldest first (by
+         * @description Every change of the thread's `status`, `stageId`, `agentId` and `labels`, oldest first (by
          *     `createdAt`, then `id`). It starts with the thread's values when it was opened (`from:
-         *     null`): its status, its first stage and, when it had one, its agent. A change of several
+         *     null`): its status, its first stage and, when it had them, its agent and its labels. A
+         *     `labels` entry's `from` and `to` are the whole lists before and after. A change of several
          *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
          *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
          *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
@@ -919,6 +1091,28 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description A contact's name, phone, e-mail, labels or attributes changed (`PATCH /contacts/{id}`).
+         *     Sent to each enabled endpoint subscribed to `contact.updated` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onContactUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "thread.created": {
         parameters: {
             query?: never;
@@ -952,7 +1146,7 @@ export interface webhooks {
         put?: never;
         /**
          * thread.updated
-         * @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
+         * @description A thread's status, stage, agent or labels changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change.
          *     Sent to each enabled endpoint subscribed to `thread.updated` (or `*`), signed with the endpoint's
          *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
          */
@@ -1064,9 +1258,10 @@ export interface components {
          *     gets one of them and the connection is closed. `outside_messaging_window` and
          *     `template_not_supported` (422) refuse a message Meta would refuse; `invalid_signature`
          *     (401) answers a Meta webhook whose `X-Hub-Signature-256` is missing or wrong.
+         *     `limit_reached` (422) refuses a record past a workspace's limit (100 automations).
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -1094,7 +1289,7 @@ export interface components {
          * @description What a key may do (see "Authentication and scopes").
          * @enum {string}
          */
-        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write";
+        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write" | "automations:read" | "automations:write";
         /** @description The key's current rate-limit window, as the RateLimit-* headers tell it. */
         RateLimitStatus: {
             /** @description Requests the key may make per window. */
@@ -1114,28 +1309,65 @@ export interface components {
         };
         /** @enum {string} */
         AgentStatus: "active" | "inactive";
+        /**
+         * @description `ai` answers on its own (`model`, `instructions`); `human` is a person on the team.
+         * @enum {string}
+         */
+        AgentType: "ai" | "human";
+        /**
+         * @description A person's availability; the round robin gives threads only to `online` people.
+         * @enum {string}
+         */
+        AgentAvailability: "online" | "away" | "offline";
+        /**
+         * @description The most open threads the round robin gives this person; null for no limit.
+         * @example 5
+         */
+        AgentCapacity: number | null;
+        AgentName: string;
+        AgentInstructions: string;
+        AgentModel: string;
         Agent: {
             id: components["schemas"]["Uuid"];
+            type: components["schemas"]["AgentType"];
             /** @description Display name. */
             name: string;
             status: components["schemas"]["AgentStatus"];
-            /** @description Free text that instructs the agent. */
-            instructions: string;
-            /** @description Name of the language model the agent uses. */
-            model: string;
+            /** @description A person's availability; null for an AI agent. */
+            availability: components["schemas"]["AgentAvailability"] | null;
+            capacity: components["schemas"]["AgentCapacity"];
+            /** @description Free text that instructs an AI agent; null for a person. */
+            instructions: string | null;
+            /** @description Name of the language model an AI agent uses; null for a person. */
+            model: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
+        /**
+         * @description An AI agent (`type` left out or `ai`) needs `instructions` and `model` and takes no
+         *     `availability` or `capacity`; a person (`type: human`) takes `availability` (default
+         *     `offline`) and `capacity` (default null, no limit) and no `instructions` or `model`.
+         *     A field the agent's type does not take is reported like any unknown field.
+         */
         AgentCreate: {
-            name: string;
-            instructions: string;
-            model: string;
+            type?: components["schemas"]["AgentType"];
+            name: components["schemas"]["AgentName"];
+            instructions?: components["schemas"]["AgentInstructions"];
+            model?: components["schemas"]["AgentModel"];
+            availability?: components["schemas"]["AgentAvailability"];
+            capacity?: components["schemas"]["AgentCapacity"];
         };
+        /**
+         * @description `instructions` and `model` change an AI agent only, `availability` and `capacity` a person
+         *     only (the other kind answers 400). `type` is fixed at creation.
+         */
         AgentUpdate: {
-            name?: string;
-            instructions?: string;
-            model?: string;
+            name?: components["schemas"]["AgentName"];
+            instructions?: components["schemas"]["AgentInstructions"];
+            model?: components["schemas"]["AgentModel"];
             status?: components["schemas"]["AgentStatus"];
+            availability?: components["schemas"]["AgentAvailability"];
+            capacity?: components["schemas"]["AgentCapacity"];
         };
         AgentList: {
             data: components["schemas"]["Agent"][];
@@ -1150,6 +1382,8 @@ export interface components {
             email: string | null;
             /** @description The contact's Instagram-scoped id (IGSID), unique within the workspace; set when they write on Instagram. */
             instagramId?: string | null;
+            labels: components["schemas"]["LabelList"];
+            attributes: components["schemas"]["ContactAttributes"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1164,6 +1398,8 @@ export interface components {
             /** Format: email */
             email?: string;
             instagramId?: components["schemas"]["InstagramId"];
+            labels?: components["schemas"]["Labels"];
+            attributes?: components["schemas"]["ContactAttributes"];
         };
         ContactUpdate: {
             name?: string;
@@ -1174,6 +1410,58 @@ export interface components {
              * @description null removes it.
              */
             email?: string | null;
+            labels?: components["schemas"]["Labels"];
+            attributes?: components["schemas"]["ContactAttributesUpdate"];
+        };
+        /**
+         * @description A label: 1 to 50 characters once the spaces around it are trimmed (they are not stored), no
+         *     U+0000. Labels compare ignoring case (`Cliente VIP` and `cliente vip` are one label).
+         * @example Cliente VIP
+         */
+        Label: string;
+        /**
+         * @description Labels to set, the whole new list: at most 20. Each is trimmed; labels equal but for case are
+         *     merged into the first one's spelling (not an error), in the order given.
+         * @example [
+         *       "Cliente VIP",
+         *       "Boleto"
+         *     ]
+         */
+        Labels: components["schemas"]["Label"][];
+        /**
+         * @description The labels, trimmed, each once ignoring case, in the order they were given.
+         * @example [
+         *       "Cliente VIP",
+         *       "Boleto"
+         *     ]
+         */
+        LabelList: string[];
+        AttributeKey: string;
+        /**
+         * @description Custom attributes: at most 50 keys of 1 to 40 characters (a lower-case letter, then lower-case
+         *     letters, digits and `_`), each a string of at most 500 characters, a number or a boolean.
+         * @example {
+         *       "plano": "premium",
+         *       "pedidos": 12,
+         *       "aceita_marketing": true
+         *     }
+         */
+        ContactAttributes: {
+            [key: string]: components["schemas"]["AttributeValue"];
+        };
+        /** @description An attribute's value, a string of at most 500 characters (no U+0000), a number or a boolean. */
+        AttributeValue: string | number | boolean;
+        /**
+         * @description Attributes to merge into the contact's: a key with a value (a string of at most 500
+         *     characters, a number or a boolean) sets it, a key with `null` removes it, keys left out stay.
+         *     The contact may have at most 50 keys after the merge (else 400, nothing changes).
+         * @example {
+         *       "aceita_marketing": true,
+         *       "cupom": null
+         *     }
+         */
+        ContactAttributesUpdate: {
+            [key: string]: components["schemas"]["AttributeValue"] | null;
         };
         ContactList: {
             data: components["schemas"]["Contact"][];
@@ -1408,6 +1696,7 @@ export interface components {
              * @description When the contact last wrote in this thread; on a Meta channel, free text may be sent for 24 hours after it.
              */
             lastInboundAt: string | null;
+            labels: components["schemas"]["LabelList"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1416,8 +1705,9 @@ export interface components {
             channelId: components["schemas"]["Uuid"];
             /** @description The agent that answers the thread; the channel's default agent (if any) when left out. */
             agentId?: components["schemas"]["Uuid"];
+            labels?: components["schemas"]["Labels"];
         };
-        /** @description The fields to change; a body that changes none of `status`, `stageId` and `agentId` changes nothing. */
+        /** @description The fields to change; a body that changes none of `status`, `stageId`, `agentId` and `labels` changes nothing. */
         ThreadUpdate: {
             status?: components["schemas"]["ThreadStatus"];
             /** @description A stage of the workspace's funnel. */
@@ -1427,11 +1717,12 @@ export interface components {
              * @description An agent of the workspace; null unassigns the thread.
              */
             agentId?: string | null;
+            labels?: components["schemas"]["Labels"];
             /** @description Why; recorded with each history entry of this change. */
             reason?: string;
         };
         /** @enum {string} */
-        ThreadHistoryField: "status" | "stageId" | "agentId";
+        ThreadHistoryField: "status" | "stageId" | "agentId" | "labels";
         HistoryActor: {
             /** @enum {string} */
             type: "api_key" | "agent" | "system";
@@ -1444,14 +1735,16 @@ export interface components {
         ThreadHistoryEntry: {
             id: components["schemas"]["Uuid"];
             field: components["schemas"]["ThreadHistoryField"];
-            /** @description The value before (a status, or a stage or agent id); null when the thread was opened, or had no agent. */
-            from: string | null;
+            /** @description The value before (a status, a stage or agent id, or for `labels` the list); null when the thread was opened, or had no agent. */
+            from: components["schemas"]["ThreadHistoryValue"];
             /** @description The value after; null when the thread was unassigned. */
-            to: string | null;
+            to: components["schemas"]["ThreadHistoryValue"];
             actor: components["schemas"]["HistoryActor"];
             reason: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        /** @description A status, a stage or agent id (strings), or for a `labels` entry the whole list of labels; null when there was none. */
+        ThreadHistoryValue: string | string[] | null;
         ThreadHistoryList: {
             data: components["schemas"]["ThreadHistoryEntry"][];
             pagination: components["schemas"]["Pagination"];
@@ -1526,6 +1819,78 @@ export interface components {
             data: components["schemas"]["Stage"][];
             pagination: components["schemas"]["Pagination"];
         };
+        /** @description A workspace's settings; each key holds its default until the workspace sets it. */
+        Settings: {
+            timezone: components["schemas"]["Timezone"];
+            businessHours: components["schemas"]["BusinessHours"];
+            nps: components["schemas"]["NpsSettings"];
+        };
+        /** @description The keys to replace, each whole; at least one. */
+        SettingsPatch: {
+            timezone?: components["schemas"]["Timezone"];
+            businessHours?: components["schemas"]["BusinessHours"];
+            nps?: components["schemas"]["NpsSettings"];
+        };
+        /**
+         * @description An IANA time zone name (default `America/Sao_Paulo`), one Node's Intl knows; a link to a
+         *     zone (`Brazil/East`) is kept as sent. Offsets such as `-03:00` are refused.
+         * @example America/Sao_Paulo
+         */
+        Timezone: string;
+        /**
+         * @description A wall-clock time `HH:MM` of the workspace's time zone, from `00:00` to `24:00` (the end of the day).
+         * @example 09:00
+         */
+        LocalTime: string;
+        /**
+         * @description `[start, end]`: start inclusive, end exclusive; start before end (no interval crosses midnight).
+         * @example [
+         *       "09:00",
+         *       "18:00"
+         *     ]
+         */
+        BusinessInterval: components["schemas"]["LocalTime"][];
+        /** @description A day's intervals (at most 4, none overlapping another); `[]` is a closed day. */
+        BusinessDay: components["schemas"]["BusinessInterval"][];
+        /**
+         * @description The opening hours of each day of the week, in the workspace's time zone. Default: Monday to
+         *     Friday `[["09:00","18:00"]]`, Saturday and Sunday `[]`.
+         */
+        BusinessHours: {
+            mon: components["schemas"]["BusinessDay"];
+            tue: components["schemas"]["BusinessDay"];
+            wed: components["schemas"]["BusinessDay"];
+            thu: components["schemas"]["BusinessDay"];
+            fri: components["schemas"]["BusinessDay"];
+            sat: components["schemas"]["BusinessDay"];
+            sun: components["schemas"]["BusinessDay"];
+        };
+        /** @description How NPS is asked in the conversation. */
+        NpsSettings: {
+            /**
+             * @description The question sent to the contact (default "Em uma escala de 0 a 10, o quanto você
+             *     recomendaria nosso atendimento a um amigo?"). At most 1,000 characters, what one
+             *     Instagram message carries.
+             */
+            question: string;
+            /** @description Sent once the contact answered (default "Obrigado pela sua resposta!"). At most 1,000 characters. */
+            thanks: string;
+            /**
+             * @description The approved WhatsApp template that asks on WhatsApp outside the 24-hour window (its name
+             *     and language code, as a message's `template` has them, without parameters); `null`
+             *     (the default): none, and asking outside the window is refused.
+             */
+            template: null | components["schemas"]["NpsTemplate"];
+            /** @description How long a request for an answer stays pending, in hours, 1 to 720 (30 days); default 24. */
+            expiresAfterHours: number;
+        };
+        /** @description A WhatsApp message template by name and language code. */
+        NpsTemplate: {
+            /** @description The template's name as approved by Meta (lowercase letters, digits and `_`). */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
+        };
         FunnelStage: {
             stageId: components["schemas"]["Uuid"];
             name: string;
@@ -1549,7 +1914,7 @@ export interface components {
          *     `id` null: what a customer's inbound message brings (their contact, a thread, the message),
          *     the delivery of a message and its statuses from Meta or the sandbox.
          *     Per event type: `contact.created` is the key of `POST /contacts`, or `system` for a customer
-         *     who wrote first; `thread.created` is whoever opened it (the key of `POST /threads`, the key
+         *     who wrote first; `contact.updated` is the key of `PATCH /contacts/{id}`; `thread.created` is whoever opened it (the key of `POST /threads`, the key
          *     or agent whose message opened it, `system` for an inbound message); `thread.updated` is the
          *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
          *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
@@ -1594,15 +1959,27 @@ export interface components {
          * @description The kind of change an event records.
          * @enum {string}
          */
-        EventType: "contact.created" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered";
+        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered";
         /** @description A change the API exposed, as `GET /events` and webhooks carry it; `type` tells which object `data.object` is. */
-        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"];
+        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"];
         /** @description A contact was created (`POST /contacts`, or a customer who wrote for the first time). */
         ContactCreatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
             /** @constant */
             type: "contact.created";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["Contact"];
+                actor: components["schemas"]["EventActor"];
+            };
+        };
+        /** @description A contact's name, phone, e-mail, labels or attributes changed (`PATCH /contacts/{id}`); the object is the contact after the change. */
+        ContactUpdatedEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "contact.updated";
             createdAt: components["schemas"]["Timestamp"];
             data: {
                 object: components["schemas"]["Contact"];
@@ -1621,7 +1998,7 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
-        /** @description A thread's status, stage or agent changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
+        /** @description A thread's status, stage, agent or labels changed (`PATCH /threads/{id}`, `DELETE /agents/{id}` unassigning it, or an AI agent's handoff); the object is the thread after the change. */
         ThreadUpdatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
@@ -1674,7 +2051,7 @@ export interface components {
             pagination: components["schemas"]["Pagination"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
@@ -1742,6 +2119,288 @@ export interface components {
         WebhookDeliveryList: {
             data: components["schemas"]["WebhookDelivery"][];
             pagination: components["schemas"]["Pagination"];
+        };
+        /**
+         * @description A rule of the workspace: when its `trigger` happens and its `conditions` hold, its
+         *     `actions` run in order. Enabled automations whose trigger matches an event run for it in
+         *     `position` order.
+         */
+        Automation: {
+            id: components["schemas"]["Uuid"];
+            name: components["schemas"]["AutomationName"];
+            enabled: boolean;
+            /** @description The automation's place in the order automations run in (1 first; 1, 2, 3, ... without gaps). */
+            position: number;
+            trigger: components["schemas"]["AutomationTrigger"];
+            conditions: components["schemas"]["AutomationConditions"];
+            actions: components["schemas"]["AutomationActions"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        AutomationName: string;
+        AutomationCreate: {
+            name: components["schemas"]["AutomationName"];
+            /** @description Whether it runs (`true` when left out); a disabled automation can still be dry-run. */
+            enabled?: boolean;
+            /** @description Where it goes (1 to the number of automations plus one); the last place when left out. */
+            position?: number;
+            trigger: components["schemas"]["AutomationTrigger"];
+            conditions?: components["schemas"]["AutomationConditions"];
+            actions: components["schemas"]["AutomationActions"];
+        };
+        /** @description Any of the fields; those left out keep their value, `conditions` and `actions` are replaced whole. */
+        AutomationUpdate: {
+            name?: components["schemas"]["AutomationName"];
+            enabled?: boolean;
+            /** @description Its new place (1 to the number of automations); those in between shift by one. */
+            position?: number;
+            trigger?: components["schemas"]["AutomationTrigger"];
+            conditions?: components["schemas"]["AutomationConditions"];
+            actions?: components["schemas"]["AutomationActions"];
+        };
+        AutomationList: {
+            data: components["schemas"]["Automation"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /**
+         * @description What starts the automation: one of the events (`message.received` is an inbound
+         *     `message.created`, `message.sent` an outbound one), or the `thread.idle` timer.
+         */
+        AutomationTrigger: components["schemas"]["AutomationEventTrigger"] | components["schemas"]["AutomationIdleTrigger"];
+        /**
+         * Event trigger
+         * @description Runs for each such event. `contact.created` has a contact and no thread: its conditions and
+         *     actions may only use `contact.*` and `time.businessHours` (and `stop`, labels and
+         *     attributes of the contact).
+         */
+        AutomationEventTrigger: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "contact.created" | "thread.created" | "thread.updated" | "message.received" | "message.sent" | "nps.answered";
+        };
+        /**
+         * Idle timer
+         * @description Fires once per silence: when an open thread's last message is `minutes` old with nothing
+         *     newer. `waitingOn: customer`: the last message is outbound (the team answered, the customer
+         *     has not; "close after 3 days without an answer" is 4320 minutes waiting on the customer).
+         *     `waitingOn: agent`: the last message is inbound (the customer is waiting for the team). A
+         *     newer message, or closing the thread, cancels it.
+         */
+        AutomationIdleTrigger: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "thread.idle";
+            /** @description How long the silence lasts, in minutes (1 to 43,200, i.e. 30 days). */
+            minutes: number;
+            /** @enum {string} */
+            waitingOn: "customer" | "agent";
+        };
+        /**
+         * @description `all`: every condition holds; `any`: at least one does. Both given: both must hold. `{}`
+         *     (or left out): always. At most 20 conditions in all (`all` and `any` together; more is a
+         *     400 at `/body/conditions`).
+         */
+        AutomationConditions: {
+            all?: components["schemas"]["AutomationCondition"][];
+            any?: components["schemas"]["AutomationCondition"][];
+        };
+        /**
+         * @description One test of the event's context. What each field takes (any other operator, a value of
+         *     another type, a value with `is_set`/`is_not_set` or none with the others, is a 400):
+         *
+         *     | field | operators | value |
+         *     |---|---|---|
+         *     | `thread.status` | `equals`, `not_equals` / `in`, `not_in` | `open` or `closed` / a list of them |
+         *     | `thread.stageId`, `thread.channelId` | `equals`, `not_equals` / `in`, `not_in` | a stage or channel id / a list of them (each checked: 422) |
+         *     | `thread.agentId` | `equals`, `not_equals` / `in`, `not_in` / `is_set`, `is_not_set` | an agent id / a list of them (checked: 422) / none |
+         *     | `thread.labels`, `contact.labels` | `contains`, `not_contains` / `in`, `not_in` / `is_set`, `is_not_set` | a label (has it / has it not) / a list (has any of them / none of them) / none (has a label / has none) |
+         *     | `channel.type` | `equals`, `not_equals` / `in`, `not_in` | `whatsapp` or `instagram` / a list of them |
+         *     | `contact.attributes.<key>` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `gt`, `gte`, `lt`, `lte` / `is_set`, `is_not_set` | a string, number or boolean / a list of strings and numbers / a string / a number / none |
+         *     | `message.content` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `is_set`, `is_not_set` | a string / a list of strings / a string / none |
+         *     | `nps.score` | `equals`, `not_equals` / `in`, `not_in` / `gt`, `gte`, `lt`, `lte` | an integer 0..10 / a list of them / a number |
+         *     | `time.businessHours` | `equals`, `not_equals` | `true` or `false` |
+         *
+         *     Which trigger has what: `message.*` needs `message.received` or `message.sent`;
+         *     `nps.score` needs `nps.answered`; `thread.*` and `channel.*` need any trigger but
+         *     `contact.created`; `contact.*` and `time.businessHours` fit every trigger.
+         *
+         *     Text (`message.content`, string attributes) is compared ignoring case and accents ("NÃO"
+         *     contains "nao"); labels ignoring case; ids ignoring case. A comparison with a value that
+         *     is missing or of another type (`gt` on a string attribute, a message without text) is
+         *     false, and its negation (`not_equals`, `not_in`, `not_contains`) true.
+         */
+        AutomationCondition: {
+            /**
+             * @description What is tested; `contact.attributes.<key>` with the attribute's key (`^[a-z][a-z0-9_]{0,39}$`).
+             * @example message.content
+             */
+            field: string;
+            operator: components["schemas"]["AutomationOperator"];
+            value?: components["schemas"]["AutomationConditionValue"];
+        };
+        /** @enum {string} */
+        AutomationOperator: "equals" | "not_equals" | "in" | "not_in" | "contains" | "not_contains" | "starts_with" | "gt" | "gte" | "lt" | "lte" | "is_set" | "is_not_set";
+        /** @description What the field is compared with; its type depends on the field and the operator (see `AutomationCondition`). */
+        AutomationConditionValue: string | number | boolean | (string | number)[];
+        /** @description What the automation does, in order (1 to 10 actions). */
+        AutomationActions: components["schemas"]["AutomationAction"][];
+        /**
+         * @description One step, a flat object `{type, ...its parameters}`. Every action but the contact's labels
+         *     and attributes and `stop` acts on the thread, so it needs a trigger that has one (any but
+         *     `contact.created`).
+         */
+        AutomationAction: components["schemas"]["AssignAgentAction"] | components["schemas"]["AssignRoundRobinAction"] | components["schemas"]["UnassignAction"] | components["schemas"]["MoveStageAction"] | components["schemas"]["SetStatusAction"] | components["schemas"]["LabelsAction"] | components["schemas"]["SetAttributeAction"] | components["schemas"]["SendMessageAction"] | components["schemas"]["SendTemplateAction"] | components["schemas"]["StopAction"];
+        /**
+         * Assign an agent
+         * @description Assigns the thread to this agent (checked at create; 422 when the workspace has none with this id).
+         */
+        AssignAgentAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "assign_agent";
+            agentId: components["schemas"]["Uuid"];
+        };
+        /**
+         * Assign a person by round robin
+         * @description Assigns the thread to the available person on the team whose last assignment is the oldest (none available, the thread is unassigned).
+         */
+        AssignRoundRobinAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "assign_round_robin";
+        };
+        /** Unassign */
+        UnassignAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "unassign";
+        };
+        /**
+         * Move to a stage
+         * @description Moves the thread to this stage of the funnel (checked at create; 422 when the workspace has none with this id).
+         */
+        MoveStageAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "move_stage";
+            stageId: components["schemas"]["Uuid"];
+        };
+        /** Close or reopen */
+        SetStatusAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "set_status";
+            status: components["schemas"]["ThreadStatus"];
+        };
+        /**
+         * Add or remove labels
+         * @description Adds labels to, or removes them from, the thread or its contact (labels compare ignoring case).
+         */
+        LabelsAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "add_labels" | "remove_labels";
+            /** @enum {string} */
+            target: "thread" | "contact";
+            labels: string[];
+        };
+        /**
+         * Set a contact attribute
+         * @description Sets one attribute of the contact; `null` removes it.
+         */
+        SetAttributeAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "set_attribute";
+            /** @example motivo_contato */
+            key: string;
+            value: string | number | boolean | null;
+        };
+        /**
+         * Send a message
+         * @description Sends `content` on the thread. Outside Meta's 24-hour window it sends `fallbackTemplate`
+         *     instead (WhatsApp); without one, the action is skipped (`outside_messaging_window`).
+         */
+        SendMessageAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "send_message";
+            content: string;
+            fallbackTemplate?: components["schemas"]["MessageTemplate"];
+        };
+        /**
+         * Send a template
+         * @description Sends an approved WhatsApp template on the thread.
+         */
+        SendTemplateAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "send_template";
+            /** @description As `MessageTemplate.name`. */
+            name: string;
+            /** @description The template's language code, e.g. `pt_BR`. */
+            language: string;
+            /** @description The values of the template body's `{{1}}`, `{{2}}`, ... */
+            parameters?: string[];
+        };
+        /**
+         * Stop
+         * @description No later automation runs for this event.
+         */
+        StopAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "stop";
+        };
+        AutomationTest: {
+            threadId: components["schemas"]["Uuid"];
+        };
+        AutomationTestResult: {
+            /** @description Whether the conditions hold (`all` every one, `any` at least one). */
+            matched: boolean;
+            /** @description Each condition, `all` first then `any`, with what it saw. */
+            conditions: components["schemas"]["AutomationConditionResult"][];
+            actions: {
+                /** @description The action's `type`. */
+                type: string;
+                /** @description What it would do to this thread now, in words. */
+                wouldDo: string;
+            }[];
+        };
+        AutomationConditionResult: {
+            /** @enum {string} */
+            group: "all" | "any";
+            field: string;
+            operator: components["schemas"]["AutomationOperator"];
+            /** @description The condition's value, as written (absent for `is_set` and `is_not_set`). */
+            value?: unknown;
+            /** @description The value the field had (text as stored, labels as a list; null when missing). */
+            actual: unknown;
+            result: boolean;
         };
     };
     responses: {
@@ -1951,6 +2610,20 @@ export interface components {
                  *       }
                  *     }
                  */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /**
+         * @description The workspace already has 100 automations (`limit_reached`), a condition or action names a
+         *     stage, agent or channel the workspace does not have (`invalid_reference`, naming where), or
+         *     this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`).
+         */
+        AutomationRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
@@ -2200,6 +2873,10 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description Only agents in this status. */
                 status?: components["schemas"]["AgentStatus"];
+                /** @description Only AI agents (`ai`) or only people (`human`). */
+                type?: components["schemas"]["AgentType"];
+                /** @description Only people with this availability (AI agents have none, so never match). */
+                availability?: components["schemas"]["AgentAvailability"];
             };
             header?: never;
             path?: never;
@@ -2222,16 +2899,31 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "type": "ai",
                      *           "name": "Ana Atendimento",
                      *           "status": "active",
+                     *           "availability": null,
+                     *           "capacity": null,
                      *           "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
                      *           "model": "gpt-4o-mini",
                      *           "createdAt": "2026-11-02T13:45:10.120Z",
                      *           "updatedAt": "2026-11-02T13:45:10.120Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f4e-9b3c-7d4e-8f5a-6b7c8d9e0f1a",
+                     *           "type": "human",
+                     *           "name": "Pedro Souza",
+                     *           "status": "active",
+                     *           "availability": "online",
+                     *           "capacity": 5,
+                     *           "instructions": null,
+                     *           "model": null,
+                     *           "createdAt": "2026-11-02T13:50:00.000Z",
+                     *           "updatedAt": "2026-11-02T13:50:00.000Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 1,
+                     *         "total": 2,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
@@ -2273,13 +2965,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "Ana Atendimento",
-                 *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
-                 *       "model": "gpt-4o-mini"
-                 *     }
-                 */
                 "application/json": components["schemas"]["AgentCreate"];
             };
         };
@@ -2295,17 +2980,6 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
-                     *       "name": "Ana Atendimento",
-                     *       "status": "active",
-                     *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
-                     *       "model": "gpt-4o-mini",
-                     *       "createdAt": "2026-11-02T13:45:10.120Z",
-                     *       "updatedAt": "2026-11-02T13:45:10.120Z"
-                     *     }
-                     */
                     "application/json": components["schemas"]["Agent"];
                 };
             };
@@ -2346,8 +3020,11 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "type": "ai",
                      *       "name": "Ana Atendimento",
                      *       "status": "active",
+                     *       "availability": null,
+                     *       "capacity": null,
                      *       "instructions": "Responda com cordialidade, em português, e ofereça ajuda com pedidos e entregas.",
                      *       "model": "gpt-4o-mini",
                      *       "createdAt": "2026-11-02T13:45:10.120Z",
@@ -2410,12 +3087,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "status": "inactive",
-                 *       "instructions": "Fora do horário comercial, informe que retornaremos às 8h."
-                 *     }
-                 */
                 "application/json": components["schemas"]["AgentUpdate"];
             };
         };
@@ -2433,8 +3104,11 @@ export interface operations {
                     /**
                      * @example {
                      *       "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "type": "ai",
                      *       "name": "Ana Atendimento",
                      *       "status": "inactive",
+                     *       "availability": null,
+                     *       "capacity": null,
                      *       "instructions": "Fora do horário comercial, informe que retornaremos às 8h.",
                      *       "model": "gpt-4o-mini",
                      *       "createdAt": "2026-11-02T13:45:10.120Z",
@@ -2482,6 +3156,13 @@ export interface operations {
                 email?: string;
                 /** @description Only the contact with this Instagram-scoped id. */
                 instagramId?: components["schemas"]["InstagramId"];
+                /**
+                 * @description Only contacts with this label (case-insensitive; spaces around it are ignored). Repeat it for several (`?label=vip&label=boleto`) and all must match.
+                 * @example [
+                 *       "Cliente VIP"
+                 *     ]
+                 */
+                label?: components["schemas"]["Label"][];
             };
             header?: never;
             path?: never;
@@ -2508,6 +3189,15 @@ export interface operations {
                      *           "phone": "+5511987654321",
                      *           "email": "mariana.silva@exemplo.com.br",
                      *           "instagramId": null,
+                     *           "labels": [
+                     *             "Cliente VIP",
+                     *             "São Paulo"
+                     *           ],
+                     *           "attributes": {
+                     *             "plano": "premium",
+                     *             "pedidos": 12,
+                     *             "aceita_marketing": true
+                     *           },
                      *           "createdAt": "2026-11-03T09:12:31.004Z",
                      *           "updatedAt": "2026-11-03T09:12:31.004Z"
                      *         },
@@ -2517,6 +3207,8 @@ export interface operations {
                      *           "phone": "+5521998877665",
                      *           "email": null,
                      *           "instagramId": null,
+                     *           "labels": [],
+                     *           "attributes": {},
                      *           "createdAt": "2026-11-03T10:40:02.518Z",
                      *           "updatedAt": "2026-11-03T10:40:02.518Z"
                      *         }
@@ -2569,7 +3261,16 @@ export interface operations {
                  *       "name": "Beatriz Costa",
                  *       "phone": "+5531991234567",
                  *       "email": "beatriz.costa@exemplo.com.br",
-                 *       "instagramId": "17841400000000001"
+                 *       "instagramId": "17841400000000001",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         " cliente vip ",
+                 *         "Boleto"
+                 *       ],
+                 *       "attributes": {
+                 *         "plano": "premium",
+                 *         "pedidos": 3
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ContactCreate"];
@@ -2594,6 +3295,14 @@ export interface operations {
                      *       "phone": "+5531991234567",
                      *       "email": "beatriz.costa@exemplo.com.br",
                      *       "instagramId": "17841400000000001",
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "Boleto"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 3
+                     *       },
                      *       "createdAt": "2026-11-20T16:05:12.407Z",
                      *       "updatedAt": "2026-11-20T16:05:12.407Z"
                      *     }
@@ -2601,7 +3310,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), e.g. a label out of bounds, more than 20 labels or 50 attributes, a bad attribute key or value; or it is malformed (`invalid_json`). Nothing is stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description Another contact of the workspace already has this phone (or Instagram id); `details[0].existingId` names it. */
@@ -2667,6 +3385,15 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "São Paulo"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 12,
+                     *         "aceita_marketing": true
+                     *       },
                      *       "createdAt": "2026-11-03T09:12:31.004Z",
                      *       "updatedAt": "2026-11-03T09:12:31.004Z"
                      *     }
@@ -2730,7 +3457,15 @@ export interface operations {
                 /**
                  * @example {
                  *       "name": "Mariana Souza Silva",
-                 *       "email": "mariana.souza@exemplo.com.br"
+                 *       "email": "mariana.souza@exemplo.com.br",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         "São Paulo"
+                 *       ],
+                 *       "attributes": {
+                 *         "aceita_marketing": true,
+                 *         "cupom": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ContactUpdate"];
@@ -2753,6 +3488,16 @@ export interface operations {
                      *       "name": "Mariana Souza Silva",
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.souza@exemplo.com.br",
+                     *       "instagramId": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "São Paulo"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium",
+                     *         "pedidos": 12,
+                     *         "aceita_marketing": true
+                     *       },
                      *       "createdAt": "2026-11-03T09:12:31.004Z",
                      *       "updatedAt": "2026-11-21T10:05:12.430Z"
                      *     }
@@ -2760,7 +3505,16 @@ export interface operations {
                     "application/json": components["schemas"]["Contact"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), as for `POST /contacts`, or the attributes would number more than 50 after the merge; or it is malformed (`invalid_json`). Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -3162,6 +3916,500 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listAutomations: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of automations, in position order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *           "name": "Pedidos de reembolso",
+                     *           "enabled": true,
+                     *           "position": 1,
+                     *           "trigger": {
+                     *             "event": "message.received"
+                     *           },
+                     *           "conditions": {
+                     *             "any": [
+                     *               {
+                     *                 "field": "message.content",
+                     *                 "operator": "contains",
+                     *                 "value": "reembolso"
+                     *               },
+                     *               {
+                     *                 "field": "message.content",
+                     *                 "operator": "contains",
+                     *                 "value": "estorno"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "actions": [
+                     *             {
+                     *               "type": "move_stage",
+                     *               "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                     *             },
+                     *             {
+                     *               "type": "add_labels",
+                     *               "target": "thread",
+                     *               "labels": [
+                     *                 "reembolso"
+                     *               ]
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-24T12:00:00.000Z",
+                     *           "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *           "name": "Encerrar após 3 dias sem resposta",
+                     *           "enabled": true,
+                     *           "position": 2,
+                     *           "trigger": {
+                     *             "event": "thread.idle",
+                     *             "minutes": 4320,
+                     *             "waitingOn": "customer"
+                     *           },
+                     *           "conditions": {},
+                     *           "actions": [
+                     *             {
+                     *               "type": "set_status",
+                     *               "status": "closed"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-24T12:05:00.000Z",
+                     *           "updatedAt": "2026-11-24T12:05:00.000Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 2,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pedidos de reembolso",
+                 *       "trigger": {
+                 *         "event": "message.received"
+                 *       },
+                 *       "conditions": {
+                 *         "any": [
+                 *           {
+                 *             "field": "message.content",
+                 *             "operator": "contains",
+                 *             "value": "reembolso"
+                 *           },
+                 *           {
+                 *             "field": "message.content",
+                 *             "operator": "contains",
+                 *             "value": "estorno"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "actions": [
+                 *         {
+                 *           "type": "move_stage",
+                 *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                 *         },
+                 *         {
+                 *           "type": "add_labels",
+                 *           "target": "thread",
+                 *           "labels": [
+                 *             "reembolso"
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationCreate"];
+            };
+        };
+        responses: {
+            /** @description The automation was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *       "name": "Pedidos de reembolso",
+                     *       "enabled": true,
+                     *       "position": 1,
+                     *       "trigger": {
+                     *         "event": "message.received"
+                     *       },
+                     *       "conditions": {
+                     *         "any": [
+                     *           {
+                     *             "field": "message.content",
+                     *             "operator": "contains",
+                     *             "value": "reembolso"
+                     *           },
+                     *           {
+                     *             "field": "message.content",
+                     *             "operator": "contains",
+                     *             "value": "estorno"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "actions": [
+                     *         {
+                     *           "type": "move_stage",
+                     *           "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502"
+                     *         },
+                     *         {
+                     *           "type": "add_labels",
+                     *           "target": "thread",
+                     *           "labels": [
+                     *             "reembolso"
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:00:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["AutomationRefused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The automation. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *       "name": "Encerrar após 3 dias sem resposta",
+                     *       "enabled": true,
+                     *       "position": 2,
+                     *       "trigger": {
+                     *         "event": "thread.idle",
+                     *         "minutes": 4320,
+                     *         "waitingOn": "customer"
+                     *       },
+                     *       "conditions": {},
+                     *       "actions": [
+                     *         {
+                     *           "type": "set_status",
+                     *           "status": "closed"
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:05:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:05:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The automation was deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateAutomation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": false,
+                 *       "position": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationUpdate"];
+            };
+        };
+        responses: {
+            /** @description The changed automation. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *       "name": "Encerrar após 3 dias sem resposta",
+                     *       "enabled": false,
+                     *       "position": 1,
+                     *       "trigger": {
+                     *         "event": "thread.idle",
+                     *         "minutes": 4320,
+                     *         "waitingOn": "customer"
+                     *       },
+                     *       "conditions": {},
+                     *       "actions": [
+                     *         {
+                     *           "type": "set_status",
+                     *           "status": "closed"
+                     *         }
+                     *       ],
+                     *       "createdAt": "2026-11-24T12:05:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:30:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Automation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidReference"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testAutomation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "threadId": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AutomationTest"];
+            };
+        };
+        responses: {
+            /** @description What the automation would do on the thread; nothing was changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "matched": true,
+                     *       "conditions": [
+                     *         {
+                     *           "group": "any",
+                     *           "field": "message.content",
+                     *           "operator": "contains",
+                     *           "value": "reembolso",
+                     *           "actual": "Quero o reembolso do pedido 4521, por favor.",
+                     *           "result": true
+                     *         },
+                     *         {
+                     *           "group": "any",
+                     *           "field": "message.content",
+                     *           "operator": "contains",
+                     *           "value": "estorno",
+                     *           "actual": "Quero o reembolso do pedido 4521, por favor.",
+                     *           "result": false
+                     *         }
+                     *       ],
+                     *       "actions": [
+                     *         {
+                     *           "type": "move_stage",
+                     *           "wouldDo": "move the thread from stage Novo to stage Em atendimento"
+                     *         },
+                     *         {
+                     *           "type": "add_labels",
+                     *           "wouldDo": "add the labels reembolso to the thread"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationTestResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidReference"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listStages: {
         parameters: {
             query?: {
@@ -3411,6 +4659,199 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings, every key present (defaults where the workspace set none). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "timezone": "America/Sao_Paulo",
+                     *       "businessHours": {
+                     *         "mon": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "tue": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "wed": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "thu": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "fri": [
+                     *           [
+                     *             "09:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "sat": [],
+                     *         "sun": []
+                     *       },
+                     *       "nps": {
+                     *         "question": "Em uma escala de 0 a 10, o quanto você recomendaria nosso atendimento a um amigo?",
+                     *         "thanks": "Obrigado pela sua resposta!",
+                     *         "template": null,
+                     *         "expiresAfterHours": 24
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Settings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SettingsPatch"];
+            };
+        };
+        responses: {
+            /** @description All the settings, the changed keys replaced. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "timezone": "America/Manaus",
+                     *       "businessHours": {
+                     *         "mon": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "tue": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "wed": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "thu": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "18:00"
+                     *           ]
+                     *         ],
+                     *         "fri": [
+                     *           [
+                     *             "08:00",
+                     *             "12:00"
+                     *           ],
+                     *           [
+                     *             "13:00",
+                     *             "17:00"
+                     *           ]
+                     *         ],
+                     *         "sat": [
+                     *           [
+                     *             "09:00",
+                     *             "13:00"
+                     *           ]
+                     *         ],
+                     *         "sun": []
+                     *       },
+                     *       "nps": {
+                     *         "question": "De 0 a 10, quanto você recomendaria a Loja Exemplo a um amigo?",
+                     *         "thanks": "Muito obrigado! Sua opinião nos ajuda a melhorar.",
+                     *         "template": {
+                     *           "name": "pesquisa_nps",
+                     *           "language": "pt_BR"
+                     *         },
+                     *         "expiresAfterHours": 48
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Settings"];
+                };
+            };
+            /** @description The body breaks the contract or the rules above (`validation_error`, one detail per problem), or is malformed (`invalid_json`). Nothing was stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3744,6 +5185,13 @@ export interface operations {
                 agentId?: components["schemas"]["Uuid"];
                 /** @description Only threads in this stage of the funnel. */
                 stageId?: components["schemas"]["Uuid"];
+                /**
+                 * @description Only threads with this label (case-insensitive; spaces around it are ignored). Repeat it for several (`?label=vip&label=boleto`) and all must match.
+                 * @example [
+                 *       "Cliente VIP"
+                 *     ]
+                 */
+                label?: components["schemas"]["Label"][];
             };
             header?: never;
             path?: never;
@@ -3776,6 +5224,10 @@ export interface operations {
                      *           "npsCreatedAt": null,
                      *           "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *           "lastInboundAt": null,
+                     *           "labels": [
+                     *             "Cliente VIP",
+                     *             "Boleto"
+                     *           ],
                      *           "createdAt": "2026-11-20T14:30:00.981Z",
                      *           "updatedAt": "2026-11-20T14:32:05.123Z"
                      *         }
@@ -3827,7 +5279,10 @@ export interface operations {
                  * @example {
                  *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
                  *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                 *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f"
+                 *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                 *       "labels": [
+                 *         "Boleto"
+                 *       ]
                  *     }
                  */
                 "application/json": components["schemas"]["ThreadCreate"];
@@ -3858,6 +5313,9 @@ export interface operations {
                      *       "npsCreatedAt": null,
                      *       "lastMessageAt": null,
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Boleto"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T14:30:00.981Z"
                      *     }
@@ -4065,6 +5523,9 @@ export interface operations {
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -4097,6 +5558,10 @@ export interface operations {
                  * @example {
                  *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1502",
                  *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                 *       "labels": [
+                 *         "Cliente VIP",
+                 *         "Boleto"
+                 *       ],
                  *       "reason": "Cliente pediu a segunda via do boleto."
                  *     }
                  */
@@ -4127,6 +5592,10 @@ export interface operations {
                      *       "npsCreatedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP",
+                     *         "Boleto"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T14:41:12.006Z"
                      *     }
@@ -4258,6 +5727,9 @@ export interface operations {
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
                      *       "createdAt": "2026-11-20T14:30:00.981Z",
                      *       "updatedAt": "2026-11-20T15:10:44.002Z"
                      *     }
@@ -4361,10 +5833,27 @@ export interface operations {
                      *           },
                      *           "reason": "Cliente pediu a segunda via do boleto.",
                      *           "createdAt": "2026-11-20T14:41:12.006Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f63-7a8b-7c9d-8e0f-1a2b3c4d5e70",
+                     *           "field": "labels",
+                     *           "from": [
+                     *             "Cliente VIP"
+                     *           ],
+                     *           "to": [
+                     *             "Cliente VIP",
+                     *             "Boleto"
+                     *           ],
+                     *           "actor": {
+                     *             "type": "api_key",
+                     *             "id": "01935f4b-2222-7333-8444-955566677788"
+                     *           },
+                     *           "reason": "Cliente pediu a segunda via do boleto.",
+                     *           "createdAt": "2026-11-20T14:41:12.006Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 4,
+                     *         "total": 5,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
@@ -4531,6 +6020,9 @@ export interface operations {
                      *               "npsCreatedAt": null,
                      *               "lastMessageAt": "2026-11-22T13:40:02.118Z",
                      *               "lastInboundAt": "2026-11-22T13:38:55.430Z",
+                     *               "labels": [
+                     *                 "Cliente VIP"
+                     *               ],
                      *               "createdAt": "2026-11-20T09:12:30.004Z",
                      *               "updatedAt": "2026-11-22T13:51:44.207Z"
                      *             },
@@ -4601,7 +6093,7 @@ export interface operations {
                      *
                      *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
                      *     event: thread.updated
-                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
                      */
                     "text/event-stream": string;
                 };
@@ -5348,6 +6840,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ContactCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactUpdatedEvent"];
             };
         };
         responses: {

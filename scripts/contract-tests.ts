@@ -68,6 +68,8 @@ interface Seeded {
   webhookEndpointId: string;
   webhookEndpointToDeleteId: string;
   deliveryId: string;
+  automationId: string;
+  automationToDeleteId: string;
   mediaId: string;
 }
 
@@ -116,6 +118,13 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
   const event = must('the events', await api.GET('/events', { params: { query: { limit: 1 } } })).data[0];
   const delivery = must('the deliveries', await api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: endpoint.id } } })).data[0];
   if (!event || !delivery) throw new Error('seeding: no event or no delivery was recorded');
+  const rule = {
+    name: 'Encerrar após 3 dias sem resposta',
+    trigger: { event: 'thread.idle' as const, minutes: 4320, waitingOn: 'customer' as const },
+    actions: [{ type: 'set_status' as const, status: 'closed' as const }],
+  };
+  const automation = must('an automation', await api.POST('/automations', { body: rule }));
+  const automationToDelete = must('an automation to delete', await api.POST('/automations', { body: { ...rule, name: 'Regra temporária' } }));
   // A stored file for getMedia: a JPEG, the first type its answer documents.
   const uploaded = await fetch(`${baseUrl}/media?filename=comprovante.jpg`, {
     method: 'POST',
@@ -142,6 +151,8 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     webhookEndpointId: endpoint.id,
     webhookEndpointToDeleteId: endpointToDelete.id,
     deliveryId: delivery.id,
+    automationId: automation.id,
+    automationToDeleteId: automationToDelete.id,
     mediaId: media.id,
   };
 }

@@ -8,7 +8,13 @@ import type { operations } from '../generated/api.js';
 export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
 /** The top-level `webhooks`: what this service sends to integrators, not operations it serves. */
 export type WebhookEventOperationId =
-  'onContactCreatedEvent' | 'onThreadCreatedEvent' | 'onThreadUpdatedEvent' | 'onMessageCreatedEvent' | 'onMessageUpdatedEvent' | 'onNpsAnsweredEvent';
+  | 'onContactCreatedEvent'
+  | 'onContactUpdatedEvent'
+  | 'onThreadCreatedEvent'
+  | 'onThreadUpdatedEvent'
+  | 'onMessageCreatedEvent'
+  | 'onMessageUpdatedEvent'
+  | 'onNpsAnsweredEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 
@@ -150,11 +156,39 @@ export const contractOperations: readonly Operation[] = listOperations(document)
 export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(document);
 const examplesByPattern = patternExamples(document);
 
+/**
+ * The values of each tag of the contract's tagged unions (a discriminator's `mapping`), by the tag's
+ * name; a name two unions share is left out, since the message could not tell which one it is.
+ */
+function discriminatorValues(spec: SpecDocument): Map<string, string[]> {
+  const found = new Map<string, string[] | null>();
+  for (const schema of Object.values(spec.components.schemas) as Array<{ discriminator?: { propertyName?: string; mapping?: object } }>) {
+    const name = schema.discriminator?.propertyName;
+    if (name === undefined || !schema.discriminator?.mapping) continue;
+    found.set(name, found.has(name) ? null : Object.keys(schema.discriminator.mapping));
+  }
+  return new Map([...found].filter((entry): entry is [string, string[]] => entry[1] !== null));
+}
+const tagValues = discriminatorValues(document);
+
 /** A validator's message, with an example appended when it is a pattern the contract gives one for. */
 export function withExample(message: string): string {
   const pattern = /^must match pattern "(.*)"$/.exec(message)?.[1];
   const example = pattern === undefined ? undefined : examplesByPattern.get(pattern);
   return example === undefined ? message : `${message}, e.g. ${example}`;
+}
+
+/**
+ * A validator's problem as a detail: its message with an example (withExample); a tagged union's
+ * tag that is missing or unknown is named at the tag itself (`/body/trigger/event`), with the
+ * values it takes.
+ */
+export function describeProblem(path: string, message: string): { path: string; message: string } {
+  const tag = /^(?:tag "(\w+)" must be string|value of tag "(\w+)" must be in oneOf)$/.exec(message);
+  const name = tag?.[1] ?? tag?.[2];
+  if (name === undefined) return { path, message: withExample(message) };
+  const values = tagValues.get(name);
+  return { path: `${path}/${name}`, message: values ? `must be one of ${values.join(', ')}` : 'must be one of the values the contract lists' };
 }
 
 /** `page` and `limit` of every list, as the contract's Page and Limit parameters define them. */

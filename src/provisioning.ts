@@ -20,6 +20,10 @@ export const SCOPES: readonly Scope[] = [
   'funnel:write',
   'webhooks:read',
   'webhooks:write',
+  'settings:read',
+  'settings:write',
+  'automations:read',
+  'automations:write',
 ];
 
 /** The funnel every new workspace starts with, in order; a new thread enters the first stage. */

@@ -1,8 +1,9 @@
-// Agents: list (status filter, order, pagination), get, create, patch, delete.
+// Agents: list (status, type and availability filters, order, pagination), get, create (AI agents
+// and people, and the 400s of mixing their fields), patch (what each type may change), delete.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
-import { buildAgent, buildContact, createWorkspace, ISO_MS, UUID, type TestWorkspace } from './helpers/api.js';
+import { buildAgent, buildContact, buildHuman, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 type Agent = components['schemas']['Agent'];
@@ -56,8 +57,11 @@ describe('POST /agents', () => {
     expect(response.status).toBe(201);
     expect(data).toEqual({
       id: expect.stringMatching(UUID),
+      type: 'ai',
       ...body,
       status: 'active',
+      availability: null,
+      capacity: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -275,8 +279,12 @@ describe('PATCH /agents/{id}', () => {
       id: created!.id,
       name: body.name,
       status: 'inactive',
+      type: 'ai',
       instructions: body.instructions,
       model: body.model,
+      availability: null,
+      capacity: null,
+      last_assigned_at: null,
       created_at: new Date(created!.createdAt),
       updated_at: new Date(data!.updatedAt),
     });
@@ -414,5 +422,189 @@ describe('DELETE /agents/{id}', () => {
     expect(response.status).toBe(404);
     expect(error).toEqual(AGENT_NOT_FOUND);
     expect((await storedAgents(other.workspaceId)).map((r) => r.id)).toEqual([foreign!.id]);
+  });
+});
+
+const VALIDATION = (details: { path: string; message: string }[]) => ({
+  error: { code: 'validation_error', message: 'The request does not match the contract.', details, requestId: expect.any(String) },
+});
+
+describe('people on the team (type human)', () => {
+  it('when a person is created, then it answers 201 with type human, no model or instructions, and stores it', async () => {
+    const { api, workspaceId } = await createWorkspace(server);
+
+    const { data, response } = await api.POST('/agents', { body: { type: 'human', name: 'Pedro Souza', availability: 'online', capacity: 5 } });
+
+    expect(response.status).toBe(201);
+    expect(data).toEqual({
+      id: expect.stringMatching(UUID),
+      type: 'human',
+      name: 'Pedro Souza',
+      status: 'active',
+      availability: 'online',
+      capacity: 5,
+      instructions: null,
+      model: null,
+      createdAt: expect.stringMatching(ISO_MS),
+      updatedAt: data!.createdAt,
+    });
+    const [row] = await storedAgents(workspaceId);
+    expect(row).toMatchObject({ type: 'human', availability: 'online', capacity: 5, instructions: null, model: null, last_assigned_at: null });
+  });
+
+  it('when a person is created with only a name, then they start offline with no capacity limit', async () => {
+    const { api } = await createWorkspace(server);
+
+    const { data, response } = await api.POST('/agents', { body: { type: 'human', name: 'Júlia' } });
+
+    expect(response.status).toBe(201);
+    expect(data).toMatchObject({ type: 'human', availability: 'offline', capacity: null, instructions: null, model: null });
+  });
+
+  it('when an AI agent is created with type ai, then it is the same as leaving type out', async () => {
+    const { api } = await createWorkspace(server);
+
+    const { data, response } = await api.POST('/agents', { body: { ...buildAgent(), type: 'ai' } });
+
+    expect(response.status).toBe(201);
+    expect(data).toMatchObject({ type: 'ai', availability: null, capacity: null, model: 'gpt-4o-mini' });
+  });
+
+  const ADDITIONAL = 'must NOT have additional properties';
+  it.each([
+    ['a person with a model', { type: 'human', name: 'Pedro', model: 'gpt-4o-mini' }, [{ path: '/body/model', message: ADDITIONAL }]],
+    ['a person with instructions', { type: 'human', name: 'Pedro', instructions: 'Seja gentil.' }, [{ path: '/body/instructions', message: ADDITIONAL }]],
+    ['an AI agent without a model', { name: 'Ana', instructions: 'Seja gentil.' }, [{ path: '/body/model', message: "must have required property 'model'" }]],
+    [
+      'an AI agent without instructions',
+      { type: 'ai', name: 'Ana', model: 'gpt-4o-mini' },
+      [{ path: '/body/instructions', message: "must have required property 'instructions'" }],
+    ],
+    ['an AI agent with an availability', { ...buildAgent(), availability: 'online' }, [{ path: '/body/availability', message: ADDITIONAL }]],
+    ['an AI agent with a capacity', { ...buildAgent(), capacity: 3 }, [{ path: '/body/capacity', message: ADDITIONAL }]],
+    ['a capacity of 0', { type: 'human', name: 'Pedro', capacity: 0 }, [{ path: '/body/capacity', message: 'must be >= 1' }]],
+    ['a capacity over 1000', { type: 'human', name: 'Pedro', capacity: 1001 }, [{ path: '/body/capacity', message: 'must be <= 1000' }]],
+    [
+      'a fractional capacity',
+      { type: 'human', name: 'Pedro', capacity: 2.5 },
+      [{ path: '/body/capacity', message: expect.stringMatching(/^must be integer/) }],
+    ],
+    [
+      'an unknown availability',
+      { type: 'human', name: 'Pedro', availability: 'busy' },
+      [{ path: '/body/availability', message: expect.stringContaining('must be equal to one of the allowed values') }],
+    ],
+    [
+      'an unknown type',
+      { type: 'robot', name: 'R2', instructions: 'x', model: 'y' },
+      [{ path: '/body/type', message: expect.stringContaining('must be equal to one of the allowed values') }],
+    ],
+  ])('when the body is %s, then it answers 400 validation_error naming the field and stores nothing', async (_case, body, details) => {
+    const { workspaceId, apiKey } = await createWorkspace(server);
+
+    const { status, body: answer } = await request(server, 'POST', '/v1/agents', { apiKey, body });
+
+    expect(status).toBe(400);
+    expect(answer).toEqual(VALIDATION(details));
+    expect(await storedAgents(workspaceId)).toEqual([]);
+  });
+
+  it('when a person changes availability and capacity, then it answers 200 with them; capacity null lifts the limit', async () => {
+    const { api } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildHuman({ capacity: 3 }) });
+    const id = created!.id;
+
+    const away = await api.PATCH('/agents/{id}', { params: { path: { id } }, body: { availability: 'away', capacity: 10 } });
+    const unlimited = await api.PATCH('/agents/{id}', { params: { path: { id } }, body: { capacity: null, name: 'Pedro S.' } });
+
+    expect(away.response.status).toBe(200);
+    expect(away.data).toEqual({ ...created, availability: 'away', capacity: 10, updatedAt: expect.stringMatching(ISO_MS) });
+    expect(unlimited.response.status).toBe(200);
+    expect(unlimited.data).toEqual({ ...created, name: 'Pedro S.', availability: 'away', capacity: null, updatedAt: expect.stringMatching(ISO_MS) });
+  });
+
+  it.each([
+    ['availability', { availability: 'online' as const }],
+    ['capacity', { capacity: 4 }],
+  ])('when an AI agent is sent %s, then it answers 400 validation_error and changes nothing', async (field, body) => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildAgent() });
+    const before = await storedAgents(workspaceId);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body: { name: 'Outra', ...body } });
+
+    expect(response.status).toBe(400);
+    expect(error).toEqual(VALIDATION([{ path: `/body/${field}`, message: 'only a human agent has it; this agent is an AI agent' }]));
+    expect(await storedAgents(workspaceId)).toEqual(before);
+  });
+
+  it.each([
+    ['instructions', { instructions: 'Seja gentil.' }],
+    ['model', { model: 'gpt-4o' }],
+  ])('when a person is sent %s, then it answers 400 validation_error and changes nothing', async (field, body) => {
+    const { api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildHuman() });
+    const before = await storedAgents(workspaceId);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: created!.id } }, body });
+
+    expect(response.status).toBe(400);
+    expect(error).toEqual(VALIDATION([{ path: `/body/${field}`, message: 'only an AI agent has it; this agent is a human agent' }]));
+    expect(await storedAgents(workspaceId)).toEqual(before);
+  });
+
+  it('when type is sent in a PATCH, then it answers 400 validation_error and the type stays', async () => {
+    const { apiKey, api, workspaceId } = await createWorkspace(server);
+    const { data: created } = await api.POST('/agents', { body: buildHuman() });
+    const before = await storedAgents(workspaceId);
+
+    const { status, body } = await request(server, 'PATCH', `/v1/agents/${created!.id}`, { apiKey, body: { type: 'ai' } });
+
+    expect(status).toBe(400);
+    expect(body).toEqual(VALIDATION([{ path: '/body/type', message: expect.stringContaining('must NOT have additional properties') }]));
+    expect(await storedAgents(workspaceId)).toEqual(before);
+  });
+
+  it('when a PATCH of a person names a missing id, then it answers 404 before looking at the fields', async () => {
+    const { api } = await createWorkspace(server);
+
+    const { error, response } = await api.PATCH('/agents/{id}', { params: { path: { id: MISSING_ID } }, body: { availability: 'online' } });
+
+    expect(response.status).toBe(404);
+    expect(error).toEqual(AGENT_NOT_FOUND);
+  });
+});
+
+describe('GET /agents filtered by type and availability', () => {
+  it('when filtered, then each filter lists only its agents, alone and combined with status, with their own total', async () => {
+    const ws = await createWorkspace(server);
+    const { data: ana } = await ws.api.POST('/agents', { body: buildAgent({ name: 'Ana' }) });
+    const { data: pedro } = await ws.api.POST('/agents', { body: buildHuman({ name: 'Pedro', availability: 'online' }) });
+    const { data: julia } = await ws.api.POST('/agents', { body: buildHuman({ name: 'Júlia', availability: 'away' }) });
+    const { data: caio } = await ws.api.POST('/agents', { body: buildHuman({ name: 'Caio', availability: 'online' }) });
+    await setStatus(caio!.id, 'inactive');
+    const inactiveCaio = { ...caio, status: 'inactive' };
+    const other = await createWorkspace(server);
+    await other.api.POST('/agents', { body: buildHuman() });
+    const list = (query: { type?: 'ai' | 'human'; availability?: 'online' | 'away' | 'offline'; status?: 'active' | 'inactive' }) =>
+      ws.api.GET('/agents', { params: { query } }).then(({ data }) => data);
+
+    expect(await list({ type: 'ai' })).toEqual({ data: [ana], pagination: { total: 1, page: 1, limit: 20 } });
+    expect(await list({ type: 'human' })).toEqual({ data: [pedro, julia, inactiveCaio], pagination: { total: 3, page: 1, limit: 20 } });
+    expect(await list({ availability: 'online' })).toEqual({ data: [pedro, inactiveCaio], pagination: { total: 2, page: 1, limit: 20 } });
+    expect(await list({ availability: 'online', status: 'active' })).toEqual({ data: [pedro], pagination: { total: 1, page: 1, limit: 20 } });
+    expect(await list({ type: 'ai', availability: 'offline' })).toEqual({ data: [], pagination: { total: 0, page: 1, limit: 20 } });
+  });
+
+  it.each([
+    ['type', 'robot'],
+    ['availability', 'busy'],
+  ])('when %s is not one of its values, then it answers 400 validation_error', async (name, value) => {
+    const { apiKey } = await createWorkspace(server);
+
+    const { status, body } = await request(server, 'GET', `/v1/agents?${name}=${value}`, { apiKey });
+
+    expect(status).toBe(400);
+    expect(body).toEqual(VALIDATION([{ path: `/query/${name}`, message: expect.stringContaining('must be equal to one of the allowed values') }]));
   });
 });

@@ -1,6 +1,6 @@
 // AI agents answering customers through the durable queue: the Chat Completions request's shape,
-// the answer sent as the agent's message through the channel, the handoff to a person (history,
-// actor the agent), one answer to a burst, the AI down, a deactivated agent, no AI configured, and
+// the answer sent as the agent's message through the channel, the handoff to a person by round robin
+// (history, actor the agent; to null when nobody is online), one answer to a burst, the AI down, a deactivated agent, no AI configured, and
 // a context that never holds another thread's messages. The only double is the AI provider, a local
 // HTTP server speaking the Chat Completions wire format.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { components } from '../generated/api.js';
 import { chatRequest, readChatAnswer } from '../src/ai/chat.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { buildAgent, buildPhone, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
+import { buildAgent, buildHuman, buildPhone, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { AiDouble, errorAnswer, textAnswer, toolCallAnswer } from './helpers/ai.js';
 import { createMetaChannel, postWebhook } from './helpers/channels.js';
 import { GraphDouble, whatsappDelivery } from './helpers/graph.js';
@@ -258,7 +258,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     ]);
   });
 
-  it('when the AI calls handoff_to_human, then the thread loses its agent with the reason in its history, by the agent, and nothing is sent', async () => {
+  it('when the AI calls handoff_to_human and no person is online, then the thread loses its agent with the reason in its history, by the agent, and nothing is sent', async () => {
     const setup = await withAgent();
     ai.answerFor(setup.model, toolCallAnswer({ reason: 'Cliente pediu para falar com um atendente' }));
 
@@ -286,6 +286,54 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     // A reply is queued in the inbound's own transaction: none queued, none will ever be asked.
     expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
     expect(ai.forModel(setup.model)).toHaveLength(1);
+  });
+
+  it('when the AI calls handoff_to_human and a person is online, then the thread lands on them in one history entry by the agent, and the AI answers no more', async () => {
+    const setup = await withAgent();
+    const { data: pedro } = await setup.ws.api.POST('/agents', { body: buildHuman({ name: 'Pedro', capacity: 3 }) });
+    await setup.ws.api.POST('/agents', { body: buildHuman({ name: 'Away', availability: 'away' }) });
+    ai.answerFor(setup.model, toolCallAnswer({ reason: 'Cliente pediu para falar com um atendente' }));
+
+    const first = await inbound(setup, buildPhone(), 'Quero falar com uma pessoa');
+
+    let history: Entry[] = [];
+    await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
+    expect(history.at(-1)).toEqual({
+      id: expect.stringMatching(UUID),
+      field: 'agentId',
+      from: setup.agentId,
+      to: pedro!.id,
+      actor: { type: 'agent', id: setup.agentId },
+      reason: 'Cliente pediu para falar com um atendente',
+      createdAt: expect.any(String),
+    });
+    const { data: thread } = await setup.ws.api.GET('/threads/{id}', { params: { path: { id: first.threadId } } });
+    expect(thread!.agentId).toBe(pedro!.id);
+    expect((await eventObjects(setup.ws, 'thread.updated')).at(-1)).toEqual(thread);
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+
+    // The person's thread: a new message from the customer queues no AI reply.
+    await inbound(setup, (await contactPhone(setup.ws, first.contactId))!, 'Oi, Pedro?');
+    expect(await aiJobs(setup.ws.workspaceId)).toEqual([]);
+    expect(ai.forModel(setup.model)).toHaveLength(1);
+  });
+
+  it('when the AI is unavailable and a person is online, then the thread lands on them with reason ai_unavailable', async () => {
+    const setup = await withAgent();
+    const { data: pedro } = await setup.ws.api.POST('/agents', { body: buildHuman({ name: 'Pedro' }) });
+    ai.answerFor(setup.model, () => errorAnswer(404, 'The model does not exist or you do not have access to it.'));
+
+    const first = await inbound(setup, buildPhone(), 'Oi');
+
+    let history: Entry[] = [];
+    await waitFor('the handoff', async () => (history = await historyOf(setup.ws, first.threadId)).length === 4);
+    expect(history.at(-1)).toMatchObject({
+      field: 'agentId',
+      from: setup.agentId,
+      to: pedro!.id,
+      actor: { type: 'agent', id: setup.agentId },
+      reason: 'ai_unavailable',
+    });
   });
 
   async function contactPhone(ws: TestWorkspace, id: string): Promise<string | null | undefined> {

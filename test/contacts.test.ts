@@ -60,6 +60,8 @@ describe('POST /contacts', () => {
       phone: body.phone,
       email: body.email,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -71,6 +73,9 @@ describe('POST /contacts', () => {
         phone: body.phone,
         email: body.email,
         instagram_id: null,
+        labels: [],
+        label_keys: [],
+        attributes: {},
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.updatedAt),
         erased_at: null,
@@ -90,6 +95,8 @@ describe('POST /contacts', () => {
       phone: null,
       email: null,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -125,6 +132,8 @@ describe('POST /contacts', () => {
       phone,
       email: null,
       instagramId: null,
+      labels: [],
+      attributes: {},
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });

@@ -74,6 +74,7 @@ describe('POST /messages', () => {
           npsCreatedAt: null,
           lastMessageAt: data!.createdAt,
           lastInboundAt: null,
+          labels: [],
           createdAt: expect.stringMatching(ISO_MS),
           updatedAt: expect.stringMatching(ISO_MS),
         },

@@ -16,6 +16,7 @@ const instant = (text: string): bigint => parseInstant(text)!;
 const TABLES = [
   'agents',
   'api_keys',
+  'automations',
   'channels',
   'contacts',
   'events',
@@ -31,6 +32,7 @@ const TABLES = [
   'threads',
   'webhook_deliveries',
   'webhook_endpoints',
+  'workspace_settings',
   'workspaces',
 ];
 const ALL_MIGRATIONS = [
@@ -48,7 +50,11 @@ const ALL_MIGRATIONS = [
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
   '0014_event_stream',
+  '0015_human_agents',
+  '0016_labels_and_attributes',
+  '0017_workspace_settings',
   '0019_media',
+  '0020_automations',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -21,6 +21,7 @@ const STAGE_ID = '01935f4d-0a10-7b11-8c12-0d13e14f1502';
 const EVENT_ID = '01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c';
 const ENDPOINT_ID = '01936a10-2b3c-7d4e-8f5a-6b7c8d9e0f1a';
 const DELIVERY_ID = '01936a12-4d5f-7a6b-8c7d-9e0f1a2b3c4d';
+const AUTOMATION_ID = '01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01';
 const MEDIA_ID = '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b';
 const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
@@ -97,6 +98,21 @@ const calls: Record<OperationId, Call> = {
   listWebhookDeliveries: (api) => api.GET('/webhook-endpoints/{id}/deliveries', { params: { path: { id: ENDPOINT_ID }, query: { page: 1, limit: 20 } } }),
   retryWebhookDelivery: (api) =>
     api.POST('/webhook-endpoints/{id}/deliveries/{deliveryId}/retry', { params: { path: { id: ENDPOINT_ID, deliveryId: DELIVERY_ID } } }),
+  getSettings: (api) => api.GET('/settings'),
+  updateSettings: (api) => api.PATCH('/settings', { body: { timezone: 'America/Manaus' } }),
+  listAutomations: (api) => api.GET('/automations', { params: { query: { page: 1, limit: 20 } } }),
+  createAutomation: (api) =>
+    api.POST('/automations', {
+      body: {
+        name: 'Encerrar após 3 dias sem resposta',
+        trigger: { event: 'thread.idle', minutes: 4320, waitingOn: 'customer' },
+        actions: [{ type: 'set_status', status: 'closed' }],
+      },
+    }),
+  getAutomation: (api) => api.GET('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
+  updateAutomation: (api) => api.PATCH('/automations/{id}', { params: { path: { id: AUTOMATION_ID } }, body: { enabled: false } }),
+  deleteAutomation: (api) => api.DELETE('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
+  testAutomation: (api) => api.POST('/automations/{id}/test', { params: { path: { id: AUTOMATION_ID } }, body: { threadId: THREAD_ID } }),
 };
 
 /** The operation's documented success status (its one 2xx response; a 206 answers only a Range). */
@@ -293,6 +309,13 @@ describe('npm run mock refuses what the service refuses, alike', () => {
     ['an agent id that is not a UUID', 'GET', '/v1/agents/not-a-uuid', {}, ['/params/id']],
     ['a limit over 100', 'GET', '/v1/contacts?limit=101', {}, ['/query/limit']],
     ['an unknown query parameter', 'GET', '/v1/threads?colour=blue', {}, ['/query/colour']],
+    [
+      'business hours with a time past 24:00',
+      'PATCH',
+      '/v1/settings',
+      { body: { businessHours: { mon: [['09:00', '24:01']], tue: [], wed: [], thu: [], fri: [], sat: [], sun: [] } } },
+      ['/body/businessHours/mon/0/1'],
+    ],
   ])('when the request is %s, then the mock answers the same 400, naming the wrong fields', async (_label, method, path, options, paths) => {
     const [mock, real] = await both(method, path, options);
 

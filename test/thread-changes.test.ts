@@ -477,7 +477,7 @@ describe('GET /threads?stageId=', () => {
 
 describe('planThreadChange', () => {
   const now = new Date('2026-11-20T15:00:00.000Z');
-  const current = { status: 'open' as const, stage_id: 'a', stage_entered_at: new Date('2026-11-20T14:00:00.000Z'), agent_id: null };
+  const current = { status: 'open' as const, stage_id: 'a', stage_entered_at: new Date('2026-11-20T14:00:00.000Z'), agent_id: null, labels: ['VIP'] };
 
   it('when the stage changes, then the stay in the stage it leaves is recorded and the new stay starts now', () => {
     expect(planThreadChange(current, { stageId: 'B' }, now)).toEqual({
@@ -498,6 +498,17 @@ describe('planThreadChange', () => {
   });
 
   it('when the clock of another instance is behind the stay’s start, then the stay is 0, never negative', () => {
-    expect(planThreadChange(current, { stageId: 'b' }, new Date('2026-11-20T13:59:59.000Z')).changes[0]!.stayMs).toBe(0);
+    expect(planThreadChange(current, { stageId: 'b' }, new Date('2026-11-20T13:59:59.000Z')).changes[0]).toMatchObject({ stayMs: 0 });
+  });
+
+  it('when the labels are the same but for spaces and repeats, then nothing changes; otherwise the whole lists are the entry', () => {
+    expect(planThreadChange(current, { labels: [' VIP ', 'vip'] }, now)).toEqual({ set: {}, changes: [] });
+    expect(planThreadChange(current, { labels: ['vip', 'Boleto'], status: 'closed' }, now)).toEqual({
+      set: { status: 'closed', closed_at: now, labels: ['vip', 'Boleto'] },
+      changes: [
+        { field: 'status', from: 'open', to: 'closed' },
+        { field: 'labels', from: ['VIP'], to: ['vip', 'Boleto'] },
+      ],
+    });
   });
 });

@@ -276,6 +276,7 @@ describe('GET /threads/{id}', () => {
       npsCreatedAt: '2026-03-01T10:00:00.000Z',
       lastMessageAt: message!.createdAt,
       lastInboundAt: null,
+      labels: [],
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
     });
@@ -339,6 +340,7 @@ describe('POST /threads', () => {
       npsCreatedAt: null,
       lastMessageAt: null,
       lastInboundAt: null,
+      labels: [],
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -359,6 +361,8 @@ describe('POST /threads', () => {
         nps_stage_id: null,
         last_message_at: null,
         last_inbound_at: null,
+        labels: [],
+        label_keys: [],
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.createdAt),
       },
@@ -385,6 +389,7 @@ describe('POST /threads', () => {
       npsCreatedAt: null,
       lastMessageAt: null,
       lastInboundAt: null,
+      labels: [],
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });

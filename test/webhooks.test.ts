@@ -177,6 +177,8 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
         phone,
         email: null,
         instagramId: null,
+        labels: [],
+        attributes: {},
         createdAt: expect.stringMatching(ISO_MS),
         updatedAt: expect.stringMatching(ISO_MS),
       },

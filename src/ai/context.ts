@@ -10,13 +10,13 @@ export interface ReplyContext {
   channelId: string;
   status: 'open' | 'closed';
   agentId: string | null;
-  /** Null when the thread has no agent or its agent is gone. */
+  /** Null when the thread has no AI agent (none, a person, or gone). */
   agent: { status: 'active' | 'inactive'; model: string; instructions: string } | null;
   /** The thread's newest inbound message; a job for an older one has nothing to answer. */
   latestInboundId: string | null;
 }
 
-/** True when the thread's agent may answer: the thread is open and its agent exists and is active. */
+/** True when the thread's agent may answer: the thread is open and its agent is an AI agent, and active. */
 export const agentMayAnswer = (context: ReplyContext): boolean => context.status === 'open' && context.agent?.status === 'active';
 
 /** The thread and its agent; with `lock`, the thread row is locked until the caller's transaction ends. */
@@ -26,12 +26,13 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
     channel_id: string;
     status: 'open' | 'closed';
     agent_id: string | null;
+    agent_type: 'ai' | 'human' | null;
     agent_status: 'active' | 'inactive' | null;
     model: string | null;
     instructions: string | null;
     latest_inbound_id: string | null;
   }>`
-    select t.contact_id, t.channel_id, t.status, t.agent_id, a.status as agent_status, a.model, a.instructions,
+    select t.contact_id, t.channel_id, t.status, t.agent_id, a.type as agent_type, a.status as agent_status, a.model, a.instructions,
            (select m.id from messages m
              where m.workspace_id = t.workspace_id and m.thread_id = t.id and m.direction = 'inbound'
              order by m.created_at desc, m.id desc
@@ -48,7 +49,7 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
     channelId: row.channel_id,
     status: row.status,
     agentId: row.agent_id,
-    agent: row.agent_status ? { status: row.agent_status, model: row.model!, instructions: row.instructions! } : null,
+    agent: row.agent_type === 'ai' && row.agent_status ? { status: row.agent_status, model: row.model!, instructions: row.instructions! } : null,
     latestInboundId: row.latest_inbound_id,
   };
 }

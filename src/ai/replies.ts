@@ -1,7 +1,7 @@
 // AI agents answering customers, on the durable queue: an inbound message on an open thread whose
 // agent is active queues a reply job (in the message's transaction); the job asks the AI and sends
 // its text through the same path as POST /messages (channel rules, delivery queue), or hands the
-// thread to a person through changeThread (history, actor the agent). One job runs per thread at a
+// thread to a person by round robin (services/round-robin.ts: one history entry, actor the agent). One job runs per thread at a
 // time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
 // gets one answer, to its last message.
 import { sql } from 'kysely';
@@ -14,7 +14,7 @@ import { enqueueWhen, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { sendMessage } from '../services/messages.js';
-import { changeThread } from '../services/threads.js';
+import { assignRoundRobin } from '../services/round-robin.js';
 import { AI_UNAVAILABLE, chatRequest, completeChat, CONTEXT_MESSAGES } from './chat.js';
 import { agentMayAnswer, readReplyContext, recentLines, type ReplyContext } from './context.js';
 
@@ -31,7 +31,7 @@ export function aiRepliesOf(config: Pick<Config, 'aiBaseUrl' | 'aiReplyDelayMs'>
 
 /**
  * Queues the thread's reply to `messageId`, in the caller's transaction, when the thread is open and
- * its agent active (checked in the same statement). Keyed per thread: its jobs run one at a time.
+ * its agent an active AI agent (checked in the same statement): a person's threads queue nothing. Keyed per thread: its jobs run one at a time.
  */
 export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, message: { thread_id: string; id: string; created_at: Date }): Promise<boolean> {
   const id = await enqueueWhen(
@@ -46,6 +46,7 @@ export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, m
       .where('t.workspace_id', '=', workspaceId)
       .where('t.id', '=', message.thread_id)
       .where('t.status', '=', 'open')
+      .where('a.type', '=', 'ai')
       .where('a.status', '=', 'active'),
   );
   return id !== undefined;
@@ -63,14 +64,17 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
   const { db, config } = options;
   const log = options.logger.child({ queue: AI_REPLY_QUEUE });
 
-  /** Unassigns the agent with `reason` (history, actor the agent), if the thread is still open and assigned to it. */
+  /**
+   * Hands the thread to a person by round robin with `reason` (history, actor the agent; nobody
+   * eligible: to null, same reason), if the thread is still open and assigned to the agent.
+   */
   async function handOff(job: Job<typeof AI_REPLY_QUEUE>, agentId: string, reason: string): Promise<void> {
     const { threadId } = job.payload;
     await db.transaction().execute(async (trx) => {
       const context = await readReplyContext(trx, job.workspace_id, threadId, { lock: true });
       if (context?.status === 'open' && context.agentId === agentId) {
-        await changeThread(trx, job.workspace_id, threadId, { agentId: null }, { actor: agentActor(agentId), reason });
-        log.info({ workspaceId: job.workspace_id, threadId, agentId, reason }, 'agent handed the thread off');
+        const thread = await assignRoundRobin(trx, job.workspace_id, threadId, agentActor(agentId), reason);
+        log.info({ workspaceId: job.workspace_id, threadId, agentId, reason, to: thread?.agent_id ?? null }, 'agent handed the thread off');
       }
       if (!(await finishJob(trx, job))) throw new LostClaim();
     });

@@ -4,18 +4,29 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { ContactRow } from './schema.js';
+import type { ContactAttributes, ContactRow } from './schema.js';
+import { hasLabels, labelKeys } from './labels.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
-type ContactUpdate = components['schemas']['ContactUpdate'];
+
+/** A contact's new values: labels already kept as they are stored (services/labels.ts), attributes whole. */
+export interface ContactValues {
+  name?: string;
+  phone?: string | null;
+  email?: string | null;
+  labels?: string[];
+  attributes?: ContactAttributes;
+}
 
 export interface ContactFilter {
   q?: string | undefined;
   phone?: string | undefined;
   email?: string | undefined;
   instagramId?: string | undefined;
+  /** Every one of these labels (case-insensitive). */
+  labels?: readonly string[] | undefined;
 }
 
 export function contactRowToContact(row: ContactRow): Contact {
@@ -25,6 +36,8 @@ export function contactRowToContact(row: ContactRow): Contact {
     phone: row.phone,
     email: row.email,
     instagramId: row.instagram_id,
+    labels: row.labels,
+    attributes: row.attributes,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -36,6 +49,8 @@ const contactList = listSource<Contact>('contacts', {
   phone: 'phone',
   email: 'email',
   instagramId: 'instagram_id',
+  labels: 'labels',
+  attributes: 'attributes',
   createdAt: { instant: 'created_at' },
   updatedAt: { instant: 'updated_at' },
 });
@@ -47,8 +62,10 @@ export async function listContacts(db: Db, workspaceId: string, filter: ContactF
   if (filter.phone) where.push(['phone = ?', filter.phone]);
   if (filter.email) where.push(['lower(email) = ?', filter.email.toLowerCase()]);
   if (filter.instagramId) where.push(['instagram_id = ?', filter.instagramId]);
+  if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
   if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
-  return listPage(db, contactList, where, { page, limit });
+  // A label's matches come from its GIN index first (pagination.ts says why).
+  return listPage(db, contactList, where, { page, limit, matchesFirst: Boolean(filter.labels?.length) });
 }
 
 export async function getContact(db: Db, workspaceId: string, id: string): Promise<Contact | undefined> {
@@ -72,8 +89,12 @@ export async function findContactIdByInstagramId(db: Db, workspaceId: string, in
   return row?.id;
 }
 
-/** Inserts a contact; undefined when another contact of the workspace already has the phone or Instagram id. */
+/**
+ * Inserts a contact, its labels as given (kept as services/labels.ts keeps them); undefined when
+ * another contact of the workspace already has the phone or Instagram id.
+ */
 export async function insertContact(db: Db, workspaceId: string, input: ContactCreate, now: Date = new Date()): Promise<Contact | undefined> {
+  const labels = input.labels ?? [];
   const row = await db
     .insertInto('contacts')
     .values({
@@ -83,6 +104,9 @@ export async function insertContact(db: Db, workspaceId: string, input: ContactC
       phone: input.phone ?? null,
       email: input.email ?? null,
       instagram_id: input.instagramId ?? null,
+      labels,
+      label_keys: labelKeys(workspaceId, labels),
+      attributes: JSON.stringify(input.attributes ?? {}),
       created_at: now,
       updated_at: now,
     })
@@ -116,18 +140,33 @@ export async function insertContactByKey(db: Db, workspaceId: string, key: Conta
     .executeTakeFirst();
 }
 
+/** The live (unerased) contact's row, locked until the transaction ends: a change is planned from it. */
+export async function lockContact(trx: Db, workspaceId: string, id: string): Promise<ContactRow | undefined> {
+  return trx
+    .selectFrom('contacts')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('erased_at', 'is', null)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
 /**
- * Changes a contact's name, phone or email (null clears phone or email); undefined when it does not
- * exist. A phone another contact holds fails the unique index contacts_phone_key (23505).
+ * Writes a contact's new values (null clears phone or email; labels with their keys, attributes
+ * whole); undefined when it does not exist. A phone another contact holds fails the unique index
+ * contacts_phone_key (23505).
  */
-export async function updateContact(db: Db, workspaceId: string, id: string, patch: ContactUpdate): Promise<Contact | undefined> {
+export async function updateContact(db: Db, workspaceId: string, id: string, values: ContactValues, now: Date): Promise<Contact | undefined> {
   const row = await db
     .updateTable('contacts')
     .set({
-      ...(patch.name !== undefined && { name: patch.name }),
-      ...(patch.phone !== undefined && { phone: patch.phone }),
-      ...(patch.email !== undefined && { email: patch.email }),
-      updated_at: new Date(),
+      ...(values.name !== undefined && { name: values.name }),
+      ...(values.phone !== undefined && { phone: values.phone }),
+      ...(values.email !== undefined && { email: values.email }),
+      ...(values.labels !== undefined && { labels: values.labels, label_keys: labelKeys(workspaceId, values.labels) }),
+      ...(values.attributes !== undefined && { attributes: JSON.stringify(values.attributes) }),
+      updated_at: now,
     })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
@@ -138,7 +177,7 @@ export async function updateContact(db: Db, workspaceId: string, id: string, pat
 }
 
 /**
- * Erases a contact: its name, phone and email go, and the content of its messages; its threads,
+ * Erases a contact: its name, phone, email, labels and attributes go, and the content of its messages; its threads,
  * their history and NPS answers stay (they hold no personal data), so every statistic is unchanged.
  * Its events are the caller's to scrub (services/contacts.ts eraseContact).
  * False when there is no such (unerased) contact. Run it in a transaction.
@@ -146,7 +185,7 @@ export async function updateContact(db: Db, workspaceId: string, id: string, pat
 export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
   const erased = await trx
     .updateTable('contacts')
-    .set({ name: '', phone: null, email: null, instagram_id: null, erased_at: now, updated_at: now })
+    .set({ name: '', phone: null, email: null, instagram_id: null, labels: [], label_keys: [], attributes: '{}', erased_at: now, updated_at: now })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .where('erased_at', 'is', null)

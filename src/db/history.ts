@@ -1,5 +1,5 @@
-// The history of a thread's status, stage and agent: one row per changed field, written in the same
-// statement or transaction as the change itself.
+// The history of a thread's status, stage, agent and labels: one row per changed field, written in
+// the same statement or transaction as the change itself.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
@@ -9,13 +9,13 @@ import { listPage, listSource, type Condition, type PageText } from './paginatio
 
 export type ThreadHistoryEntry = components['schemas']['ThreadHistoryEntry'];
 
-/** One field's change: statuses or ids, and for a move out of a stage how long the thread stayed in it. */
-export interface FieldChange {
-  field: HistoryField;
-  from: string | null;
-  to: string | null;
-  stayMs?: number;
-}
+/**
+ * One field's change: statuses or ids, and for a move out of a stage how long the thread stayed in
+ * it; or the whole label lists before and after.
+ */
+export type FieldChange =
+  | { field: Exclude<HistoryField, 'labels'>; from: string | null; to: string | null; stayMs?: number }
+  | { field: 'labels'; from: readonly string[] | null; to: readonly string[] };
 
 /** The rows recording `changes` of a thread, ids in order so entries of one change list in it. */
 export function historyRows(
@@ -26,17 +26,24 @@ export function historyRows(
   now: Date,
 ): NewThreadHistory[] {
   return changes.map((change) => {
-    const status = change.field === 'status';
-    return {
+    const base = {
       workspace_id: workspaceId,
       id: uuidv7(),
       thread_id: threadId,
       field: change.field,
-      from_status: status ? (change.from as 'open' | 'closed' | null) : null,
-      to_status: status ? (change.to as 'open' | 'closed' | null) : null,
-      from_id: status ? null : change.from,
-      to_id: status ? null : change.to,
-      stay_ms: change.stayMs ?? null,
+      from_status: null,
+      to_status: null,
+      from_id: null,
+      to_id: null,
+    };
+    const values =
+      change.field === 'labels'
+        ? { ...base, from_labels: change.from && JSON.stringify(change.from), to_labels: JSON.stringify(change.to), stay_ms: null }
+        : change.field === 'status'
+          ? { ...base, from_status: change.from as 'open' | 'closed' | null, to_status: change.to as 'open' | 'closed' | null, stay_ms: change.stayMs ?? null }
+          : { ...base, from_id: change.from, to_id: change.to, stay_ms: change.stayMs ?? null };
+    return {
+      ...values,
       actor_type: who.actor.type,
       actor_id: who.actor.id,
       reason: who.reason,
@@ -52,7 +59,7 @@ export function historyRows(
 export const HISTORY_ID_SQL = `encode(overlay(uuid_send(gen_random_uuid()) placing int8send(((extract(epoch from clock_timestamp()) * 1000)::bigint << 16) | 28672 | (random() * 4095)::int) from 1 for 8), 'hex')::uuid`;
 
 const value = (side: 'from' | 'to'): { sql: string } => ({
-  sql: `case when p.field = 'status' then p.${side}_status else p.${side}_id::text end`,
+  sql: `case p.field when 'status' then to_jsonb(p.${side}_status) when 'labels' then p.${side}_labels else to_jsonb(p.${side}_id) end`,
 });
 
 const historyList = listSource<ThreadHistoryEntry>('thread_history', {

@@ -16,7 +16,11 @@ import * as m0011 from './migrations/0011_sealed_idempotency_results.js';
 import * as m0012 from './migrations/0012_jobs_of_no_workspace.js';
 import * as m0013 from './migrations/0013_event_actors.js';
 import * as m0014 from './migrations/0014_event_stream.js';
+import * as m0015 from './migrations/0015_human_agents.js';
+import * as m0016 from './migrations/0016_labels_and_attributes.js';
+import * as m0017 from './migrations/0017_workspace_settings.js';
 import * as m0019 from './migrations/0019_media.js';
+import * as m0020 from './migrations/0020_automations.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -34,7 +38,11 @@ export const migrations: Record<string, Migration> = {
   '0012_jobs_of_no_workspace': m0012,
   '0013_event_actors': m0013,
   '0014_event_stream': m0014,
+  '0015_human_agents': m0015,
+  '0016_labels_and_attributes': m0016,
+  '0017_workspace_settings': m0017,
   '0019_media': m0019,
+  '0020_automations': m0020,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

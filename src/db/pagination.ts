@@ -78,17 +78,20 @@ export function listSource<T>(table: keyof Database, fields: { [K in keyof Requi
   return { table, fields: columns.join(', '), order, texts: new Map() };
 }
 
-function listText(source: ListSource<unknown>, where: readonly Condition[], direction: 'asc' | 'desc'): string {
-  const key = `${direction} ${where.map(([condition]) => condition).join(' and ')}`;
+function listText(source: ListSource<unknown>, where: readonly Condition[], direction: 'asc' | 'desc', matchesFirst: boolean): string {
+  const key = `${direction}${matchesFirst ? ' matches first' : ''} ${where.map(([condition]) => condition).join(' and ')}`;
   let text = source.texts.get(key);
   if (text === undefined) {
     const filters = where.map(([condition], i) => condition.replaceAll('?', `$${i + 1}`)).join(' and ');
     const order = (alias: string): string => source.order.map((column) => `${alias}${column} ${direction}`).join(', ');
     const [limit, offset] = [`$${where.length + 1}`, `$${where.length + 2}`];
+    // OFFSET 0 keeps the matches' subquery apart, so the page's ORDER BY ... LIMIT cannot lead the
+    // planner to walk the order's index and filter (see listPage's matchesFirst).
+    const matches = matchesFirst ? `(select * from ${source.table} where ${filters} offset 0) as m` : `${source.table} where ${filters}`;
     text =
       `select (select count(*)::int from ${source.table} where ${filters}) as total, ` +
       `(select coalesce(array_to_json(array_agg(row_to_json(x) order by ${order('p.')})), '[]')::text ` +
-      `from (select * from ${source.table} where ${filters} order by ${order('')} limit ${limit} offset ${offset}) as p, ` +
+      `from (select * from ${matches} order by ${order('')} limit ${limit} offset ${offset}) as p, ` +
       `lateral (select ${source.fields}) as x) as data`;
     source.texts.set(key, text);
   }
@@ -98,15 +101,19 @@ function listText(source: ListSource<unknown>, where: readonly Condition[], dire
 /**
  * The page of `source` matching every condition of `where`, in the source's stable order
  * (created_at, then id, unless the source says otherwise), oldest first unless `newestFirst`.
+ * `matchesFirst`: find every match by the filters' own indexes, then order them, for filters whose
+ * matches the planner cannot count ahead (a label rarer than its statistics see): otherwise it may
+ * walk the order's index through a whole workspace, filtering, to fill one page. The page then
+ * costs in proportion to the matches, as the total's count already does.
  */
 export async function listPage<T>(
   db: Db,
   source: ListSource<T>,
   where: readonly Condition[],
-  options: { page: number; limit: number; newestFirst?: boolean },
+  options: { page: number; limit: number; newestFirst?: boolean; matchesFirst?: boolean },
 ): Promise<PageText<T>> {
   const { page, limit } = options;
-  const text = listText(source, where, options.newestFirst ? 'desc' : 'asc');
+  const text = listText(source, where, options.newestFirst ? 'desc' : 'asc', options.matchesFirst ?? false);
   const parameters = [...where.map(([, value]) => value), limit, (page - 1) * limit];
   const { rows } = await db.executeQuery<{ total: number; data: string }>(CompiledQuery.raw(text, parameters));
   const { total, data } = rows[0]!;

@@ -1,6 +1,7 @@
 // Table types of the database, combined into the one Database interface Kysely is typed with, and
 // the constants stored in its tables.
 import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
+import type { components } from '../../generated/api.js';
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
 type Timestamp = ColumnType<Date, Date | undefined, Date>;
@@ -18,7 +19,11 @@ export type Scope =
   | 'funnel:read'
   | 'funnel:write'
   | 'webhooks:read'
-  | 'webhooks:write';
+  | 'webhooks:write'
+  | 'settings:read'
+  | 'settings:write'
+  | 'automations:read'
+  | 'automations:write';
 
 export interface WorkspaceTable {
   id: string;
@@ -60,11 +65,24 @@ export interface AgentTable {
   id: string;
   name: string;
   status: 'active' | 'inactive';
-  instructions: string;
-  model: string;
+  /** Fixed at creation (migration 0015: existing rows are 'ai'). */
+  type: ColumnType<AgentType, AgentType | undefined, never>;
+  /** AI agents only (null for people). */
+  instructions: string | null;
+  model: string | null;
+  /** People only (null for AI agents). */
+  availability: ColumnType<AgentAvailability | null, AgentAvailability | null | undefined, AgentAvailability | null>;
+  /** People only: at most this many open threads from the round robin; null for no limit. */
+  capacity: ColumnType<number | null, number | null | undefined, number | null>;
+  /** When the round robin last gave this person a thread; null when it never did. */
+  last_assigned_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
+
+export type AgentType = 'ai' | 'human';
+export type AgentAvailability = 'online' | 'away' | 'offline';
+export type ContactAttributes = Record<string, string | number | boolean>;
 
 export interface ContactTable {
   workspace_id: string;
@@ -73,9 +91,14 @@ export interface ContactTable {
   phone: string | null;
   email: string | null;
   instagram_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The labels as first spelled (migration 0016); label_keys holds them as the filter finds them (db/labels.ts). */
+  labels: ColumnType<string[], string[] | undefined, string[]>;
+  label_keys: ColumnType<string[], string[] | undefined, string[]>;
+  /** jsonb object of custom attributes; written as JSON text. */
+  attributes: ColumnType<ContactAttributes, string | undefined, string>;
   created_at: CreatedAt;
   updated_at: Timestamp;
-  /** Set when the person was erased (name '', phone and email null); such a contact no longer exists for the API. */
+  /** Set when the person was erased (name '', phone, email, labels and attributes gone); such a contact no longer exists for the API. */
   erased_at: NullableTimestamp;
 }
 
@@ -97,6 +120,9 @@ export interface ThreadTable {
   nps_stage_id: ColumnType<string | null, string | null | undefined, string | null>;
   last_message_at: NullableTimestamp;
   last_inbound_at: NullableTimestamp;
+  /** As a contact's (migration 0016). */
+  labels: ColumnType<string[], string[] | undefined, string[]>;
+  label_keys: ColumnType<string[], string[] | undefined, string[]>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
@@ -111,16 +137,31 @@ export interface StageTable {
   updated_at: Timestamp;
 }
 
-export type HistoryField = 'status' | 'stageId' | 'agentId';
-/**
- * Who made a change (src/actor.ts). thread_history's check (migration 0004) admits api_key, agent
- * and system; automations widen it with their own migration.
- */
+/** A workspace's rule (src/automations/); trigger, conditions and actions as the API shows them. */
+export interface AutomationTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  enabled: boolean;
+  position: number;
+  /** jsonb; written as JSON text. */
+  trigger: ColumnType<components['schemas']['AutomationTrigger'], string, string>;
+  /** jsonb; written as JSON text. */
+  conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  /** jsonb; written as JSON text. */
+  actions: ColumnType<components['schemas']['AutomationActions'], string, string>;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+export type HistoryField = 'status' | 'stageId' | 'agentId' | 'labels';
+/** Who made a change (src/actor.ts); thread_history admits all four since migration 0016. */
 export type ActorType = 'api_key' | 'agent' | 'automation' | 'system';
 
 /**
  * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
- * ids in from_id/to_id; a stage change out of a stage also keeps how long the thread stayed in it.
+ * ids in from_id/to_id, label lists in from_labels/to_labels (jsonb arrays; from null at opening);
+ * a stage change out of a stage also keeps how long the thread stayed in it.
  */
 export interface ThreadHistoryTable {
   workspace_id: string;
@@ -131,6 +172,8 @@ export interface ThreadHistoryTable {
   to_status: 'open' | 'closed' | null;
   from_id: string | null;
   to_id: string | null;
+  from_labels: ColumnType<string[] | null, string | null | undefined, never>;
+  to_labels: ColumnType<string[] | null, string | null | undefined, never>;
   stay_ms: ColumnType<string | null, number | null, never>;
   actor_type: ActorType;
   actor_id: string | null;
@@ -260,6 +303,21 @@ export interface IdempotencyKeyTable {
   created_at: Timestamp;
 }
 
+/**
+ * A workspace's settings (migration 0017), at most one row, made by its first change. A null column
+ * is a key the workspace never set: it reads as the default (services/settings.ts), so changing a
+ * default reaches every workspace that kept it.
+ */
+export interface WorkspaceSettingsTable {
+  workspace_id: string;
+  timezone: string | null;
+  /** jsonb {mon..sun: [[start, end], ...]}; written as JSON text. */
+  business_hours: ColumnType<Record<string, string[][]> | null, string | null | undefined, string | null>;
+  /** jsonb {question, thanks, template, expiresAfterHours}; written as JSON text. */
+  nps: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  updated_at: Timestamp;
+}
+
 /** A change the API exposed, kept 30 days: the event log and what webhooks deliver. */
 export interface EventTable {
   workspace_id: string;
@@ -338,7 +396,9 @@ export interface Database {
   events: EventTable;
   webhook_endpoints: WebhookEndpointTable;
   webhook_deliveries: WebhookDeliveryTable;
+  workspace_settings: WorkspaceSettingsTable;
   stream_tokens: StreamTokenTable;
+  automations: AutomationTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -353,6 +413,7 @@ export type NewThread = Insertable<ThreadTable>;
 export type MessageRow = Selectable<MessageTable>;
 export type MediaRow = Selectable<MediaTable>;
 export type StageRow = Selectable<StageTable>;
+export type AutomationRow = Selectable<AutomationTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;

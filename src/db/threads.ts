@@ -7,6 +7,7 @@ import type { Db } from './database.js';
 import { NO_AGENT, type ThreadRow } from './schema.js';
 import type { Actor } from '../actor.js';
 import { historyRows, type FieldChange } from './history.js';
+import { hasLabels, labelKeys } from './labels.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 import { instantToIso, wholeUtcDays } from '../time.js';
 
@@ -18,6 +19,8 @@ export interface ThreadFilter {
   channelId?: string | undefined;
   agentId?: string | undefined;
   stageId?: string | undefined;
+  /** Every one of these labels (case-insensitive). */
+  labels?: readonly string[] | undefined;
 }
 
 export function threadRowToThread(row: ThreadRow): Thread {
@@ -33,6 +36,7 @@ export function threadRowToThread(row: ThreadRow): Thread {
     npsCreatedAt: row.nps_created_at?.toISOString() ?? null,
     lastMessageAt: row.last_message_at?.toISOString() ?? null,
     lastInboundAt: row.last_inbound_at?.toISOString() ?? null,
+    labels: row.labels,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -50,6 +54,7 @@ const threadList = listSource<Thread>('threads', {
   npsCreatedAt: { instant: 'nps_created_at' },
   lastMessageAt: { instant: 'last_message_at' },
   lastInboundAt: { instant: 'last_inbound_at' },
+  labels: 'labels',
   createdAt: { instant: 'created_at' },
   updatedAt: { instant: 'updated_at' },
 });
@@ -61,7 +66,9 @@ export async function listThreads(db: Db, workspaceId: string, filter: ThreadFil
   if (filter.channelId) where.push(['channel_id = ?', filter.channelId]);
   if (filter.agentId) where.push(['agent_id = ?', filter.agentId]);
   if (filter.stageId) where.push(['stage_id = ?', filter.stageId]);
-  return listPage(db, threadList, where, { page, limit, newestFirst: true });
+  if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
+  // A label's matches come from its GIN index first (pagination.ts says why).
+  return listPage(db, threadList, where, { page, limit, newestFirst: true, matchesFirst: Boolean(filter.labels?.length) });
 }
 
 export async function getThread(db: Db, workspaceId: string, id: string): Promise<Thread | undefined> {
@@ -81,12 +88,14 @@ export interface OpenThreadInput {
   agentId?: string | undefined;
   /** Set when the thread opens with a message. */
   lastMessageAt?: Date | undefined;
+  /** Kept as services/labels.ts keeps them. */
+  labels?: readonly string[] | undefined;
 }
 
 /**
  * Opens a thread for the pair in the workspace's first stage, assigned to the given agent or else
  * to the channel's default agent, and records its opening values in its history (the default agent
- * by the system), in one statement. Undefined when the pair already has an open thread (the
+ * by the system; its labels when it has some), in one statement. Undefined when the pair already has an open thread (the
  * partial unique index decides, so concurrent callers cannot both open one) or when the contact
  * does not exist (or was erased): the caller tells which. A channel or agent missing from the
  * workspace fails its composite foreign key (mapped to 422). Its thread.created is the caller's
@@ -94,13 +103,16 @@ export interface OpenThreadInput {
  */
 export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
   const agentId = input.agentId ?? null;
-  const [statusEntry, stageEntry, agentEntry] = [uuidv7(), uuidv7(), uuidv7()];
+  const labels = [...(input.labels ?? [])];
+  const [statusEntry, stageEntry, agentEntry, labelsEntry] = [uuidv7(), uuidv7(), uuidv7(), uuidv7()];
   const result = await sql<ThreadRow>`
     with opened as (
-      insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, created_at, updated_at)
+      insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, labels, label_keys,
+                           created_at, updated_at)
       select ${workspaceId}::uuid, ${uuidv7()}::uuid, c.id, ${input.channelId}::uuid, coalesce(${agentId}::uuid, ch.default_agent_id),
              (select s.id from stages s where s.workspace_id = ${workspaceId}::uuid order by s.position limit 1),
-             ${now}::timestamptz, 'open', ${input.lastMessageAt ?? null}::timestamptz, ${now}::timestamptz, ${now}::timestamptz
+             ${now}::timestamptz, 'open', ${input.lastMessageAt ?? null}::timestamptz, ${labels}::text[], ${labelKeys(workspaceId, labels)}::text[],
+             ${now}::timestamptz, ${now}::timestamptz
         from contacts c
         left join channels ch on ch.workspace_id = ${workspaceId}::uuid and ch.id = ${input.channelId}::uuid
        where c.workspace_id = ${workspaceId}::uuid and c.id = ${input.contactId}::uuid and c.erased_at is null
@@ -109,18 +121,19 @@ export async function insertOpenThread(db: Db, workspaceId: string, input: OpenT
       on conflict (workspace_id, contact_id, channel_id) where status = 'open' do nothing
       returning *
     ), recorded as (
-      insert into thread_history (workspace_id, id, thread_id, field, to_status, to_id, actor_type, actor_id, reason, created_at)
-      select o.workspace_id, e.id, o.id, e.field, e.to_status, e.to_id, e.actor_type, e.actor_id, e.reason, o.created_at
+      insert into thread_history (workspace_id, id, thread_id, field, to_status, to_id, to_labels, actor_type, actor_id, reason, created_at)
+      select o.workspace_id, e.id, o.id, e.field, e.to_status, e.to_id, e.to_labels, e.actor_type, e.actor_id, e.reason, o.created_at
         from opened o
        cross join lateral (values
-         (${statusEntry}::uuid, 'status', 'open', null::uuid, ${actor.type}::text, ${actor.id}::uuid, null::text),
-         (${stageEntry}::uuid, 'stageId', null, o.stage_id, ${actor.type}::text, ${actor.id}::uuid, null),
-         (${agentEntry}::uuid, 'agentId', null, o.agent_id,
+         (${statusEntry}::uuid, 'status', 'open', null::uuid, null::jsonb, ${actor.type}::text, ${actor.id}::uuid, null::text),
+         (${stageEntry}::uuid, 'stageId', null, o.stage_id, null, ${actor.type}::text, ${actor.id}::uuid, null),
+         (${agentEntry}::uuid, 'agentId', null, o.agent_id, null,
           case when ${agentId}::uuid is null then 'system' else ${actor.type}::text end,
           case when ${agentId}::uuid is null then null else ${actor.id}::uuid end,
-          case when ${agentId}::uuid is null then 'channel_default_agent' end)
-       ) e(id, field, to_status, to_id, actor_type, actor_id, reason)
-       where e.field <> 'agentId' or e.to_id is not null
+          case when ${agentId}::uuid is null then 'channel_default_agent' end),
+         (${labelsEntry}::uuid, 'labels', null, null, to_jsonb(o.labels), ${actor.type}::text, ${actor.id}::uuid, null)
+       ) e(id, field, to_status, to_id, to_labels, actor_type, actor_id, reason)
+       where (e.field <> 'agentId' or e.to_id is not null) and (e.field <> 'labels' or cardinality(o.labels) > 0)
     )
     select * from opened`.execute(db);
   return result.rows[0];
@@ -144,14 +157,15 @@ export interface VersionedThread {
   version: string;
 }
 
-export async function readThreadForChange(db: Db, workspaceId: string, id: string): Promise<VersionedThread | undefined> {
-  const row = await db
+/** With `lock`, the row stays locked until the caller's transaction ends (locking leaves xmin as it is). */
+export async function readThreadForChange(db: Db, workspaceId: string, id: string, options: { lock?: boolean } = {}): Promise<VersionedThread | undefined> {
+  const query = db
     .selectFrom('threads')
     .selectAll()
     .select(sql<string>`xmin::text`.as('version'))
     .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
+    .where('id', '=', id);
+  const row = await (options.lock ? query.forUpdate() : query).executeTakeFirst();
   if (!row) return undefined;
   const { version, ...thread } = row;
   return { row: thread, version };
@@ -169,21 +183,21 @@ export async function writeThreadChange(
   db: Db,
   workspaceId: string,
   read: VersionedThread,
-  set: Partial<Pick<ThreadRow, 'status' | 'closed_at' | 'stage_id' | 'stage_entered_at' | 'agent_id'>>,
+  set: Partial<Pick<ThreadRow, 'status' | 'closed_at' | 'stage_id' | 'stage_entered_at' | 'agent_id' | 'labels'>>,
   changes: readonly FieldChange[],
   who: { actor: Actor; reason: string | null },
   now: Date,
 ): Promise<ThreadRow | undefined> {
   const rows = historyRows(workspaceId, read.row.id, changes, who, now).map(
     (h) =>
-      sql`(${h.id}::uuid, ${h.field}, ${h.from_status}, ${h.to_status}, ${h.from_id}::uuid, ${h.to_id}::uuid, ${h.stay_ms}::bigint,
-           ${h.actor_type}, ${h.actor_id}::uuid, ${h.reason}::text)`,
+      sql`(${h.id}::uuid, ${h.field}, ${h.from_status}, ${h.to_status}, ${h.from_id}::uuid, ${h.to_id}::uuid, ${h.from_labels}::jsonb, ${h.to_labels}::jsonb,
+           ${h.stay_ms}::bigint, ${h.actor_type}, ${h.actor_id}::uuid, ${h.reason}::text)`,
   );
   const result = await db
     .with('changed', (qb) =>
       qb
         .updateTable('threads')
-        .set({ ...set, updated_at: now })
+        .set({ ...set, ...(set.labels && { label_keys: labelKeys(workspaceId, set.labels) }), updated_at: now })
         .where('workspace_id', '=', workspaceId)
         .where('id', '=', read.row.id)
         .where(sql<boolean>`xmin = ${read.version}::xid`)
@@ -201,6 +215,8 @@ export async function writeThreadChange(
           'to_status',
           'from_id',
           'to_id',
+          'from_labels',
+          'to_labels',
           'stay_ms',
           'actor_type',
           'actor_id',
@@ -208,9 +224,10 @@ export async function writeThreadChange(
           'created_at',
         ])
         .expression(
-          sql`select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.stay_ms, v.actor_type, v.actor_id, v.reason, ${now}::timestamptz
+          sql`select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.from_labels, v.to_labels, v.stay_ms, v.actor_type,
+                     v.actor_id, v.reason, ${now}::timestamptz
                 from changed c
-               cross join (values ${sql.join(rows)}) v(id, field, from_status, to_status, from_id, to_id, stay_ms, actor_type, actor_id, reason)`,
+               cross join (values ${sql.join(rows)}) v(id, field, from_status, to_status, from_id, to_id, from_labels, to_labels, stay_ms, actor_type, actor_id, reason)`,
         ),
     )
     .selectFrom('changed')

@@ -26,7 +26,7 @@ const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 
 /** The contact an event is about: erasing them scrubs it. */
 function contactOf(type: EventType, object: Record<string, unknown>): string | null {
-  if (type === 'contact.created') return object.id as string;
+  if (type === 'contact.created' || type === 'contact.updated') return object.id as string;
   return typeof object.contactId === 'string' ? object.contactId : null;
 }
 
@@ -131,7 +131,7 @@ export async function getEvent(db: Db, workspaceId: string, id: string): Promise
 }
 
 /**
- * Scrubs an erased contact's events as their records are: their contact.created events go (with
+ * Scrubs an erased contact's events as their records are: their contact.created and contact.updated events go (with
  * their deliveries), their messages' events lose `content` and their files' captions and names. Run it in the erasure's transaction.
  */
 export async function scrubContactEvents(trx: Db, workspaceId: string, contactId: string): Promise<void> {

@@ -1,7 +1,7 @@
 // The one place a failure becomes a response: ApiError, validator, body-parser and database errors
 // all leave as {"error":{"code","message","requestId","details?"}}; anything else is a logged 500.
 import type { ErrorRequestHandler } from 'express';
-import { withExample } from '../contract.js';
+import { describeProblem } from '../contract.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
 
 interface ValidatorError {
@@ -23,6 +23,7 @@ interface DatabaseError {
 }
 
 const MAX_DETAILS = 20;
+const IF_SUMMARY = /^must match "(then|else)" schema$/;
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '53300']);
 // Messages of pg, pg-pool and PGlite for a connection that broke, or never came.
 const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|not queryable|PGlite is closed|Client was closed/i;
@@ -33,10 +34,10 @@ function isValidatorError(err: unknown): err is ValidatorError {
 
 function fromValidator(err: ValidatorError): ApiError {
   // Every problem is reported (allErrors), but a body built to fail a thousand ways gets 20 back.
-  const details: ErrorDetail[] = (err.errors ?? []).slice(0, MAX_DETAILS).map((e) => ({
-    path: e.path ?? '',
-    message: withExample(e.message ?? 'is invalid'),
-  }));
+  // A conditional schema's summary line (AgentCreate's if/then/else) only repeats the problems its
+  // branch already names.
+  const problems = (err.errors ?? []).filter((e) => !IF_SUMMARY.test(e.message ?? ''));
+  const details: ErrorDetail[] = problems.slice(0, MAX_DETAILS).map((e) => describeProblem(e.path ?? '', e.message ?? 'is invalid'));
   switch (err.status) {
     case 400:
       return new ApiError(400, 'validation_error', 'The request does not match the contract.', details);

@@ -10,10 +10,30 @@ import { loadSpec } from '../contract.js';
  */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * The contract as the validator reads it: Ajv's `discriminator` (which checks a tagged union's one
+ * branch, so an error names that branch's fields instead of every branch's) takes each branch's
+ * tag values from its `const` or `enum` and refuses OpenAPI's `mapping`, which the contract keeps
+ * for client generators (the same values, spelled out).
+ */
+function withoutDiscriminatorMappings(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutDiscriminatorMappings);
+  if (typeof node !== 'object' || node === null) return node;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'discriminator' && typeof value === 'object' && value !== null && 'propertyName' in value) {
+      copy[key] = { propertyName: (value as { propertyName: unknown }).propertyName };
+    } else {
+      copy[key] = withoutDiscriminatorMappings(value);
+    }
+  }
+  return copy;
+}
+
 export function contractValidator(options: { validateResponses: boolean }): RequestHandler[] {
   return OpenApiValidator.middleware({
-    apiSpec: loadSpec() as never,
-    validateRequests: { allowUnknownQueryParameters: false, allErrors: true },
+    apiSpec: withoutDiscriminatorMappings(loadSpec()) as never,
+    validateRequests: { allowUnknownQueryParameters: false, allErrors: true, discriminator: true },
     validateResponses: options.validateResponses,
     validateSecurity: false,
     validateApiSpec: false,

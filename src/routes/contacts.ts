@@ -3,7 +3,7 @@ import * as contacts from '../db/contacts.js';
 import { transact } from '../db/database.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
 import { apiKeyActor } from '../actor.js';
-import { createContact, eraseContact } from '../services/contacts.js';
+import { createContact, eraseContact, updateContact } from '../services/contacts.js';
 import { paging, type Handlers } from './handler.js';
 
 async function phoneConflict(db: Parameters<typeof contacts.findContactIdByPhone>[0], workspaceId: string, phone: string): Promise<ApiError> {
@@ -16,7 +16,7 @@ async function phoneConflict(db: Parameters<typeof contacts.findContactIdByPhone
 export const contactHandlers: Pick<Handlers, 'listContacts' | 'getContact' | 'createContact' | 'updateContact' | 'deleteContact'> = {
   async listContacts({ db, auth, query }) {
     const { page, limit } = paging(query);
-    const filter = { q: query.q, phone: query.phone, email: query.email, instagramId: query.instagramId };
+    const filter = { q: query.q, phone: query.phone, email: query.email, instagramId: query.instagramId, labels: query.label };
     return { status: 200, body: await contacts.listContacts(db, auth.workspaceId, filter, page, limit) };
   },
 
@@ -39,7 +39,7 @@ export const contactHandlers: Pick<Handlers, 'listContacts' | 'getContact' | 'cr
 
   async updateContact({ db, auth, params, body }) {
     try {
-      const contact = await contacts.updateContact(db, auth.workspaceId, params.id, body);
+      const contact = await transact(db, (trx) => updateContact(trx, auth.workspaceId, params.id, body, apiKeyActor(auth.keyId)));
       if (!contact) throw notFound('Contact');
       return { status: 200, body: contact };
     } catch (err) {

@@ -6,10 +6,12 @@ import { contactHandlers } from './contacts.js';
 import { meHandlers } from './me.js';
 import { messageHandlers } from './messages.js';
 import { mediaHandlers } from './media.js';
+import { settingsHandlers } from './settings.js';
 import { stageHandlers } from './stages.js';
 import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
 import { webhookEndpointHandlers } from './webhook-endpoints.js';
+import { automationHandlers } from './automations.js';
 
 export const handlers: Handlers = {
   ...meHandlers,
@@ -22,4 +24,6 @@ export const handlers: Handlers = {
   ...stageHandlers,
   ...eventHandlers,
   ...webhookEndpointHandlers,
+  ...settingsHandlers,
+  ...automationHandlers,
 };

@@ -50,7 +50,14 @@ export const threadHandlers: Pick<
 > = {
   async listThreads({ db, auth, query }) {
     const { page, limit } = paging(query);
-    const filter = { status: query.status, contactId: query.contactId, channelId: query.channelId, agentId: query.agentId, stageId: query.stageId };
+    const filter = {
+      status: query.status,
+      contactId: query.contactId,
+      channelId: query.channelId,
+      agentId: query.agentId,
+      stageId: query.stageId,
+      labels: query.label,
+    };
     return { status: 200, body: await threads.listThreads(db, auth.workspaceId, filter, page, limit) };
   },
 

@@ -1,4 +1,4 @@
-// Opening a thread and changing its status, stage or agent, with their events: thread.created and
+// Opening a thread and changing its status, stage, agent or labels, with their events: thread.created and
 // thread.updated are recorded here only, in the change's transaction. What a change does is pure
 // (tested without HTTP or a database); applying it holds under concurrent changes. Fields sent with
 // their current value change nothing and record nothing.
@@ -8,12 +8,14 @@ import type { FieldChange } from '../db/history.js';
 import { findOpenThreadId, insertOpenThread, readThreadForChange, threadRowToThread, writeThreadChange, type OpenThreadInput } from '../db/threads.js';
 import { recordEvent } from '../events/record.js';
 import type { ThreadRow } from '../db/schema.js';
+import { normalizeLabels, sameLabels } from './labels.js';
 
 export interface ThreadState {
   status: 'open' | 'closed';
   stage_id: string;
   stage_entered_at: Date;
   agent_id: string | null;
+  labels: string[];
 }
 
 export interface ThreadChange {
@@ -21,12 +23,14 @@ export interface ThreadChange {
   stageId?: string | undefined;
   /** null unassigns. */
   agentId?: string | null | undefined;
+  /** The whole new list, as sent (kept as services/labels.ts keeps labels). */
+  labels?: readonly string[] | undefined;
 }
 
 export interface PlannedChange {
   /** The columns to write; empty when nothing changes. */
-  set: Partial<{ status: 'open' | 'closed'; closed_at: Date | null; stage_id: string; stage_entered_at: Date; agent_id: string | null }>;
-  /** One entry per changed field, in the order status, stageId, agentId. */
+  set: Partial<{ status: 'open' | 'closed'; closed_at: Date | null; stage_id: string; stage_entered_at: Date; agent_id: string | null; labels: string[] }>;
+  /** One entry per changed field, in the order status, stageId, agentId, labels. */
   changes: FieldChange[];
 }
 
@@ -55,6 +59,11 @@ export function planThreadChange(current: ThreadState, change: ThreadChange, now
     set.agent_id = agentId;
     changes.push({ field: 'agentId', from: current.agent_id, to: agentId });
   }
+  const labels = change.labels && normalizeLabels(change.labels);
+  if (labels !== undefined && !sameLabels(labels, current.labels)) {
+    set.labels = labels;
+    changes.push({ field: 'labels', from: current.labels, to: labels });
+  }
   return { set, changes };
 }
 
@@ -64,7 +73,7 @@ export function planThreadChange(current: ThreadState, change: ThreadChange, now
  * is gone. Run it in a transaction.
  */
 export async function openThread(trx: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
-  const opened = await insertOpenThread(trx, workspaceId, input, now, actor);
+  const opened = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor);
   if (opened) await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now);
   return opened;
 }

@@ -627,7 +627,8 @@ export function translator(spec: Schema): Translator {
       const branches = (s.oneOf as Schema[]).map((branch) => resolve(branch));
       const options = branches.map((branch) => mutations(branch, pointer));
       const keys = [...new Set(branches.flatMap((b) => Object.keys(b.properties ?? {})))];
-      if (keys.length > 0) {
+      // Only objects have fields to mix: beside a `null` branch (an object or null), there is no other branch's field.
+      if (keys.length > 0 && branches.every((b) => b.properties)) {
         options.push(
           fc.constantFrom(...keys).chain((key) => {
             const owner = branches.find((b) => key in (b.properties ?? {}))!;

@@ -10,12 +10,14 @@ import { contractOperations, literalPlusQuery, loadSpec, type Operation, type Op
 import { createAgent } from '../../src/db/agents.js';
 import { insertContact } from '../../src/db/contacts.js';
 import { stageRowToStage } from '../../src/db/stages.js';
+import { insertAutomation } from '../../src/db/automations.js';
 import { setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
 import { openThread } from '../../src/services/threads.js';
 import { SYSTEM } from '../../src/actor.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
+import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -30,6 +32,8 @@ type Stage = S['Stage'];
 type WebhookEndpoint = S['WebhookEndpoint'];
 type WebhookDelivery = S['WebhookDelivery'];
 type Event = S['Event'];
+type Settings = S['Settings'];
+type Automation = S['Automation'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -82,19 +86,26 @@ interface OpInputs {
   required: string[];
   /** Query parameters the contract lets carry reserved characters unencoded (allowReserved). */
   reserved: string[];
+  /** Array parameters sent once per item (`?label=a&label=b`): the fuzz sends one item, and repeating it is valid. */
+  repeatable: string[];
   body: Schema | undefined;
 }
 
 function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
   const item = spec.paths[op.path];
   const params = [...(item.parameters ?? []), ...(item[op.method].parameters ?? [])].map((p: Schema) => tr.resolve(p));
-  const of = (where: string) => Object.fromEntries(params.filter((p) => p.in === where).map((p) => [p.name as string, p.schema as Schema]));
+  const repeatable = (p: Schema) => p.in === 'query' && p.explode === true && tr.resolve(p.schema as Schema).type === 'array';
+  const of = (where: string) =>
+    Object.fromEntries(
+      params.filter((p) => p.in === where).map((p) => [p.name as string, (repeatable(p) ? tr.resolve(p.schema as Schema).items : p.schema) as Schema]),
+    );
   return {
     op,
     path: of('path'),
     query: of('query'),
     required: params.filter((p) => p.in === 'query' && p.required).map((p) => p.name as string),
     reserved: params.filter((p) => p.in === 'query' && p.allowReserved).map((p) => p.name as string),
+    repeatable: params.filter(repeatable).map((p) => p.name as string),
     body: item[op.method].requestBody?.content?.['application/json']?.schema,
   };
 }
@@ -149,6 +160,25 @@ const RAW_BODIES: RawBody[] = [
 ];
 
 const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 'refused' }>, 'kind'>>>> = {
+  getAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  updateAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  deleteAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  testAutomation: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'foreign', field: 'threadId' },
+    { target: 'missing', field: 'threadId' },
+  ],
   getAgent: [
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
@@ -289,7 +319,8 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
   }
   for (const [param, schema] of Object.entries(inputs.query)) {
     invalid.push(tr.invalidQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'value', param, value })));
-    invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
+    if (!inputs.repeatable.includes(param))
+      invalid.push(tr.validQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'repeat', param, value })));
   }
   for (const param of inputs.required) invalid.push(fc.constant<Mode>({ kind: 'invalid', where: 'query', how: 'drop', param, value: '' }));
   if (queryKeys.length > 0 || inputs.op.method === 'get') {
@@ -344,9 +375,9 @@ function applyInvalid(parts: Parts, mode: Extract<Mode, { kind: 'invalid' }>): P
 
 /** A history entry as the model knows it; createdAt null when only the server knew the time (an agent's deletion). */
 interface HistoryEntry {
-  field: 'status' | 'stageId' | 'agentId';
-  from: string | null;
-  to: string | null;
+  field: 'status' | 'stageId' | 'agentId' | 'labels';
+  from: string | string[] | null;
+  to: string | string[] | null;
   actor: { type: 'api_key' | 'agent' | 'system'; id: string | null };
   reason: string | null;
   createdAt: string | null;
@@ -373,7 +404,11 @@ interface Model {
   /** Webhook endpoints (without their secrets), and those deleted. */
   endpoints: WebhookEndpoint[];
   deletedEndpoints: string[];
-  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery', string> };
+  settings: Settings;
+  /** Automations in position order, and those deleted. */
+  automations: Automation[];
+  deletedAutomations: string[];
+  foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery' | 'automation', string> };
   fixtures: number;
 }
 
@@ -498,11 +533,34 @@ async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
 const SYSTEM_ACTOR: HistoryEntry['actor'] = { type: 'system', id: null };
 const keyActor = (model: Model): HistoryEntry['actor'] => ({ type: 'api_key', id: model.keyId });
 
-/** The entries of a thread's opening: its status, its first stage and its agent, if any. */
+/** The entries of a thread's opening: its status, its first stage, its agent and its labels, if any. */
 function recordOpened(model: Model, thread: Thread, actor: HistoryEntry['actor']): void {
-  const entry = (field: HistoryEntry['field'], to: string): HistoryEntry => ({ field, from: null, to, actor, reason: null, createdAt: thread.createdAt });
-  model.history.set(thread.id, [entry('status', 'open'), entry('stageId', thread.stageId), ...(thread.agentId ? [entry('agentId', thread.agentId)] : [])]);
+  const entry = (field: HistoryEntry['field'], to: string | string[]): HistoryEntry => ({
+    field,
+    from: null,
+    to,
+    actor,
+    reason: null,
+    createdAt: thread.createdAt,
+  });
+  model.history.set(thread.id, [
+    entry('status', 'open'),
+    entry('stageId', thread.stageId),
+    ...(thread.agentId ? [entry('agentId', thread.agentId)] : []),
+    ...(thread.labels.length > 0 ? [entry('labels', thread.labels)] : []),
+  ]);
 }
+
+/** Labels as the service keeps them: trimmed, each once ignoring case (the first spelling), in order. */
+function keptLabels(labels: readonly string[] | undefined): string[] {
+  const kept: string[] = [];
+  for (const label of (labels ?? []).map((l) => l.trim())) if (!kept.some((k) => k.toLowerCase() === label.toLowerCase())) kept.push(label);
+  return kept;
+}
+
+/** Whether `labels` hold `wanted` (a ?label= value), ignoring case and spaces around it. */
+const hasLabel = (labels: readonly string[], wanted: string | undefined): boolean =>
+  wanted === undefined || labels.some((l) => l.toLowerCase() === wanted.trim().toLowerCase());
 
 /** The entries of a change from `before` to `after`, one per changed field. */
 function recordChange(model: Model, before: Thread, after: Thread, reason: string | null): void {
@@ -511,6 +569,8 @@ function recordChange(model: Model, before: Thread, after: Thread, reason: strin
     if (before[field] !== after[field])
       entries.push({ field, from: before[field], to: after[field], actor: keyActor(model), reason, createdAt: after.updatedAt });
   }
+  if (JSON.stringify(before.labels) !== JSON.stringify(after.labels))
+    entries.push({ field: 'labels', from: before.labels, to: after.labels, actor: keyActor(model), reason, createdAt: after.updatedAt });
   model.history.set(after.id, entries);
 }
 
@@ -577,10 +637,11 @@ const NOT_FOUND: Record<string, string> = {
   stage: 'Stage not found.',
   endpoint: 'Webhook endpoint not found.',
   event: 'Event not found.',
+  automation: 'Automation not found.',
 };
 
 /** A refusal of a path id: a record of another workspace or no record at all answers 404. */
-function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | 'endpoint' | 'event', param: string): Plan['refuse'] {
+function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | 'endpoint' | 'event' | 'automation', param: string): Plan['refuse'] {
   return async (ctx, parts, knobs, refusal) => {
     const random = fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[0] })[0]!;
     if (refusal.target === 'foreign') parts.path[param] = ctx.model.foreign.id[kind];
@@ -590,6 +651,7 @@ function refuseId(kind: 'agent' | 'contact' | 'thread' | 'channel' | 'stage' | '
         (kind === 'agent' && pick(ctx.model.deletedAgents, knobs.picks[0])) ||
         (kind === 'contact' && pick(ctx.model.erased, knobs.picks[0])) ||
         (kind === 'endpoint' && pick(ctx.model.deletedEndpoints, knobs.picks[0])) ||
+        (kind === 'automation' && pick(ctx.model.deletedAutomations, knobs.picks[0])) ||
         random;
     return (ex) => {
       expectError(ex, 404, 'not_found', `${refusal.target} ${kind} id`);
@@ -624,17 +686,33 @@ const plans: Partial<Record<OperationId, Plan>> = {
   listAgents: {
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
-      const all = model.agents.filter((a) => !query.status || a.status === query.status).sort(byCreated);
+      const all = model.agents
+        .filter((a) => (!query.status || a.status === query.status) && (!query.type || a.type === query.type))
+        .filter((a) => !query.availability || a.availability === query.availability)
+        .sort(byCreated);
       same(ex, ex.res.body, pageOf(all, query), 'the page of agents the model holds');
     },
   },
 
   createAgent: {
+    // The schema's if/then/else (a person takes no model or instructions, an AI agent no
+    // availability or capacity) is beyond the generator: the body is made one kind or the other.
+    async bind(_ctx, parts) {
+      const body = parts.body as Record<string, unknown>;
+      if (body.type !== 'human' && (body.instructions === undefined || body.model === undefined)) body.type = 'human';
+      for (const field of body.type === 'human' ? ['instructions', 'model'] : ['availability', 'capacity']) delete body[field];
+    },
     async check(ctx, ex, { body }) {
       expectStatus(ex, 201, 'a valid agent');
       const agent = ex.res.body as Agent;
       ctx.model.agents.push(agent);
-      same(ex, agent, { ...(body as object), id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt }, 'the created agent');
+      const input = body as S['AgentCreate'];
+      const kind =
+        input.type === 'human'
+          ? { type: 'human', availability: input.availability ?? 'offline', capacity: input.capacity ?? null, instructions: null, model: null }
+          : { type: 'ai', availability: null, capacity: null };
+      const expected = { ...input, ...kind, id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt };
+      same(ex, agent, expected, 'the created agent');
       if (!ISO_MS.test(agent.createdAt)) fail(ex, 'createdAt is not ISO 8601 UTC with milliseconds');
       await readBack(ctx, `/v1/agents/${agent.id}`, agent, 'the created agent');
     },
@@ -658,7 +736,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
 
   updateAgent: {
     async bind({ model }, parts, knobs) {
-      parts.path.id = casing(pick(model.agents, knobs.picks[0])!.id, knobs.upper);
+      const agent = pick(model.agents, knobs.picks[0])!;
+      parts.path.id = casing(agent.id, knobs.upper);
+      // Only the fields of the agent's type (the others are a 400, checked in agents.test.ts).
+      const body = parts.body as Record<string, unknown> | undefined;
+      if (!body || typeof body !== 'object') return;
+      for (const field of agent.type === 'human' ? ['instructions', 'model'] : ['availability', 'capacity']) delete body[field];
+      if (Object.keys(body).length === 0) body.name = `Fixture ${agent.name.length}`;
     },
     refuse: refuseId('agent', 'id'),
     async check(ctx, ex, { path, body }) {
@@ -710,6 +794,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
       if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
+      if (parts.query.label !== undefined && contact.labels.length > 0) {
+        const label = contact.labels[knobs.picks[1] % contact.labels.length]!;
+        parts.query.label = knobs.upper ? label.toUpperCase() : label;
+      }
       if (parts.query.q !== undefined) {
         const source = [contact.name, contact.phone!, contact.email!][knobs.picks[1] % 3]!;
         const cps = [...source];
@@ -722,7 +810,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       expectStatus(ex, 200, 'a valid list request');
       const matches = model.contacts
         .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
-        .filter((c) => !query.instagramId || c.instagramId === query.instagramId)
+        .filter((c) => (!query.instagramId || c.instagramId === query.instagramId) && hasLabel(c.labels, query.label))
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
@@ -787,6 +875,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
         phone: input.phone ?? null,
         email: input.email ?? null,
         instagramId: input.instagramId ?? null,
+        labels: keptLabels(input.labels),
+        attributes: input.attributes ?? {},
         createdAt: contact.createdAt,
         updatedAt: contact.createdAt,
       };
@@ -877,6 +967,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           npsCreatedAt: null,
           lastMessageAt: c,
           lastInboundAt: null,
+          labels: [],
           createdAt: c,
           updatedAt: c,
         });
@@ -1026,6 +1117,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
           phone: channel.type === 'whatsapp' ? input.from : null,
           email: null,
           instagramId: channel.type === 'instagram' ? input.from : null,
+          labels: [],
+          attributes: {},
           createdAt: contact.createdAt,
           updatedAt: contact.createdAt,
         };
@@ -1076,6 +1169,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           npsCreatedAt: null,
           lastMessageAt: c,
           lastInboundAt: c,
+          labels: [],
           createdAt: c,
           updatedAt: c,
         });
@@ -1120,6 +1214,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         if (parts.query[key] !== undefined && thread[key]) parts.query[key] = casing(thread[key], knobs.upper);
       }
       if (parts.query.status !== undefined) parts.query.status = thread.status;
+      if (parts.query.label !== undefined && thread.labels.length > 0) parts.query.label = thread.labels[knobs.picks[1] % thread.labels.length]!;
     },
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
@@ -1127,7 +1222,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const all = model.threads
         .filter((t) => (!query.status || t.status === query.status) && (!query.contactId || t.contactId === lower(query.contactId)))
         .filter((t) => (!query.channelId || t.channelId === lower(query.channelId)) && (!query.agentId || t.agentId === lower(query.agentId)))
-        .filter((t) => !query.stageId || t.stageId === lower(query.stageId))
+        .filter((t) => (!query.stageId || t.stageId === lower(query.stageId)) && hasLabel(t.labels, query.label))
         .sort((a, b) => byCreated(b, a));
       same(ex, ex.res.body, pageOf(all, query), 'the page of threads the model holds, newest first');
     },
@@ -1164,6 +1259,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         npsCreatedAt: null,
         lastMessageAt: null,
         lastInboundAt: null,
+        labels: keptLabels(input.labels),
         createdAt: thread.createdAt,
         updatedAt: thread.createdAt,
       };
@@ -1434,8 +1530,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
         ...(input.status !== undefined && { status: input.status }),
         ...(input.stageId !== undefined && { stageId: input.stageId.toLowerCase() }),
         ...(input.agentId !== undefined && { agentId: input.agentId?.toLowerCase() ?? null }),
+        ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
       };
-      if ((['status', 'stageId', 'agentId'] as const).some((field) => expected[field] !== before[field])) {
+      const labelsChanged = JSON.stringify(expected.labels) !== JSON.stringify(before.labels);
+      if (labelsChanged || (['status', 'stageId', 'agentId'] as const).some((field) => expected[field] !== before[field])) {
         expected.updatedAt = after.updatedAt;
         if (expected.status !== before.status) expected.closedAt = expected.status === 'closed' ? after.updatedAt : null;
         if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
@@ -1556,6 +1654,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
         ...(input.name !== undefined && { name: input.name }),
         ...(input.phone !== undefined && { phone: input.phone }),
         ...(input.email !== undefined && { email: input.email }),
+        ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
+        ...(input.attributes !== undefined && {
+          attributes: Object.fromEntries(
+            Object.entries({ ...before.attributes, ...input.attributes }).filter((entry): entry is [string, string | number | boolean] => entry[1] !== null),
+          ),
+        }),
       };
       same(ex, after, { ...before, ...changes, updatedAt: after.updatedAt }, 'the contact with the changes applied');
       model.contacts[index] = after;
@@ -1787,7 +1891,249 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (delivery.status !== 'pending' || delivery.nextAttemptAt === null) fail(ex, 'a retried delivery is pending, due now');
     },
   },
+
+  // ---- Workspace settings
+
+  getSettings: {
+    async check({ model }, ex) {
+      expectStatus(ex, 200, 'reading the settings');
+      same(ex, ex.res.body, model.settings, 'the settings the model holds');
+    },
+  },
+
+  updateSettings: {
+    async bind(_ctx, parts, knobs) {
+      // Mostly a zone Intl knows and hours in order; otherwise the contract's random ones, which the rules mostly refuse.
+      if (!knobs.anchor) return;
+      const body = parts.body as Record<string, unknown>;
+      if (body.timezone !== undefined) body.timezone = pick(ZONES, knobs.picks[0]);
+      if (body.businessHours !== undefined) body.businessHours = orderedHours(body.businessHours as Settings['businessHours']);
+    },
+    async check(ctx, ex, { body }) {
+      const change = body as S['SettingsPatch'];
+      const refused = settingsRefusal(change);
+      if (refused) return expectError(ex, 400, 'validation_error', refused.why, refused.path, refused.orItem);
+      expectStatus(ex, 200, 'a change of the settings the rules accept');
+      ctx.model.settings = { ...ctx.model.settings, ...structuredClone(change) };
+      same(ex, ex.res.body, ctx.model.settings, 'the settings with the named keys replaced whole');
+      await readBack(ctx, '/v1/settings', ctx.model.settings, 'the changed settings');
+    },
+  },
+
+  // ---- Automations
+
+  listAutomations: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf(model.automations, query), 'the page of automations, in position order');
+    },
+  },
+
+  createAutomation: {
+    async bind({ model }, parts, knobs, arrange) {
+      const body = parts.body as Record<string, unknown>;
+      if (arrange) soundDefinition(model, body, knobs);
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[0] % (model.automations.length + 1)) + 1;
+    },
+    async check(ctx, ex, { body }) {
+      const { model } = ctx;
+      const input = body as S['AutomationCreate'];
+      const position = input.position ?? model.automations.length + 1;
+      if (position > model.automations.length + 1) return expectError(ex, 400, 'validation_error', 'a position past the last place', '/body/position');
+      if (model.automations.length >= 100) return expectError(ex, 422, 'limit_reached', 'the workspace has 100 automations');
+      expectStatus(ex, 201, 'a sound automation at a place in range');
+      const made = ex.res.body as Automation;
+      const expected: Automation = {
+        id: made.id,
+        name: input.name,
+        enabled: input.enabled ?? true,
+        position,
+        trigger: input.trigger,
+        conditions: input.conditions ?? {},
+        actions: input.actions,
+        createdAt: made.createdAt,
+        updatedAt: made.createdAt,
+      };
+      same(ex, made, expected, 'the created automation');
+      for (const other of model.automations.slice(position - 1)) Object.assign(other, { position: other.position + 1, updatedAt: made.createdAt });
+      model.automations.splice(position - 1, 0, made);
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations with the new one');
+    },
+  },
+
+  getAutomation: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+    },
+    refuse: refuseId('automation', 'id'),
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'an automation of the workspace');
+      same(
+        ex,
+        ex.res.body,
+        model.automations.find((a) => a.id === path.id!.toLowerCase()),
+        'the automation the model holds',
+      );
+    },
+  },
+
+  updateAutomation: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      if (arrange) soundDefinition(model, body, knobs);
+      if (body.position !== undefined && knobs.anchor) body.position = (knobs.picks[1] % model.automations.length) + 1;
+    },
+    refuse: refuseId('automation', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['AutomationUpdate'];
+      if (input.position !== undefined && input.position > model.automations.length) {
+        return expectError(ex, 400, 'validation_error', 'a position past the last automation', '/body/position');
+      }
+      expectStatus(ex, 200, 'a sound change of an automation of the workspace');
+      const after = ex.res.body as Automation;
+      const index = model.automations.findIndex((a) => a.id === path.id!.toLowerCase());
+      const before = model.automations[index]!;
+      const to = input.position ?? before.position;
+      same(ex, after, { ...before, ...input, position: to, updatedAt: after.updatedAt }, 'the changed automation');
+      model.automations.splice(index, 1);
+      model.automations.splice(to - 1, 0, after);
+      model.automations.forEach((automation, i) => {
+        if (automation.position !== i + 1) Object.assign(automation, { position: i + 1, updatedAt: after.updatedAt });
+      });
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations after the change');
+    },
+  },
+
+  deleteAutomation: {
+    async bind(ctx, parts, knobs, arrange) {
+      if (!arrange) return void (parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper));
+      parts.path.id = casing((await arrangeAutomation(ctx)).id, knobs.upper);
+    },
+    refuse: refuseId('automation', 'id'),
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an automation of the workspace');
+      const { model } = ctx;
+      if (model.automations.at(-1)!.id !== path.id!.toLowerCase()) fail(ex, 'the arranged automation should have been the last');
+      model.deletedAutomations.push(model.automations.pop()!.id);
+      await readBack(ctx, '/v1/automations?limit=100', pageOf(model.automations, { limit: '100' }), 'the automations without it');
+    },
+  },
+
+  testAutomation: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+      (parts.body as Record<string, string>).threadId = casing(pick(ctx.model.threads, knobs.picks[1])!.id, knobs.upper && knobs.anchor);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      if (refusal.field === 'id') return refuseId('automation', 'id')!(ctx, parts, knobs, refusal);
+      parts.path.id = (await someAutomation(ctx, knobs)).id;
+      (parts.body as Record<string, string>).threadId =
+        refusal.target === 'foreign' ? ctx.model.foreign.id.thread : fc.sample(uuidArb, { numRuns: 1, seed: knobs.picks[1] })[0]!;
+      return (ex) => expectError(ex, 422, 'invalid_reference', `${refusal.target} thread referenced`, '/body/threadId');
+    },
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'a dry run of an automation on a thread of the workspace');
+      const automation = model.automations.find((a) => a.id === path.id!.toLowerCase())!;
+      const result = ex.res.body as S['AutomationTestResult'];
+      const conditions = [...(automation.conditions.all ?? []), ...(automation.conditions.any ?? [])];
+      same(
+        ex,
+        result.conditions.map((c) => [c.field, c.operator]),
+        conditions.map((c) => [c.field, c.operator]),
+        'each condition explained, all first',
+      );
+      same(
+        ex,
+        result.actions.map((a) => a.type),
+        automation.actions.map((a) => a.type),
+        'each action told',
+      );
+    },
+  },
 };
+
+const ZONES = ['America/Sao_Paulo', 'America/Manaus', 'UTC', 'Europe/Lisbon', 'Brazil/East', 'Asia/Kolkata', 'Etc/GMT+3'];
+const minutesOfTime = (time: string): number => Number(time.slice(0, 2)) * 60 + Number(time.slice(3, 5));
+
+/** Each day's times sorted and paired: intervals in order, none overlapping (fewer when times repeat). */
+function orderedHours(hours: Settings['businessHours']): Settings['businessHours'] {
+  const day = (intervals: string[][]): string[][] => {
+    const times = [...new Set(intervals.flat())].sort();
+    return Array.from({ length: Math.floor(times.length / 2) }, (_, k) => [times[2 * k]!, times[2 * k + 1]!]);
+  };
+  return { mon: day(hours.mon), tue: day(hours.tue), wed: day(hours.wed), thu: day(hours.thu), fri: day(hours.fri), sat: day(hours.sat), sun: day(hours.sun) };
+}
+
+/** Why the rules beyond the contract refuse a change (checked apart from the service: Intl, and every pair of intervals), if they do. */
+function settingsRefusal(change: S['SettingsPatch']): { why: string; path: string; orItem: boolean } | undefined {
+  if (change.timezone !== undefined) {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: change.timezone });
+    } catch {
+      return { why: 'a time zone Intl does not know', path: '/body/timezone', orItem: false };
+    }
+  }
+  for (const [day, intervals] of Object.entries(change.businessHours ?? {})) {
+    const spans = intervals.map(([start, end]) => [minutesOfTime(start!), minutesOfTime(end!)] as const);
+    const bad = spans.some(([start, end], i) => start >= end || spans.some(([s, e], j) => j !== i && s < e && start < e && s < end));
+    if (bad) return { why: `intervals of ${day} that end before they start or overlap`, path: `/body/businessHours/${day}`, orItem: true };
+  }
+  return undefined;
+}
+
+/**
+ * Conditions that fit every trigger a sound definition here has (any but contact.created), so a
+ * PATCH of the trigger alone keeps the stored ones sound.
+ */
+const CONDITION_POOL = (model: Model): Array<S['AutomationConditions']> => [
+  {},
+  { all: [{ field: 'thread.status', operator: 'equals', value: 'open' }] },
+  {
+    any: [
+      { field: 'contact.labels', operator: 'is_set' },
+      { field: 'time.businessHours', operator: 'equals', value: true },
+    ],
+  },
+  {
+    all: [{ field: 'thread.stageId', operator: 'in', value: [firstStage(model).id] }],
+    any: [{ field: 'channel.type', operator: 'not_equals', value: 'instagram' }],
+  },
+  { all: [{ field: 'contact.attributes.plano', operator: 'contains', value: 'Pró' }] },
+];
+
+/**
+ * Makes a generated (contract-valid) trigger, conditions and actions sound as well: a trigger with
+ * a thread, conditions of the pool, and actions naming the workspace's own agents and stages. The
+ * checks beyond the contract are test/automations.test.ts's.
+ */
+function soundDefinition(model: Model, body: Record<string, unknown>, knobs: Knobs): void {
+  const trigger = body.trigger as S['AutomationTrigger'] | undefined;
+  if (trigger?.event === 'contact.created') body.trigger = { event: 'thread.created' };
+  if (body.conditions !== undefined) body.conditions = pick(CONDITION_POOL(model), knobs.picks[2])!;
+  const actions = body.actions as Array<S['AutomationAction']> | undefined;
+  actions?.forEach((action, i) => {
+    if (action.type === 'assign_agent') action.agentId = pick(model.agents, knobs.picks[1] + i)!.id;
+    if (action.type === 'move_stage') action.stageId = pick(model.stages, knobs.picks[1] + i)!.id;
+  });
+}
+
+/** A new automation at the end, made through the API. */
+async function arrangeAutomation(ctx: Ctx): Promise<Automation> {
+  const made = await send(ctx, 'post', '/v1/automations', {
+    body: { name: `Fixture ${++ctx.model.fixtures}`, trigger: { event: 'thread.created' }, actions: [{ type: 'stop' }] },
+  });
+  expectStatus(made, 201, 'arranging an automation');
+  ctx.model.automations.push(made.res.body as Automation);
+  return made.res.body as Automation;
+}
+
+/** One of the workspace's automations (made when it has none). */
+async function someAutomation(ctx: Ctx, knobs: Knobs): Promise<Automation> {
+  return pick(ctx.model.automations, knobs.picks[0]) ?? arrangeAutomation(ctx);
+}
 
 /** Any operation without a plan (a new one in the contract) still gets the generic checks. */
 const genericPlan: Plan = {
@@ -1903,6 +2249,10 @@ const ORDER: OperationId[] = [
   'updateWebhookEndpoint',
   'deleteWebhookEndpoint',
   'retryWebhookDelivery',
+  'updateSettings',
+  'createAutomation',
+  'updateAutomation',
+  'deleteAutomation',
   'listAgents',
   'getAgent',
   'listContacts',
@@ -1921,6 +2271,10 @@ const ORDER: OperationId[] = [
   'listWebhookEndpoints',
   'getWebhookEndpoint',
   'listWebhookDeliveries',
+  'getSettings',
+  'listAutomations',
+  'getAutomation',
+  'testAutomation',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -1942,8 +2296,14 @@ async function setUp(server: TestServer): Promise<Model> {
     .id;
   const agents = [await agent(own.workspaceId, 1), await agent(own.workspaceId, 2)];
   const contacts = [
-    (await insertContact(db, own.workspaceId, { name: 'Mariana Silva', phone: '+5511987654321', email: 'mariana.silva@exemplo.com.br' }))!,
-    (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665' }))!,
+    (await insertContact(db, own.workspaceId, {
+      name: 'Mariana Silva',
+      phone: '+5511987654321',
+      email: 'mariana.silva@exemplo.com.br',
+      labels: ['Cliente VIP', 'São Paulo'],
+      attributes: { plano: 'premium', pedidos: 12 },
+    }))!,
+    (await insertContact(db, own.workspaceId, { name: 'João Pereira', phone: '+5521998877665', labels: ['cliente vip'] }))!,
     (await insertContact(db, own.workspaceId, { name: 'Ana' }))!,
     (await insertContact(db, own.workspaceId, { name: 'Bia Instagram', instagramId: '17841400000000001' }))!,
   ];
@@ -1963,6 +2323,12 @@ async function setUp(server: TestServer): Promise<Model> {
   await openThread(db, other.workspaceId, { contactId: foreignContact.id, channelId: other.channels[1]!.id }, new Date(), SYSTEM);
   const foreignEvent = await db.selectFrom('events').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
   const foreignDelivery = await db.selectFrom('webhook_deliveries').select('id').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
+  const foreignAutomation = await insertAutomation(
+    db,
+    other.workspaceId,
+    { name: 'Foreign', enabled: true, position: 1, trigger: { event: 'thread.created' }, conditions: {}, actions: [{ type: 'stop' }] },
+    new Date(),
+  );
   const model: Model = {
     workspaceId: own.workspaceId,
     apiKey: own.apiKey,
@@ -1979,6 +2345,8 @@ async function setUp(server: TestServer): Promise<Model> {
     erased: [],
     endpoints: [endpoint],
     deletedEndpoints: [],
+    automations: [],
+    deletedAutomations: [],
     foreign: {
       workspaceId: other.workspaceId,
       id: {
@@ -1990,8 +2358,10 @@ async function setUp(server: TestServer): Promise<Model> {
         endpoint: foreignEndpoint.id,
         event: foreignEvent.id,
         delivery: foreignDelivery.id,
+        automation: foreignAutomation.id,
       },
     },
+    settings: structuredClone(DEFAULT_SETTINGS),
     fixtures: 0,
   };
   recordOpened(model, model.threads[0]!, SYSTEM_ACTOR);

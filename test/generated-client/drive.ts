@@ -4,6 +4,7 @@
 // API_BASE_URL and API_KEY (an enterprise key with every scope) come from the environment.
 import { client } from './client/client.gen';
 import {
+  createAutomation,
   createContact,
   getContact,
   getMe,
@@ -12,11 +13,16 @@ import {
   getThread,
   listChannels,
   listContacts,
+  listStages,
+  listThreadHistory,
   registerNps,
   sendMessage,
+  testAutomation,
   uploadMedia,
+  updateContact,
+  updateThread,
 } from './client/sdk.gen';
-import type { Contact, ErrorResponse, Me, Thread } from './client/types.gen';
+import type { Automation, AutomationAction, Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
 
 function check(condition: unknown, what: string): asserts condition {
   if (!condition) throw new Error(`failed: ${what}`);
@@ -52,9 +58,17 @@ async function main(): Promise<void> {
   check(whatsapp, 'a WhatsApp channel');
 
   const phone = `+55119${String(Date.now() % 100_000_000).padStart(8, '0')}`;
-  const created = await createContact({ body: { name: 'Helena Rocha', phone } });
+  const created = await createContact({
+    body: { name: 'Helena Rocha', phone, labels: ['Cliente VIP', ' cliente vip', 'Boleto'], attributes: { plano: 'premium' } },
+  });
   const contact: Contact | undefined = created.data;
   check(created.response.status === 201 && contact?.phone === phone && contact.email === null, `POST /contacts ${JSON.stringify(contact)}`);
+  check(contact.labels.join('|') === 'Cliente VIP|Boleto' && contact.attributes.plano === 'premium', `labels and attributes ${JSON.stringify(contact)}`);
+
+  const changed = await updateContact({ path: { id: contact.id }, body: { attributes: { plano: null, pedidos: 3 } } });
+  check(changed.data?.attributes.pedidos === 3 && !('plano' in changed.data.attributes), `PATCH /contacts/{id} attributes ${JSON.stringify(changed.data)}`);
+  const labelled = await listContacts({ query: { label: ['cliente vip', 'BOLETO'] } });
+  check(labelled.data?.data.length === 1 && labelled.data.data[0]?.id === contact.id, 'GET /contacts?label=&label= finds it');
 
   const clash = expectError(await createContact({ body: { name: 'Helena R.', phone } }), 409, 'conflict');
   check(clash.error.details?.[0]?.existingId === contact.id, 'the 409 names the contact holding the phone');
@@ -74,6 +88,15 @@ async function main(): Promise<void> {
   const open: Thread | undefined = thread.data;
   check(open?.status === 'open' && open.contactId === contact.id, `GET /threads/{id} ${JSON.stringify(open)}`);
 
+  const relabelled = await updateThread({ path: { id: open.id }, body: { labels: ['Entrega'] } });
+  check(relabelled.data?.labels[0] === 'Entrega', `PATCH /threads/{id} labels ${JSON.stringify(relabelled.data)}`);
+  const history = await listThreadHistory({ path: { id: open.id } });
+  const entry: ThreadHistoryEntry | undefined = history.data?.data.find((e) => e.field === 'labels');
+  check(
+    Array.isArray(entry?.to) && entry.to[0] === 'Entrega' && Array.isArray(entry.from) && entry.from.length === 0,
+    `labels history ${JSON.stringify(entry)}`,
+  );
+
   const answeredAt = new Date(Date.now() - 60_000).toISOString();
   const nps = await registerNps({ path: { id: open.id }, body: { score: 10, answeredAt } });
   check(nps.response.status === 201 && nps.data?.npsScore === 10, `POST /threads/{id}/nps ${JSON.stringify(nps.data)}`);
@@ -82,6 +105,43 @@ async function main(): Promise<void> {
     query: { workspaceId: who.workspaceId, dateFrom: new Date(Date.now() - 3_600_000).toISOString(), dateTo: new Date().toISOString() },
   });
   check(stats.data?.total === 1 && stats.data.npsScore === 100, `GET /threads/stats/nps ${JSON.stringify(stats.data)}`);
+
+  // Automations: the trigger and actions are tagged unions the generated types narrow by `event` and `type`.
+  const stages = await listStages();
+  const emAtendimento = stages.data?.data.find((stage) => stage.name === 'Em atendimento');
+  check(emAtendimento, 'the stage Em atendimento');
+  const actions: AutomationAction[] = [
+    { type: 'move_stage', stageId: emAtendimento.id },
+    { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
+  ];
+  const made = await createAutomation({
+    body: {
+      name: 'Pedidos de reembolso',
+      trigger: { event: 'message.received' },
+      conditions: { any: [{ field: 'message.content', operator: 'contains', value: 'reembolso' }] },
+      actions,
+    },
+  });
+  const automation: Automation | undefined = made.data;
+  const first = automation?.actions[0];
+  check(automation && first?.type === 'move_stage' && first.stageId === emAtendimento.id, `POST /automations ${JSON.stringify(automation)}`);
+
+  const unfit = expectError(
+    await createAutomation({
+      body: {
+        name: 'Mensagem num timer',
+        trigger: { event: 'thread.idle', minutes: 60, waitingOn: 'agent' },
+        conditions: { all: [{ field: 'message.content', operator: 'contains', value: 'oi' }] },
+        actions: [{ type: 'stop' }],
+      },
+    }),
+    400,
+    'validation_error',
+  );
+  check(unfit.error.details?.[0]?.path === '/body/conditions/all/0/field', 'a message condition on a timer is named');
+
+  const dry = await testAutomation({ path: { id: automation.id }, body: { threadId: open.id } });
+  check(dry.data?.matched === false && dry.data.actions.length === 2, `POST /automations/{id}/test ${JSON.stringify(dry.data)}`);
 
   // A file up (the body is the file, its own Content-Type) and down (the same bytes), unedited generated code.
   const bytes = new Uint8Array([0x25, 0x50, 0x44, 0x46, 0x2d, 0x31, 0x2e, 0x34, 0x0a, 0x25, 0x25, 0x45, 0x4f, 0x46]);
@@ -99,7 +159,9 @@ async function main(): Promise<void> {
   const got = new Uint8Array(await downloaded.data.arrayBuffer());
   check(downloaded.response.status === 200 && got.length === bytes.length && got.every((b, i) => b === bytes[i]), 'GET /media/{id} gives the same bytes');
 
-  process.stdout.write('generated client: 14 calls answered as the contract says (401, 200, 201, 409, 400, 404, NPS 100, a file up and down)\n');
+  process.stdout.write(
+    'generated client: calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100, automations, a file up and down)\n',
+  );
 }
 
 main().catch((err: unknown) => {

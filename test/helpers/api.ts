@@ -90,10 +90,20 @@ const unique = (): string => `${Date.now() % 100_000_000}${(sequence++ % 100).to
 /** A fresh E.164 Brazilian mobile number. */
 export const buildPhone = (): string => `+55119${unique().padStart(10, '0').slice(-8)}${Math.floor(Math.random() * 10)}`;
 
-export const buildAgent = (overrides: Partial<Schemas['AgentCreate']> = {}): Schemas['AgentCreate'] => ({
+type AiAgentBody = Schemas['AgentCreate'] & { instructions: string; model: string };
+
+export const buildAgent = (overrides: Partial<AiAgentBody> = {}): AiAgentBody => ({
   name: 'Ana Atendimento',
   instructions: 'Responda com cordialidade, em português.',
   model: 'gpt-4o-mini',
+  ...overrides,
+});
+
+/** A person on the team: online with no capacity limit unless told. */
+export const buildHuman = (overrides: Partial<Schemas['AgentCreate']> = {}): Schemas['AgentCreate'] => ({
+  type: 'human',
+  name: 'Pedro Souza',
+  availability: 'online',
   ...overrides,
 });
 

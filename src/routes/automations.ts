@@ -1,0 +1,89 @@
+// Handlers of the automations: the resource, in position order, and the dry run. Every change of
+// positions runs in one transaction that takes the workspace's automations lock first; what is
+// stored was checked whole (the conditions and actions against their trigger, then the records
+// they name), so nothing is stored on any error.
+import { evaluateConditions } from '../automations/conditions.js';
+import { loadThreadContext } from '../automations/context.js';
+import { wouldDo } from '../automations/dry-run.js';
+import { assertReferences, assertSound, MAX_AUTOMATIONS, referencesOf, type Definition } from '../automations/validate.js';
+import * as automations from '../db/automations.js';
+import { ApiError, invalidReference, notFound } from '../errors.js';
+import { paging, type Handlers } from './handler.js';
+
+const positionOutOfRange = (max: number): ApiError =>
+  new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body/position', message: `must be from 1 to ${max}` }]);
+
+type Operations = 'listAutomations' | 'createAutomation' | 'getAutomation' | 'updateAutomation' | 'deleteAutomation' | 'testAutomation';
+
+export const automationHandlers: Pick<Handlers, Operations> = {
+  async listAutomations({ db, auth, query }) {
+    const { page, limit } = paging(query);
+    return { status: 200, body: await automations.listAutomations(db, auth.workspaceId, page, limit) };
+  },
+
+  async createAutomation({ db, auth, body }) {
+    const definition: Definition = { trigger: body.trigger, conditions: body.conditions ?? {}, actions: body.actions };
+    assertSound(definition);
+    const automation = await db.transaction().execute(async (trx) => {
+      const count = await automations.lockAutomations(trx, auth.workspaceId);
+      const position = body.position ?? count + 1;
+      if (position > count + 1) throw positionOutOfRange(count + 1);
+      if (count >= MAX_AUTOMATIONS) {
+        throw new ApiError(422, 'limit_reached', `A workspace has at most ${MAX_AUTOMATIONS} automations; delete one first.`);
+      }
+      await assertReferences(trx, auth.workspaceId, definition);
+      return automations.insertAutomation(trx, auth.workspaceId, { ...definition, name: body.name, enabled: body.enabled ?? true, position }, new Date());
+    });
+    return { status: 201, body: automation };
+  },
+
+  async getAutomation({ db, auth, params }) {
+    const row = await automations.findAutomation(db, auth.workspaceId, params.id);
+    if (!row) throw notFound('Automation');
+    return { status: 200, body: automations.automationRowToAutomation(row) };
+  },
+
+  async updateAutomation({ db, auth, params, body }) {
+    const automation = await db.transaction().execute(async (trx) => {
+      const count = await automations.lockAutomations(trx, auth.workspaceId);
+      const current = await automations.findAutomation(trx, auth.workspaceId, params.id);
+      if (!current) throw notFound('Automation');
+      if (body.position !== undefined && body.position > count) throw positionOutOfRange(count);
+      const definition: Definition = {
+        trigger: body.trigger ?? current.trigger,
+        conditions: body.conditions ?? current.conditions,
+        actions: body.actions ?? current.actions,
+      };
+      if (body.trigger !== undefined || body.conditions !== undefined || body.actions !== undefined) {
+        assertSound(definition);
+        await assertReferences(trx, auth.workspaceId, definition);
+      }
+      return automations.updateAutomation(trx, auth.workspaceId, current, body, new Date());
+    });
+    return { status: 200, body: automation };
+  },
+
+  async deleteAutomation({ db, auth, params }) {
+    await db.transaction().execute(async (trx) => {
+      await automations.lockAutomations(trx, auth.workspaceId);
+      const current = await automations.findAutomation(trx, auth.workspaceId, params.id);
+      if (!current) throw notFound('Automation');
+      await automations.deleteAutomation(trx, auth.workspaceId, current, new Date());
+    });
+    return { status: 204 };
+  },
+
+  async testAutomation({ db, auth, params, body }) {
+    const row = await automations.findAutomation(db, auth.workspaceId, params.id);
+    if (!row) throw notFound('Automation');
+    const context = await loadThreadContext(db, auth.workspaceId, body.threadId, new Date());
+    if (!context) throw invalidReference('threadId', 'thread');
+    const automation = automations.automationRowToAutomation(row);
+    const { matched, conditions } = evaluateConditions(automation.conditions, context);
+    const ids = { stage: [context.thread!.stageId], agent: context.thread!.agentId ? [context.thread!.agentId] : [], channel: [] as string[] };
+    for (const reference of referencesOf(automation)) ids[reference.kind].push(reference.id.toLowerCase());
+    const names = await automations.referencedNames(db, auth.workspaceId, ids);
+    const actions = automation.actions.map((action) => ({ type: action.type, wouldDo: wouldDo(action, context, names) }));
+    return { status: 200, body: { matched, conditions, actions } };
+  },
+};
