@@ -25,6 +25,7 @@ const TABLES = [
   'nps_daily',
   'nps_daily_groups',
   'stages',
+  'stream_listeners',
   'stream_tokens',
   'thread_history',
   'threads',
@@ -47,6 +48,7 @@ const ALL_MIGRATIONS = [
   '0012_jobs_of_no_workspace',
   '0013_event_actors',
   '0014_event_stream',
+  '0018_stream_listeners',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -16,6 +16,7 @@ import * as m0011 from './migrations/0011_sealed_idempotency_results.js';
 import * as m0012 from './migrations/0012_jobs_of_no_workspace.js';
 import * as m0013 from './migrations/0013_event_actors.js';
 import * as m0014 from './migrations/0014_event_stream.js';
+import * as m0018 from './migrations/0018_stream_listeners.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -33,6 +34,7 @@ export const migrations: Record<string, Migration> = {
   '0012_jobs_of_no_workspace': m0012,
   '0013_event_actors': m0013,
   '0014_event_stream': m0014,
+  '0018_stream_listeners': m0018,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -246,6 +246,13 @@ export interface StreamTokenTable {
   expires_at: Date;
 }
 
+/** Leases of the instances streaming a workspace: its events are announced only while one is unexpired (src/stream/leases.ts). */
+export interface StreamListenerTable {
+  workspace_id: string;
+  instance_id: string;
+  expires_at: Date;
+}
+
 /** Where the integrator wants events delivered. */
 export interface WebhookEndpointTable {
   workspace_id: string;
@@ -299,6 +306,7 @@ export interface Database {
   webhook_endpoints: WebhookEndpointTable;
   webhook_deliveries: WebhookDeliveryTable;
   stream_tokens: StreamTokenTable;
+  stream_listeners: StreamListenerTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
