@@ -65,7 +65,9 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('X-Accel-Buffering', 'no');
   // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
   res.setHeader('Connection', 'close');
+  res.removeHeader('Transfer-Encoding');
   res.setHeader('Access-Control-Allow-Origin', '*');
   res.flushHeaders();
 
