@@ -37,7 +37,11 @@ function rssMb(pid: number): number {
 }
 
 /** The client worker, with a way to wait for its next message of a kind. */
-function startClients(input: ClientsInput): { worker: Worker; next<K extends ClientsMessage['kind']>(kind: K): Promise<Extract<ClientsMessage, { kind: K }>>; send(command: ClientsCommand): void } {
+function startClients(input: ClientsInput): {
+  worker: Worker;
+  next<K extends ClientsMessage['kind']>(kind: K): Promise<Extract<ClientsMessage, { kind: K }>>;
+  send(command: ClientsCommand): void;
+} {
   // A worker does not inherit tsx's loader on Node 20: it registers it, then loads the TypeScript.
   const file = new URL('./lib/stream-clients.ts', import.meta.url).href;
   const boot = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(file)}); })`;
@@ -67,7 +71,11 @@ async function main(): Promise<void> {
     await migrateToLatest(db);
     const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
     const hook = profile ? ['--import', './bench/cpu-profile-hook.ts'] : [];
-    const service = await startBenchService('stream', { DATABASE_URL: databaseUrl, MAX_CONNECTIONS: String(streams + 100), ...(profile && { BENCH_CPU_PROFILE: profile }) }, hook);
+    const service = await startBenchService(
+      'stream',
+      { DATABASE_URL: databaseUrl, MAX_CONNECTIONS: String(streams + 100), ...(profile && { BENCH_CPU_PROFILE: profile }) },
+      hook,
+    );
     const pid = service.child.pid!;
     const url = new URL(service.base);
     const clients = startClients({ host: url.hostname, port: Number(url.port), key: key.apiKey, streams });

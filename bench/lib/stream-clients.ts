@@ -48,7 +48,9 @@ function openStream(): Promise<void> {
     // Bytes of the previous read that may hold the start of a cut id line (at most ID_END - 1).
     let tail: Buffer | undefined;
     socket.on('connect', () =>
-      socket.write(`GET /v1/events/stream HTTP/1.1\r\nHost: ${input.host}:${input.port}\r\nAuthorization: Bearer ${input.key}\r\nAccept: text/event-stream\r\n\r\n`),
+      socket.write(
+        `GET /v1/events/stream HTTP/1.1\r\nHost: ${input.host}:${input.port}\r\nAuthorization: Bearer ${input.key}\r\nAccept: text/event-stream\r\n\r\n`,
+      ),
     );
     socket.on('error', reject);
     socket.on('data', (chunk: Buffer) => {
@@ -106,7 +108,10 @@ port.on('message', (command: ClientsCommand) => {
   const ids = [...arrivals.keys()];
   const entries = ids.map((id) => arrivals.get(id)!);
   const times = entries.map((entry) => entry.times);
-  port.postMessage({ kind: 'arrivals', ids, times, counts: entries.map((entry) => entry.count) } satisfies ClientsMessage, times.map((t) => t.buffer as ArrayBuffer));
+  port.postMessage(
+    { kind: 'arrivals', ids, times, counts: entries.map((entry) => entry.count) } satisfies ClientsMessage,
+    times.map((t) => t.buffer as ArrayBuffer),
+  );
 });
 
 main().catch((err: unknown) => port.postMessage({ kind: 'error', message: err instanceof Error ? err.message : String(err) } satisfies ClientsMessage));

@@ -58,7 +58,8 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     res.write(chunk);
     return true;
   };
-  const wanted = (event: LiveEvent): boolean => (!filter || filter.types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
+  const wanted = (event: LiveEvent): boolean =>
+    (!filter || filter.types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
 
   // Headers first: an event delivered as soon as the subscription starts is written after them.
   res.status(200);
