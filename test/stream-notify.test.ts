@@ -119,7 +119,11 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
     const committed = [await record(ws.workspaceId, 0)];
     let writing = true;
     const writer = (async () => {
-      for (let i = 1; writing || i < 30; i++) committed.push(await record(ws.workspaceId, i));
+      for (let i = 1; writing || i < 30; i++) {
+        committed.push(await record(ws.workspaceId, i));
+        // PGlite answers without I/O: let the server and the stream run between commits.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
     })();
     await waitFor('some events before the stream opens', () => committed.length >= 10, 10_000);
     const stream = await openStream(server.baseUrl, { key: ws.apiKey, lastEventId: committed[0] });
@@ -137,28 +141,32 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
     }
   });
 
-  it('when an event was written before the lease was taken and commits after, then it arrives at once though no notification names it', async () => {
-    // The log is read every minute only: the event can come only from the look the lease asks for.
-    const slow = await startServer({ db: server.db, streams: { fallbackPollMs: 60_000 } });
-    try {
-      const ws = await createWorkspace(slow);
-      let stream: SseStream | undefined;
-      let eventId = '';
-      await slow.db.transaction().execute(async (trx) => {
-        eventId = await recordEvent(trx, ws.workspaceId, 'nps.answered', { id: 'early', score: 7 }, SYSTEM);
-        stream = await openStream(slow.baseUrl, { key: ws.apiKey });
-        await waitFor('the lease', async () => (await leaseOf(ws.workspaceId)) === 1, 5_000);
-      });
-      const committedAt = Date.now();
-      await waitForEvents(stream!, 1, 5_000);
-      stream!.close();
+  // PGlite has one connection: the open transaction would hold back the stream's own queries.
+  it.skipIf(!databaseUrl)(
+    'when an event was written before the lease was taken and commits after, then it arrives at once though no notification names it (needs DATABASE_URL)',
+    async () => {
+      // The log is read every minute only: the event can come only from the look the lease asks for.
+      const slow = await startServer({ db: server.db, streams: { fallbackPollMs: 60_000 } });
+      try {
+        const ws = await createWorkspace(slow);
+        let stream: SseStream | undefined;
+        let eventId = '';
+        await slow.db.transaction().execute(async (trx) => {
+          eventId = await recordEvent(trx, ws.workspaceId, 'nps.answered', { id: 'early', score: 7 }, SYSTEM);
+          stream = await openStream(slow.baseUrl, { key: ws.apiKey });
+          await waitFor('the lease', async () => (await leaseOf(ws.workspaceId)) === 1, 5_000);
+        });
+        const committedAt = Date.now();
+        await waitForEvents(stream!, 1, 5_000);
+        stream!.close();
 
-      expect(Date.now() - committedAt).toBeLessThan(1_000);
-      expect(stream!.events().map((f) => f.id)).toEqual([eventId]);
-      await mark();
-      expect(heard).not.toContain(await writerOf(server.db, eventId));
-    } finally {
-      await slow.close();
-    }
-  });
+        expect(Date.now() - committedAt).toBeLessThan(1_000);
+        expect(stream!.events().map((f) => f.id)).toEqual([eventId]);
+        await mark();
+        expect(heard).not.toContain(await writerOf(server.db, eventId));
+      } finally {
+        await slow.close();
+      }
+    },
+  );
 });
