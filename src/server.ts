@@ -67,7 +67,8 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
   const background = createBackgroundWork(logger);
-  const streams = createEventStreams({ db, databaseUrl: config.databaseUrl, logger });
+  // Its LISTEN needs a session of its own, as the job workers' does (not through a transaction pooler).
+  const streams = createEventStreams({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   // Streams never finish on their own: the drain would wait for them until its deadline.
   background.register('event-streams', () => streams.close());
   const app = createApp({ config, db, logger, redis, secrets, streams });

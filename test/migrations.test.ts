@@ -27,6 +27,7 @@ const TABLES = [
   'nps_daily',
   'nps_daily_groups',
   'stages',
+  'stream_listeners',
   'stream_tokens',
   'thread_history',
   'threads',
@@ -53,6 +54,7 @@ const ALL_MIGRATIONS = [
   '0015_human_agents',
   '0016_labels_and_attributes',
   '0017_workspace_settings',
+  '0018_stream_listeners',
   '0019_media',
   '0020_automations',
 ];

@@ -19,6 +19,7 @@ import * as m0014 from './migrations/0014_event_stream.js';
 import * as m0015 from './migrations/0015_human_agents.js';
 import * as m0016 from './migrations/0016_labels_and_attributes.js';
 import * as m0017 from './migrations/0017_workspace_settings.js';
+import * as m0018 from './migrations/0018_stream_listeners.js';
 import * as m0019 from './migrations/0019_media.js';
 import * as m0020 from './migrations/0020_automations.js';
 
@@ -41,6 +42,7 @@ export const migrations: Record<string, Migration> = {
   '0015_human_agents': m0015,
   '0016_labels_and_attributes': m0016,
   '0017_workspace_settings': m0017,
+  '0018_stream_listeners': m0018,
   '0019_media': m0019,
   '0020_automations': m0020,
 };

@@ -343,6 +343,13 @@ export interface StreamTokenTable {
   expires_at: Date;
 }
 
+/** Leases of the instances streaming a workspace: its events are announced only while one is unexpired (src/stream/leases.ts). */
+export interface StreamListenerTable {
+  workspace_id: string;
+  instance_id: string;
+  expires_at: Date;
+}
+
 /** Where the integrator wants events delivered. */
 export interface WebhookEndpointTable {
   workspace_id: string;
@@ -399,6 +406,7 @@ export interface Database {
   workspace_settings: WorkspaceSettingsTable;
   stream_tokens: StreamTokenTable;
   automations: AutomationTable;
+  stream_listeners: StreamListenerTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;

@@ -1,9 +1,11 @@
 // One client's stream: headers at once, the replay after Last-Event-ID (events arriving meanwhile
-// wait, then follow), live events, keep-alives, and the comment that says why the server closes it.
-// A stream holds at most `bufferLimitBytes` for a client that does not read; past that it is closed.
+// wait, then follow), live events (one write a read of the log, of frames the hub joined once for
+// every stream with the same types), keep-alives (the hub's one timer), and the comment that says
+// why the server closes it. A stream holds at most `bufferLimitBytes` for a client that does not
+// read; past that it is closed.
 import type { Response } from 'express';
 import type { Logger } from '../logger.js';
-import { formatEvent, SHUTDOWN_REASON, StreamsClosedError, type EventStreams, type LiveEvent } from './hub.js';
+import { formatEvent, SHUTDOWN_REASON, StreamsClosedError, typeFilter, type EventStreams, type LiveEvent } from './hub.js';
 import { eventsAfter, isAfter, positionOf, type Position } from './log.js';
 
 export interface StreamRequest {
@@ -16,12 +18,13 @@ export interface StreamRequest {
 
 const REPLAY_PAGE = 200;
 const RESET_FRAME = 'event: reset\ndata: {}\n\n';
+const KEEPALIVE = ': keepalive\n\n';
 /** How long a closed stream's last bytes may wait for a client that does not read them. */
 const LINGER_MS = 30_000;
 
 export async function serveStream(streams: EventStreams, res: Response, stream: StreamRequest, log: Logger): Promise<void> {
   const { db, options } = streams;
-  const types = stream.types && new Set(stream.types);
+  const filter = typeFilter(stream.types);
   const after: Position | 'reset' | undefined =
     stream.lastEventId === undefined ? undefined : ((await positionOf(db, stream.workspaceId, stream.lastEventId)) ?? 'reset');
 
@@ -29,15 +32,14 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   let replaying = after !== undefined && after !== 'reset';
   const waiting: LiveEvent[] = [];
   let waitingBytes = 0;
-  // eslint-disable-next-line prefer-const -- close() reads it before it is set (a stream closed while it replays)
-  let keepAlive: NodeJS.Timeout | undefined;
+  /** Live events may not yet be past Last-Event-ID (it named an event above the hub's horizon): each is checked. */
+  let checkEach = replaying;
   let unsubscribe = (): void => {};
 
   const close = (reason: string): void => {
     if (!open) return;
     open = false;
     unsubscribe();
-    clearInterval(keepAlive);
     waiting.length = 0;
     res.end(`: ${reason}\n\n`);
     const linger = setTimeout(() => res.destroy(), LINGER_MS);
@@ -48,7 +50,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   /** Writes unless the client is too far behind; false when the stream was closed. */
   const send = (chunk: Buffer | string): boolean => {
     if (!open) return false;
-    // One event always goes out when nothing waits: an event larger than the limit is not a slow client.
+    // One write always goes out when nothing waits: a read of the log larger than the limit is not a slow client.
     if (res.writableLength > 0 && res.writableLength + chunk.length > options.bufferLimitBytes) {
       tooSlow();
       return false;
@@ -56,14 +58,17 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     res.write(chunk);
     return true;
   };
-  const wanted = (event: LiveEvent): boolean => (!types || types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
+  const wanted = (event: LiveEvent): boolean =>
+    (!filter || filter.types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
 
   // Headers first: an event delivered as soon as the subscription starts is written after them.
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('X-Accel-Buffering', 'no');
   // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
   res.setHeader('Connection', 'close');
+  res.removeHeader('Transfer-Encoding');
   res.setHeader('Access-Control-Allow-Origin', '*');
   res.flushHeaders();
 
@@ -71,15 +76,22 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     .subscribe({
       workspaceId: stream.workspaceId,
       keyId: stream.keyId,
-      deliver(event) {
-        if (!open || !wanted(event)) return;
-        if (!replaying) {
-          send(event.frame);
+      deliver(batch) {
+        if (!open) return;
+        if (replaying) {
+          for (const event of batch.events) {
+            if (!wanted(event)) continue;
+            waiting.push(event);
+            waitingBytes += event.frame.length;
+          }
+          if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
           return;
         }
-        waiting.push(event);
-        waitingBytes += event.frame.length;
-        if (waiting.length > 1 && waitingBytes + res.writableLength > options.bufferLimitBytes) tooSlow();
+        const frames = checkEach ? Buffer.concat(batch.events.filter(wanted).map((event) => event.frame)) : batch.frames(filter);
+        if (frames.length > 0) send(frames);
+      },
+      keepAlive() {
+        if (res.writableLength === 0) send(KEEPALIVE);
       },
       close,
     })
@@ -98,12 +110,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   res.once('close', () => {
     open = false;
     unsubscribe();
-    clearInterval(keepAlive);
   });
-
-  // Nothing to say while bytes still wait for the client: the connection is evidently in use.
-  keepAlive = setInterval(() => res.writableLength === 0 && send(': keepalive\n\n'), options.keepAliveMs);
-  keepAlive.unref();
 
   if (after === 'reset') send(RESET_FRAME);
   if (after === undefined || after === 'reset') return;
@@ -118,8 +125,11 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       if (page.length < REPLAY_PAGE || !open) break;
       cursor = page[page.length - 1]!;
     }
+    // Live events come from the horizon on; only when Last-Event-ID is above it may some not be after it.
+    checkEach = after.xid >= subscription.horizon;
     replaying = false;
-    for (const event of waiting.splice(0)) if (!send(event.frame)) return;
+    const held = waiting.splice(0);
+    if (held.length > 0) send(Buffer.concat(held.map((event) => event.frame)));
   } catch (err) {
     log.error({ err }, 'event stream replay failed');
     close('closed: the log could not be read; reconnect with Last-Event-ID');

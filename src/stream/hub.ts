@@ -1,11 +1,14 @@
-// The instance's live event streams: one LISTEN on `events_added` (migration 0014's trigger, so any
-// instance's commits wake every instance), one read of the log per wake-up for the workspaces
-// streamed here, each event formatted once and handed to that workspace's streams. Also checks,
-// for all streams at once, that their keys are still unrevoked, and closes them all on shutdown.
+// The instance's live event streams: one LISTEN on `events_added` (so any instance's commits wake
+// every instance), one read of the log per wake-up for the workspaces streamed here (wake-ups during
+// a read make one more read), each event formatted once, and each stream given one write a read:
+// its events' frames joined once per type filter and shared by every stream with that filter. One
+// timer for all streams' keep-alives, one for their keys' revocation checks, and the leases that
+// make writers NOTIFY only for workspaces streamed somewhere (leases.ts).
 import type { Db } from '../db/database.js';
 import { eventRowToEvent } from '../events/record.js';
 import { createJobListener, type JobListener } from '../jobs/listen.js';
 import type { Logger } from '../logger.js';
+import { createLeases } from './leases.js';
 import { activeKeyIds, committedSince, currentHorizon, type LoggedEvent } from './log.js';
 
 export const EVENTS_CHANNEL = 'events_added';
@@ -21,6 +24,13 @@ export interface StreamOptions {
   bufferLimitBytes: number;
   /** A read of the log even without a notification (notifications lost while LISTEN reconnects). */
   fallbackPollMs: number;
+  /** How long a lease on a workspace's notifications lasts unless renewed (every third of it). */
+  leaseMs: number;
+  /**
+   * At least this long between the starts of two reads of the log: events committed meanwhile go
+   * out together, in one write a stream (a write costs a stream about the same for one event as for ten).
+   */
+  readIntervalMs: number;
 }
 
 export const defaultStreamOptions: StreamOptions = {
@@ -28,6 +38,8 @@ export const defaultStreamOptions: StreamOptions = {
   keyCheckMs: 30_000,
   bufferLimitBytes: 1024 * 1024,
   fallbackPollMs: 1_000,
+  leaseMs: 30_000,
+  readIntervalMs: 25,
 };
 
 /** An event ready to send: its place in the order and its SSE frame. */
@@ -38,10 +50,49 @@ export interface LiveEvent {
   frame: Buffer;
 }
 
+/** The event types a stream asked for, with a key naming that choice. */
+export interface TypeFilter {
+  key: string;
+  types: ReadonlySet<string>;
+}
+
+/** The filter of `types`; undefined (every event) when none are named. */
+export function typeFilter(types: readonly string[] | undefined): TypeFilter | undefined {
+  if (!types) return undefined;
+  const set = new Set(types);
+  return { key: [...set].sort().join(','), types: set };
+}
+
+/** One read's events of one workspace, in order. */
+export interface LiveBatch {
+  readonly events: readonly LiveEvent[];
+  /** The frames of the events `filter` keeps (all without one) in one buffer: built once per filter, shared by the streams. */
+  frames(filter: TypeFilter | undefined): Buffer;
+}
+
+export function liveBatch(events: readonly LiveEvent[]): LiveBatch {
+  const joined = new Map<string, Buffer>();
+  return {
+    events,
+    frames(filter) {
+      const key = filter ? filter.key : '*';
+      let frames = joined.get(key);
+      if (!frames) {
+        const kept = filter ? events.filter((event) => filter.types.has(event.type)) : events;
+        frames = kept.length === 1 ? kept[0]!.frame : Buffer.concat(kept.map((event) => event.frame));
+        joined.set(key, frames);
+      }
+      return frames;
+    },
+  };
+}
+
 export interface Subscriber {
   workspaceId: string;
   keyId: string;
-  deliver(event: LiveEvent): void;
+  deliver(batch: LiveBatch): void;
+  /** Says the stream is alive unless bytes still wait for the client. */
+  keepAlive(): void;
   /** Ends the stream with `reason` as a comment. */
   close(reason: string): void;
 }
@@ -93,6 +144,8 @@ export function createEventStreams(deps: {
   /** The newest transaction announced: while the horizon is not past it, events are held back. */
   let announced = 0n;
   let followUp: NodeJS.Timeout | undefined;
+  let lastRead = -Infinity;
+  let deferred: NodeJS.Timeout | undefined;
   let closed = false;
   let failing = false;
 
@@ -102,6 +155,15 @@ export function createEventStreams(deps: {
       return inflight.done;
     }
     if (horizon === undefined || closed) return Promise.resolve();
+    const wait = lastRead + options.readIntervalMs - performance.now();
+    if (wait > 0) {
+      deferred ??= setTimeout(() => {
+        deferred = undefined;
+        void poll();
+      }, wait);
+      return Promise.resolve();
+    }
+    lastRead = performance.now();
     const from = horizon;
     const workspaces = new Set(byWorkspace.keys());
     const done = (async () => {
@@ -110,11 +172,17 @@ export function createEventStreams(deps: {
         if (failing) logger.info('event stream reads are back');
         failing = false;
         if (horizon !== from) return;
+        const byEventWorkspace = new Map<string, LiveEvent[]>();
         for (const row of batch.events) {
-          const streams = byWorkspace.get(row.workspace_id);
+          let events = byEventWorkspace.get(row.workspace_id);
+          if (!events) byEventWorkspace.set(row.workspace_id, (events = []));
+          events.push(formatEvent(row));
+        }
+        for (const [workspaceId, events] of byEventWorkspace) {
+          const streams = byWorkspace.get(workspaceId);
           if (!streams) continue;
-          const event = formatEvent(row);
-          for (const stream of streams) stream.deliver(event);
+          const live = liveBatch(events);
+          for (const stream of streams) stream.deliver(live);
         }
         horizon = batch.upTo > from ? batch.upTo : from;
       } catch (err) {
@@ -139,6 +207,14 @@ export function createEventStreams(deps: {
     return done;
   };
 
+  /** Transactions below `xid` may have written events unannounced: look until the horizon passes them. */
+  const lookUpTo = (xid: bigint): void => {
+    if (xid - 1n > announced) announced = xid - 1n;
+    if (count > 0) void poll();
+  };
+
+  const leases = createLeases(db, logger, options.leaseMs, () => [...byWorkspace.keys()], lookUpTo);
+
   let listener: JobListener | undefined;
   try {
     listener = createJobListener({ db, databaseUrl: deps.databaseUrl, logger, channel: EVENTS_CHANNEL });
@@ -158,9 +234,16 @@ export function createEventStreams(deps: {
   }, options.fallbackPollMs);
   fallback.unref();
 
+  const everyStream = (): Subscriber[] => [...byWorkspace.values()].flatMap((set) => [...set]);
+
+  const keepAlive = setInterval(() => {
+    for (const set of byWorkspace.values()) for (const stream of set) stream.keepAlive();
+  }, options.keepAliveMs);
+  keepAlive.unref();
+
   const keyCheck = setInterval(() => {
     if (count === 0) return;
-    const all = [...byWorkspace.values()].flatMap((set) => [...set]);
+    const all = everyStream();
     activeKeyIds(db, [...new Set(all.map((s) => s.keyId))]).then(
       (active) => {
         for (const stream of all) if (!active.has(stream.keyId)) stream.close(REVOKED_REASON);
@@ -169,6 +252,9 @@ export function createEventStreams(deps: {
     );
   }, options.keyCheckMs);
   keyCheck.unref();
+
+  const renewal = setInterval(() => leases.renew(), Math.max(1, Math.floor(options.leaseMs / 3)));
+  renewal.unref();
 
   const start = async (): Promise<void> => {
     try {
@@ -191,7 +277,10 @@ export function createEventStreams(deps: {
         else break;
       }
       let set = byWorkspace.get(subscriber.workspaceId);
-      if (!set) byWorkspace.set(subscriber.workspaceId, (set = new Set()));
+      if (!set) {
+        byWorkspace.set(subscriber.workspaceId, (set = new Set()));
+        leases.take(subscriber.workspaceId);
+      }
       set.add(subscriber);
       count++;
       const joined = horizon;
@@ -210,10 +299,13 @@ export function createEventStreams(deps: {
     async close() {
       closed = true;
       clearInterval(fallback);
+      clearInterval(keepAlive);
       clearInterval(keyCheck);
+      clearInterval(renewal);
       if (followUp) clearTimeout(followUp);
-      for (const set of [...byWorkspace.values()]) for (const stream of [...set]) stream.close(SHUTDOWN_REASON);
-      await listener?.close();
+      if (deferred) clearTimeout(deferred);
+      for (const stream of everyStream()) stream.close(SHUTDOWN_REASON);
+      await Promise.all([listener?.close(), leases.release()]);
     },
   };
 }
