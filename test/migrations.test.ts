@@ -57,6 +57,7 @@ const ALL_MIGRATIONS = [
   '0018_stream_listeners',
   '0019_media',
   '0020_automations',
+  '0021_all_keys_gain_new_scopes',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -282,6 +283,45 @@ describe('migrations', () => {
         await db.destroy();
         await admin.query(`drop database if exists ${name} with (force)`);
         await admin.end();
+      }
+    });
+  });
+
+  describe('0021_all_keys_gain_new_scopes', () => {
+    it('when a database at 0020 holds a key made with all and a narrower one, then only the first gains the settings and automations scopes', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0020_automations')).error).toBeUndefined();
+        const workspace = '01900000-0000-7000-8000-000000000021';
+        const before = ['agents:read', 'agents:write', 'contacts:read', 'contacts:write', 'messages:read', 'messages:write', 'channels:write'].concat([
+          'funnel:read',
+          'funnel:write',
+          'webhooks:read',
+          'webhooks:write',
+        ]);
+        await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
+        const keys: Array<[string, string[]]> = [
+          ['01900000-0000-7000-8000-0000000000a1', before],
+          ['01900000-0000-7000-8000-0000000000a2', ['contacts:read']],
+          ['01900000-0000-7000-8000-0000000000a3', [...before, 'settings:read']],
+        ];
+        for (const [id, scopes] of keys) {
+          await sql`insert into api_keys (workspace_id, id, key_hash, prefix, plan, scopes)
+                    values (${workspace}, ${id}, ${id}, 'sk_test', 'pro', ${scopes}::text[])`.execute(db);
+        }
+
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0021_all_keys_gain_new_scopes')));
+
+        const { rows } = await sql<{ id: string; scopes: string[] }>`select id, scopes from api_keys order by id`.execute(db);
+        const added = ['settings:read', 'settings:write', 'automations:read', 'automations:write'];
+        expect(rows).toEqual([
+          { id: keys[0]![0], scopes: [...before, ...added] },
+          { id: keys[1]![0], scopes: ['contacts:read'] },
+          { id: keys[2]![0], scopes: [...before, ...added] },
+        ]);
+      } finally {
+        await db.destroy();
       }
     });
   });

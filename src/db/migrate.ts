@@ -22,6 +22,7 @@ import * as m0017 from './migrations/0017_workspace_settings.js';
 import * as m0018 from './migrations/0018_stream_listeners.js';
 import * as m0019 from './migrations/0019_media.js';
 import * as m0020 from './migrations/0020_automations.js';
+import * as m0021 from './migrations/0021_all_keys_gain_new_scopes.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -45,6 +46,7 @@ export const migrations: Record<string, Migration> = {
   '0018_stream_listeners': m0018,
   '0019_media': m0019,
   '0020_automations': m0020,
+  '0021_all_keys_gain_new_scopes': m0021,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {
