@@ -5,7 +5,6 @@
 // retry with a fresh URL, a mismatch fails at once. Erasing the person deletes their files.
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
@@ -14,38 +13,21 @@ import { createMetaChannel, postWebhook, type MetaChannel } from './helpers/chan
 import { GraphDouble, graphError, instagramAttachments, instagramDelivery, whatsappDelivery, whatsappMedia } from './helpers/graph.js';
 import { waitFor } from './helpers/processes.js';
 import { waitForNoJobs } from './helpers/queue.js';
-import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
+import { startMediaService, type MediaService } from './helpers/media.js';
+import type { TestServer } from './helpers/server.js';
 
 type Message = components['schemas']['Message'];
 
 let graph: GraphDouble;
 let server: TestServer;
-let own: OwnDatabase | undefined;
+let service: MediaService;
 let dir: string;
 
 beforeAll(async () => {
-  graph = await GraphDouble.start();
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sf-media-in-'));
-  own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({
-    databaseUrl: own?.url,
-    jobs: true,
-    config: {
-      metaGraphUrl: graph.url,
-      deliveryRetryBaseMs: 20,
-      deliveryMaxAttempts: 4,
-      metaGraphTimeoutMs: 1_500,
-      jobPollMs: 200,
-      mediaStore: { kind: 'file', dir },
-    },
-  });
+  service = await startMediaService('media-in');
+  ({ graph, server, dir } = service);
 });
-afterAll(async () => {
-  await server.close();
-  await graph.close();
-  await own?.drop();
-  await fs.rm(dir, { recursive: true, force: true });
-});
+afterAll(() => service.close());
 
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 const phone = (): string => `55119${String(Date.now() % 1e8).padStart(8, '0')}${Math.floor(Math.random() * 10)}`;

@@ -3,48 +3,27 @@
 // a message naming its media id; Instagram an upload to message_attachments then a message naming
 // the attachment_id. Meta's 24-hour window and each channel's limits are 422s, and nothing is queued.
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildContact, buildPhone, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { createMetaChannel, postWebhook } from './helpers/channels.js';
 import { GraphDouble, instagramDelivery, instagramText, whatsappDelivery, whatsappText } from './helpers/graph.js';
 import { waitForNoJobs } from './helpers/queue.js';
-import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
+import { startMediaService, type MediaService } from './helpers/media.js';
+import type { TestServer } from './helpers/server.js';
 
 type Message = components['schemas']['Message'];
 type Attachment = components['schemas']['Attachment'];
 
 let graph: GraphDouble;
 let server: TestServer;
-let own: OwnDatabase | undefined;
-let dir: string;
+let service: MediaService;
 
 beforeAll(async () => {
-  graph = await GraphDouble.start();
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sf-media-out-'));
-  own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({
-    databaseUrl: own?.url,
-    jobs: true,
-    config: {
-      metaGraphUrl: graph.url,
-      deliveryRetryBaseMs: 20,
-      deliveryMaxAttempts: 4,
-      metaGraphTimeoutMs: 1_500,
-      jobPollMs: 200,
-      mediaStore: { kind: 'file', dir },
-    },
-  });
+  service = await startMediaService('media-out');
+  ({ graph, server } = service);
 });
-afterAll(async () => {
-  await server.close();
-  await graph.close();
-  await own?.drop();
-  await fs.rm(dir, { recursive: true, force: true });
-});
+afterAll(() => service.close());
 
 async function upload(ws: TestWorkspace, bytes: Buffer, type: string, filename?: string): Promise<Attachment> {
   const answer = await request(server, 'POST', `/v1/media${filename ? `?filename=${filename}` : ''}`, {

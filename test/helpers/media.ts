@@ -1,0 +1,44 @@
+// A service that exchanges files with Meta: the Graph double, its own database (PostgreSQL when
+// DATABASE_URL is set), job workers polling fast, and a file media store in a temporary directory.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { GraphDouble } from './graph.js';
+import { databaseUrl, ownDatabase, startServer, type TestServer } from './server.js';
+
+export interface MediaService {
+  graph: GraphDouble;
+  server: TestServer;
+  /** The file store's directory. */
+  dir: string;
+  close(): Promise<void>;
+}
+
+export async function startMediaService(name: string): Promise<MediaService> {
+  const graph = await GraphDouble.start();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), `sf-${name}-`));
+  const own = databaseUrl ? await ownDatabase() : undefined;
+  const server = await startServer({
+    databaseUrl: own?.url,
+    jobs: true,
+    config: {
+      metaGraphUrl: graph.url,
+      deliveryRetryBaseMs: 20,
+      deliveryMaxAttempts: 4,
+      metaGraphTimeoutMs: 1_500,
+      jobPollMs: 200,
+      mediaStore: { kind: 'file', dir },
+    },
+  });
+  return {
+    graph,
+    server,
+    dir,
+    async close() {
+      await server.close();
+      await graph.close();
+      await own?.drop();
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
+}
