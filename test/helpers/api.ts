@@ -44,7 +44,7 @@ export interface RawResponse {
 
 /** Any request at all (bad headers, broken JSON, unknown paths); the response is checked too. */
 export async function request(
-  server: TestServer,
+  server: Pick<TestServer, 'baseUrl'>,
   method: string,
   path: string,
   options: { apiKey?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string | Buffer } = {},

@@ -36,7 +36,7 @@ export async function createMetaChannel(ws: TestWorkspace, type: 'whatsapp' | 'i
 
 /** Posts a delivery to the channel's webhook, signed with `appSecret` (or with the `signature` given). */
 export async function postWebhook(
-  server: TestServer,
+  server: Pick<TestServer, 'baseUrl'>,
   channelId: string,
   payload: unknown,
   options: { appSecret?: string; signature?: string | null; rawBody?: string | Buffer } = {},

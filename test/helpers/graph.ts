@@ -22,8 +22,11 @@ export interface GraphRequest {
   answer?: GraphAnswer;
 }
 
-/** An answer: an HTTP status and body (JSON, or `raw` bytes of a type) after an optional delay, or a dropped connection. */
-export type GraphAnswer = { status: number; body?: unknown; raw?: Buffer; contentType?: string; delayMs?: number } | { drop: true };
+/**
+ * An answer: an HTTP status and body (JSON, or `raw` bytes of a type) after an optional delay, or a dropped connection.
+ * `stallAfter`: of `raw`, only the headers (its whole Content-Length) and that many bytes are sent, then the connection is held open.
+ */
+export type GraphAnswer = { status: number; body?: unknown; raw?: Buffer; contentType?: string; delayMs?: number; stallAfter?: number } | { drop: true };
 
 /** A file the double serves as Meta does: WhatsApp's media id (GET /{media-id}, then its URL with the token) or an Instagram CDN URL. */
 export interface GraphMedia {
@@ -152,7 +155,8 @@ export class GraphDouble {
     if (res.destroyed) return;
     if (answer.raw) {
       res.writeHead(answer.status, { 'content-type': answer.contentType ?? 'application/octet-stream', 'content-length': answer.raw.length });
-      res.end(answer.raw);
+      if (answer.stallAfter !== undefined) res.write(answer.raw.subarray(0, answer.stallAfter));
+      else res.end(answer.raw);
       return;
     }
     res.writeHead(answer.status, { 'content-type': 'application/json' });
