@@ -1,4 +1,5 @@
-// Starts the service: configuration, database (migrated under an advisory lock), Redis, HTTP.
+// Starts the service: configuration, database (migrated under an advisory lock), the media spool's
+// leftovers swept, Redis, HTTP.
 // WEB_CONCURRENCY=N forks N workers on one port (node:cluster); SIGTERM/SIGINT drain and stop.
 import cluster from 'node:cluster';
 import path from 'node:path';
@@ -9,6 +10,8 @@ import { createDatabase, type Db } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { ensureDemoKey } from './demo.js';
 import { createLogger, type Logger } from './logger.js';
+import { openMediaStore } from './media/open-store.js';
+import { sweepSpool } from './media/spool.js';
 import { createRedis } from './redis.js';
 import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
@@ -62,6 +65,10 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     const applied = await migrateToLatest(direct).finally(() => (direct === db ? undefined : direct.destroy()));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   }
+  // What a killed process was spooling (an upload, a download from Meta) is not left to fill the disk.
+  const spoolDir = openMediaStore(config.mediaStore).spoolDir;
+  const swept = await sweepSpool(spoolDir);
+  if (swept > 0) logger.warn({ spoolDir, files: swept }, 'abandoned spool files removed');
   const demo = config.databaseUrl ? undefined : await ensureDemoKey(db, path.dirname(config.pgliteDir));
   const secrets = await secretBox(config, db);
   if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');

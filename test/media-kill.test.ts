@@ -2,9 +2,10 @@
 // download loses nothing. Its `media-fetch` job's lease runs out, the next process (same database,
 // same file store) takes the job, fetches the file again with a fresh URL, and stores it once: the
 // attachment `stored` with the file's SHA-256 and size, its bytes served exactly, one message, one
-// message.updated. What the dead process had spooled stays behind (nothing runs after a SIGKILL):
-// the test pins that down, see the last assertions.
-import { createHash, randomBytes } from 'node:crypto';
+// message.updated. What the dead process had spooled (nothing of it runs after a SIGKILL) is swept
+// when a process starts, once it has gone unwritten for an hour; a newer spool file may be a live
+// process's and stays.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -99,12 +100,18 @@ describe.skipIf(!databaseUrl)('a process killed mid-download (needs DATABASE_URL
         .where('queue', '=', 'media-fetch')
         .executeTakeFirstOrThrow();
       expect(leased.locked_by).toMatch(new RegExp(`:${victim.child.pid}:`));
-      const partial = await spooled();
+      const [partial, ...others] = await spooled();
+      expect(others).toEqual([]);
 
       process.kill(-victim.child.pid!, 'SIGKILL');
       await waitForExit(victim.child);
       const message = await db.selectFrom('messages').selectAll().where('workspace_id', '=', key.workspaceId).executeTakeFirstOrThrow();
       expect(message.attachments).toMatchObject([{ status: 'pending' }]);
+      // The killed process's part, aged past ABANDONED_SPOOL_MS; beside it a fresh one, as a live process's would be.
+      const hoursAgo = new Date(Date.now() - 2 * 3_600_000);
+      await fs.utimes(path.join(spoolDir, partial!.name), hoursAgo, hoursAgo);
+      const live = { name: `${randomUUID()}.part`, size: 10 };
+      await fs.writeFile(path.join(spoolDir, live.name), randomBytes(live.size));
 
       const next = new Service(await freePort(), env);
       services.push(next);
@@ -143,8 +150,9 @@ describe.skipIf(!databaseUrl)('a process killed mid-download (needs DATABASE_URL
       expect(downloads).toBe(2);
       await fs.access(path.join(dir, key.workspaceId, attachment.id));
 
-      // The dead process's partial spool file, and nothing else: the next process's download left none.
-      expect(await spooled()).toEqual(partial);
+      // The dead process's part swept at start-up, the live one kept; the next process's download left none.
+      expect(await spooled()).toEqual([live]);
+      expect(next.logs.matching(/abandoned spool files removed/).map((line) => line.files)).toEqual([1]);
     },
     START_MS * 2 + 90_000,
   );

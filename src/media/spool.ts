@@ -1,11 +1,46 @@
 // A file received as a stream (an upload's body, a download from Meta) written to the spool
 // directory while its size is counted and its SHA-256 computed: never held in memory whole. It
-// stops at the size limit; a stream that fails or ends early leaves no file behind.
+// stops at the size limit; a stream that fails or ends early leaves no file behind. A process
+// killed mid-file (SIGKILL, OOM) does leave its part: the sweep at start-up removes it.
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+
+/**
+ * How long a spool file goes unwritten before it is taken for a dead process's. A live one is written
+ * as its bytes arrive (an upload within REQUEST_TIMEOUT_MS, at most 10 minutes; a download with no
+ * pause over META_GRAPH_TIMEOUT_MS, at most 2 minutes), then stored at once (a rename, or an S3 PUT:
+ * a 100 MB file outlasts this only below 28 KB/s).
+ */
+export const ABANDONED_SPOOL_MS = 60 * 60 * 1000;
+
+/**
+ * Removes the `.part` files in `dir` last written more than `olderThanMs` ago: what killed processes
+ * left. Newer ones may be another live process's (a cluster's workers, instances on one host share
+ * the directory) and stay. Returns how many went.
+ */
+export async function sweepSpool(dir: string, olderThanMs = ABANDONED_SPOOL_MS): Promise<number> {
+  let names: string[];
+  try {
+    names = await fs.readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw err;
+  }
+  const before = Date.now() - olderThanMs;
+  let removed = 0;
+  for (const name of names) {
+    if (!name.endsWith('.part')) continue;
+    const file = path.join(dir, name);
+    const stat = await fs.stat(file).catch(() => undefined);
+    if (!stat?.isFile() || stat.mtimeMs >= before) continue;
+    await fs.rm(file, { force: true });
+    removed++;
+  }
+  return removed;
+}
 
 export interface Spooled {
   /** The spooled file, for MediaStore.putFile (or to remove). */
