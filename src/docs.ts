@@ -1,8 +1,11 @@
 // /docs: an interactive reference (Swagger UI) rendered from the contract, its assets served from
 // node_modules so the page works without internet and requests nothing off the machine. The page
 // reads /docs/openapi.json: the contract with the host serving the page as its first server (so
-// "Try it out" calls this server), and the long guide of info.description moved below the
-// operations and webhooks (so Authorize and the operations are on the first screen).
+// "Try it out" calls this server), the long guide of info.description moved below the
+// operations and webhooks (so Authorize and the operations are on the first screen), and the
+// Idempotency-Key header without its example (Swagger UI fills a parameter's example into "Try it
+// out", so every POST tried out would send that one key: a second, different upload or contact
+// from the same API key would be a 422 idempotency_key_reused; left empty, none is sent).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { Router, type Request } from 'express';
@@ -77,9 +80,13 @@ const guideAt = description.search(/^## /m);
 const intro = guideAt === -1 ? description : description.slice(0, guideAt).trimEnd();
 const guide = guideAt === -1 ? undefined : description.slice(guideAt);
 
+const components = spec.components as { parameters: Record<string, Record<string, unknown>> };
+const { example: _sharedKey, ...idempotencyKey } = components.parameters.IdempotencyKey!;
+const pageComponents = { ...components, parameters: { ...components.parameters, IdempotencyKey: idempotencyKey } };
+
 const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
-/** The contract as the page shows it: this host first, the guide apart. */
+/** The contract as the page shows it: this host first, the guide apart, no shared Idempotency-Key. */
 function pageSpec(req: Request): Record<string, unknown> {
   const host = req.get('host') ?? '';
   const here = HOST.test(host) ? `${req.protocol}://${host}/v1` : '/v1';
@@ -87,6 +94,7 @@ function pageSpec(req: Request): Record<string, unknown> {
     ...spec,
     info: { ...info, description: guide ? `${intro}\n\nThe guide follows the operations, [below](#guide).` : intro },
     servers: [{ url: here, description: 'This server (the one serving this page)' }, ...servers],
+    components: pageComponents,
     ...(guide && { 'x-guide': guide }),
   };
 }

@@ -1,16 +1,46 @@
 // GET /docs in a real browser (Debian's chromium through playwright-core): Swagger UI renders every
 // operation of the contract with Authorize and the operations on the first screen and the guide
 // below them, shows the host serving the page as its server, asks nothing of any host but this one,
-// logs no error, and its "Try it out" contact does not clash with the README's.
+// logs no error, its "Try it out" contact does not clash with the README's, and "Try it out" of
+// POST /media uploads a file chosen in the page (the binary body as a file picker) that
+// GET /media/{id} then serves byte for byte.
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import zlib from 'node:zlib';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spec } from '../src/contract.js';
+import { createWorkspace, UUID } from './helpers/api.js';
 import { hasChromium, launchChromium } from './helpers/browser.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 const SCREENSHOT = '/tmp/docs.png';
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/** A real PNG (signature, IHDR, IDAT, IEND with their CRCs) of `size` x `size` random RGB pixels. */
+function png(size: number): Buffer {
+  const chunk = (type: string, data: Buffer): Buffer => {
+    const typed = Buffer.concat([Buffer.from(type, 'ascii'), data]);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32(typed));
+    return Buffer.concat([length, typed, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(size, 0);
+  header.writeUInt32BE(size, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8 bits per sample, RGB, deflate, no filter method, no interlace
+  const rows = Array.from({ length: size }, () => Buffer.concat([Buffer.from([0]), randomBytes(size * 3)]));
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', zlib.deflateSync(Buffer.concat(rows))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
 const browserPresent = hasChromium('the /docs browser test');
 
@@ -139,6 +169,96 @@ describe.skipIf(!browserPresent)('GET /docs in a real browser (needs /usr/bin/ch
 
     expect(body.phone).toMatch(/^\+[1-9]\d{7,14}$/);
     expect(readmePhones).not.toContain(body.phone);
+    await page.close();
+  }, 180_000);
+
+  it('when a PNG is chosen in "Try it out" of POST /media after Authorize, then the page shows the 201 attachment and GET /media/{id} serves the same bytes', async () => {
+    const ws = await createWorkspace(server);
+    const image = png(48);
+    const file = { name: 'recibo.png', mimeType: 'image/png', buffer: image };
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(`page: ${error.message}`));
+    // The body the page sends is a Blob, which the browser does not hand to playwright: the size and
+    // SHA-256 the server answers, and the bytes it serves back, tell it was the file.
+    const uploads: { method: string; url: string; contentType: string | undefined; idem: string | undefined }[] = [];
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname === '/v1/media')
+        uploads.push({
+          method: request.method(),
+          url: request.url(),
+          contentType: request.headers()['content-type'],
+          idem: request.headers()['idempotency-key'],
+        });
+    });
+    await page.goto(`${server.baseUrl}/docs#/Messages/uploadMedia`, { waitUntil: 'load', timeout: 60_000 });
+    const operation = page.locator('#operations-Messages-uploadMedia');
+    await expect.poll(() => operation.locator('.try-out__btn').count(), { timeout: 60_000, interval: 250 }).toBe(1);
+
+    // Authorize: the API key in bearerAuth's field, applied, the dialog closed.
+    await page.locator('.btn.authorize').first().click();
+    const bearer = page.locator('.auth-container').filter({ has: page.locator('h4 code', { hasText: /^bearerAuth$/ }) });
+    await bearer.locator('#auth-bearer-value').fill(ws.apiKey);
+    await bearer.locator('button.modal-btn.authorize').click();
+    await bearer.locator('button.btn-done').click();
+    await expect.poll(() => operation.locator('.authorization__btn').getAttribute('aria-label')).toBe('authorization button locked');
+
+    await operation.locator('.try-out__btn').click();
+    await operation.locator('select#post_media_requests_select').selectOption('image/png');
+    await operation.locator('.opblock-section-request-body input[type=file]').setInputFiles(file);
+    await operation.locator('tr[data-param-name="filename"] input').fill('recibo.png');
+    await operation.locator('button.execute').click();
+
+    const live = operation.locator('.live-responses-table tbody .response');
+    await expect.poll(() => live.locator('.response-col_status').first().innerText(), { timeout: 30_000, interval: 250 }).toBe('201');
+    const shown = JSON.parse(await live.locator('.response-col_description pre.microlight').first().innerText()) as Record<string, unknown>;
+    expect(shown).toEqual({
+      id: expect.stringMatching(UUID),
+      type: 'image',
+      mimeType: 'image/png',
+      size: image.length,
+      sha256: sha256(image),
+      filename: 'recibo.png',
+      caption: null,
+      status: 'stored',
+    });
+    // What the page sent: one request, with the type chosen and the file's name.
+    expect(uploads).toHaveLength(1);
+    expect(uploads[0]!.method).toBe('POST');
+    expect(new URL(uploads[0]!.url).searchParams.get('filename')).toBe('recibo.png');
+    expect(uploads[0]!.contentType).toBe('image/png');
+    // The Idempotency-Key field starts empty (its example left out of the page's copy): none is sent.
+    expect(uploads[0]!.idem).toBeUndefined();
+
+    const download = await fetch(`${server.baseUrl}/v1/media/${shown.id as string}`, { headers: { authorization: `Bearer ${ws.apiKey}` } });
+    expect(download.status).toBe(200);
+    expect(download.headers.get('content-type')).toBe('image/png');
+    expect(download.headers.get('etag')).toBe(`"${sha256(image)}"`);
+    expect(Buffer.from(await download.arrayBuffer()).equals(image)).toBe(true);
+
+    // Another file from the same page is another upload (no key shared with the first: no 422).
+    const second = png(16);
+    await operation.locator('.opblock-section-request-body input[type=file]').setInputFiles({ ...file, buffer: second });
+    await operation.locator('button.execute').click();
+    await expect.poll(() => uploads.length, { timeout: 30_000, interval: 250 }).toBe(2);
+    await expect
+      .poll(
+        async () =>
+          JSON.parse(
+            (await live
+              .locator('.response-col_description pre.microlight')
+              .first()
+              .innerText()
+              .catch(() => '')) || '{}',
+          ).sha256,
+        {
+          timeout: 30_000,
+          interval: 250,
+        },
+      )
+      .toBe(sha256(second));
+    await expect(live.locator('.response-col_status').first().innerText()).resolves.toBe('201');
+    expect(errors).toEqual([]);
     await page.close();
   }, 180_000);
 });

@@ -210,6 +210,14 @@ describe('service endpoints', () => {
     expect(response.body.info.description).not.toContain('## ');
     expect(contract.info.description).toContain(response.body['x-guide']);
     expect(response.body['x-guide']).toMatch(/^## Authentication and scopes/);
+    // "Try it out" starts with an empty Idempotency-Key (an example there would be sent by every POST).
+    const { example, ...idempotencyKey } = contract.components.parameters.IdempotencyKey;
+    expect(example).toBeDefined();
+    expect(response.body.components.parameters.IdempotencyKey).toEqual(idempotencyKey);
+    expect({ ...response.body.components, parameters: { ...response.body.components.parameters, IdempotencyKey: undefined } }).toEqual({
+      ...contract.components,
+      parameters: { ...contract.components.parameters, IdempotencyKey: undefined },
+    });
   });
 
   it('when /docs is asked for, then the reference page and its assets come from this server', async () => {
