@@ -198,8 +198,8 @@ describe("the mock's front (npm run mock)", () => {
       const text = nested(shape, depth, '"\\ud800"');
       const headers = { 'content-type': 'application/json' };
 
-      const refused = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, rawBody: text, headers });
-      const next = await request({ baseUrl } as TestServer, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, body: { phone: buildPhone() } });
+      const refused = await request({ baseUrl }, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, rawBody: text, headers });
+      const next = await request({ baseUrl }, 'POST', '/v1/contacts', { apiKey: `sfk_${'Mock0key1'.repeat(5)}`, body: { phone: buildPhone() } });
 
       expect({ status: refused.status, body: refused.body }).toEqual(refusalOf(text));
       expect(next.status).toBe(400);

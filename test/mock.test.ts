@@ -223,7 +223,7 @@ describe('npm run mock', () => {
     ['a key without the sfk_ prefix', `Bearer ${'a'.repeat(40)}`],
     ['a key too short', 'Bearer sfk_abc123'],
   ])('when the key is %s, then it answers 401 unauthorized', async (_label, authorization) => {
-    const response = await request({ baseUrl: mockOrigin } as TestServer, 'GET', '/v1/agents', { headers: { authorization } });
+    const response = await request({ baseUrl: mockOrigin }, 'GET', '/v1/agents', { headers: { authorization } });
 
     expect(response.status).toBe(401);
     expect(response.body.error.code).toBe('unauthorized');
@@ -289,7 +289,7 @@ describe('npm run mock refuses what the service refuses, alike', () => {
     path: string,
     options: { body?: unknown; rawBody?: string; headers?: Record<string, string> },
   ): Promise<[RawResponse, RawResponse]> {
-    const mock = await request({ baseUrl: mockOrigin } as TestServer, method, path, { apiKey: KEY, ...options });
+    const mock = await request({ baseUrl: mockOrigin }, method, path, { apiKey: KEY, ...options });
     const real = await request(server, method, path, { apiKey: serverKey, ...options });
     return [mock, real];
   }
