@@ -83,6 +83,9 @@ while (
 front = createMockFront({ prismUrl, logger }).listen(port, host, () => {
   process.stderr.write(`\n  Support Funnel API mock on http://${host}:${port}/v1 (any well-formed sfk_ key; examples of openapi.yaml)\n\n`);
 });
+// As the service (KEEP_ALIVE_TIMEOUT_MS): an idle kept-alive connection stays open 65 s, so a client
+// reusing it after a pause never races Node's default 5 s close (seen as "other side closed").
+front.keepAliveTimeout = 65_000;
 front.on('error', (err) => {
   process.stderr.write(`the mock cannot listen on ${host}:${port}: ${err.message}\n`);
   process.exitCode = 1;
