@@ -93,6 +93,14 @@ export async function serveFile(store: MediaStore, row: MediaRow & { storage_key
     res.end();
     return;
   }
-  // A store that fails midway leaves a response cut short (its Content-Length says so to the client).
-  await pipeline(body, res).catch((err: unknown) => req.log.warn({ err, mediaId: row.id }, 'media download cut short'));
+  // A store that fails midway leaves a response cut short (its Content-Length says so to the client):
+  // a warning. A client that goes away first is no fault of ours, even one that read every byte and
+  // closed before the store's stream said it had ended (the end comes one read later): debug.
+  let storeFailed = false;
+  body.once('error', () => (storeFailed = true));
+  await pipeline(body, res).catch((err: unknown) =>
+    storeFailed
+      ? req.log.warn({ err, mediaId: row.id }, 'media download cut short')
+      : req.log.debug({ err, mediaId: row.id }, 'the client left a media download'),
+  );
 }
