@@ -322,6 +322,34 @@ export interface paths {
         patch: operations["updateAutomation"];
         trace?: never;
     };
+    "/automations/{id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an automation's runs
+         * @description The automation's runs of the last 30 days, newest first (by `createdAt`, then `id`): one per
+         *     event (or silence, for `thread.idle`) whose conditions matched, with what each action did,
+         *     and one `skipped` with `reason: loop_prevented` per event the loop guard kept it from.
+         *     Events whose conditions did not match leave no run. 404 for an automation the workspace does
+         *     not have (also one deleted: its runs go with it).
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["listAutomationRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/automations/{id}/test": {
         parameters: {
             query?: never;
@@ -710,6 +738,32 @@ export interface paths {
          *     Needs the `messages:write` scope.
          */
         post: operations["registerNps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/automation-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the automation runs on a thread
+         * @description The runs of every automation on this thread in the last 30 days, newest first (by
+         *     `createdAt`, then `id`): what acted on the thread and why. 404 for a thread the workspace
+         *     does not have.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["listThreadAutomationRuns"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1223,6 +1277,29 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "automation.run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * automation.run
+         * @description An automation ran (its conditions matched an event or a silence) or the loop guard skipped
+         *     it; the object is the run with what each action did. For integrators that audit their rules.
+         *     Sent to each enabled endpoint subscribed to `automation.run` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onAutomationRunEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1725,10 +1802,10 @@ export interface components {
         ThreadHistoryField: "status" | "stageId" | "agentId" | "labels";
         HistoryActor: {
             /** @enum {string} */
-            type: "api_key" | "agent" | "system";
+            type: "api_key" | "agent" | "automation" | "system";
             /**
              * Format: uuid
-             * @description The API key's id (`keyId` of provisioning) or the agent's id; null for `system`.
+             * @description The API key's id (`keyId` of provisioning), the agent's or the automation's id; null for `system`.
              */
             id: string | null;
         };
@@ -1919,8 +1996,10 @@ export interface components {
          *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
          *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
          *     AI reply, or `system` for an inbound message; `message.updated` is always `system`;
-         *     `nps.answered` is the key of `POST /threads/{id}/nps`. A thread's history names the same
-         *     actor as the change's event.
+         *     `nps.answered` is the key of `POST /threads/{id}/nps`; `automation.run` is the automation.
+         *     Any change an automation's actions make (a contact's labels or attributes, a thread's
+         *     status, stage, agent or labels, a message it sends) carries `automation` and its id. A
+         *     thread's history names the same actor as the change's event.
          * @example {
          *       "type": "api_key",
          *       "id": "01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"
@@ -1959,9 +2038,9 @@ export interface components {
          * @description The kind of change an event records.
          * @enum {string}
          */
-        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered";
+        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run";
         /** @description A change the API exposed, as `GET /events` and webhooks carry it; `type` tells which object `data.object` is. */
-        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"];
+        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"] | components["schemas"]["AutomationRunEvent"];
         /** @description A contact was created (`POST /contacts`, or a customer who wrote for the first time). */
         ContactCreatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
@@ -2046,12 +2125,24 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
+        /** @description An automation ran (its conditions matched an event or a silence) or the loop guard skipped it; the object is the run, as `GET /automations/{id}/runs` lists it. */
+        AutomationRunEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "automation.run";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["AutomationRun"];
+                actor: components["schemas"]["EventActor"];
+            };
+        };
         EventList: {
             data: components["schemas"]["Event"][];
             pagination: components["schemas"]["Pagination"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
@@ -2390,6 +2481,68 @@ export interface components {
                 /** @description What it would do to this thread now, in words. */
                 wouldDo: string;
             }[];
+        };
+        /**
+         * @description One automation's run for one event (or one silence, for `thread.idle`): recorded when its
+         *     conditions matched, or when the loop guard skipped it. `status` is `failed` only when an
+         *     action failed; a skipped action (a message outside the 24-hour window with no fallback
+         *     template) leaves it `succeeded`.
+         * @example {
+         *       "id": "01936b30-4c5d-7e6f-8a9b-0c1d2e3f4a5b",
+         *       "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+         *       "eventId": "01936b2f-3b4c-7d5e-9f6a-7b8c9d0e1f2a",
+         *       "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+         *       "status": "succeeded",
+         *       "reason": null,
+         *       "actions": [
+         *         {
+         *           "type": "move_stage",
+         *           "status": "succeeded",
+         *           "reason": null
+         *         }
+         *       ],
+         *       "createdAt": "2026-11-25T14:03:11.208Z"
+         *     }
+         */
+        AutomationRun: {
+            id: components["schemas"]["Uuid"];
+            automationId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description The event that triggered it (`message.created` for `message.received` and `message.sent`); null for `thread.idle`.
+             */
+            eventId: string | null;
+            /**
+             * Format: uuid
+             * @description The thread it acted on; null for `contact.created`.
+             */
+            threadId: string | null;
+            /** @enum {string} */
+            status: "succeeded" | "skipped" | "failed";
+            /**
+             * @description Why it was `skipped` (`loop_prevented`: the event was caused by a chain of automations
+             *     three deep, or by this automation itself) or `failed` (the first failed action's
+             *     reason); null when it succeeded.
+             */
+            reason: string | null;
+            /** @description Each action in order, with what it did (none for a skipped run). */
+            actions: components["schemas"]["AutomationRunAction"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        AutomationRunAction: {
+            /** @description The action's `type`. */
+            type: string;
+            /** @enum {string} */
+            status: "succeeded" | "skipped" | "failed";
+            /**
+             * @description Why it was skipped (`outside_messaging_window`) or failed (an error code and its
+             *     message, e.g. `invalid_reference: the stage no longer exists`); null when it succeeded.
+             */
+            reason: string | null;
+        };
+        AutomationRunList: {
+            data: components["schemas"]["AutomationRun"][];
+            pagination: components["schemas"]["Pagination"];
         };
         AutomationConditionResult: {
             /** @enum {string} */
@@ -4313,6 +4466,99 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listAutomationRuns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of runs, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936b30-4c5d-7e6f-8a9b-0c1d2e3f4a5b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *           "eventId": "01936b2f-3b4c-7d5e-9f6a-7b8c9d0e1f2a",
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "move_stage",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             },
+                     *             {
+                     *               "type": "add_labels",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T14:03:11.208Z"
+                     *         },
+                     *         {
+                     *           "id": "01936b31-5d6e-7f80-9a1b-2c3d4e5f6a7b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *           "eventId": null,
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "send_message",
+                     *               "status": "skipped",
+                     *               "reason": "outside_messaging_window"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T13:00:02.511Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 2,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationRunList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     testAutomation: {
         parameters: {
             query?: never;
@@ -5750,6 +5996,99 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listThreadAutomationRuns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of runs, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936b30-4c5d-7e6f-8a9b-0c1d2e3f4a5b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *           "eventId": "01936b2f-3b4c-7d5e-9f6a-7b8c9d0e1f2a",
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "move_stage",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             },
+                     *             {
+                     *               "type": "add_labels",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T14:03:11.208Z"
+                     *         },
+                     *         {
+                     *           "id": "01936b31-5d6e-7f80-9a1b-2c3d4e5f6a7b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *           "eventId": null,
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "send_message",
+                     *               "status": "skipped",
+                     *               "reason": "outside_messaging_window"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T13:00:02.511Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 2,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationRunList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listThreadHistory: {
         parameters: {
             query?: {
@@ -7050,6 +7389,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["NpsAnsweredEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onAutomationRunEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AutomationRunEvent"];
             };
         };
         responses: {

@@ -14,3 +14,19 @@ export const apiKeyActor = (keyId: string): Actor => ({ type: 'api_key', id: key
 
 /** An AI agent making a change (its reply, its handoff). */
 export const agentActor = (agentId: string): Actor => ({ type: 'agent', id: agentId });
+
+/**
+ * An automation's actions. `chain` is the automations whose runs led here, this one last: it
+ * travels with the actor to the events the actions record (not into them), and from there to the
+ * runs those events trigger, for the loop guard (automations/engine.ts).
+ */
+export interface AutomationActor extends Actor {
+  type: 'automation';
+  id: string;
+  chain: readonly string[];
+}
+
+export const automationActor = (id: string, causedBy: readonly string[]): AutomationActor => ({ type: 'automation', id, chain: [...causedBy, id] });
+
+/** The automations that caused a change by `actor`, first to last; empty when no automation did. */
+export const causationOf = (actor: Actor): readonly string[] => ('chain' in actor && Array.isArray(actor.chain) ? (actor.chain as string[]) : []);

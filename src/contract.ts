@@ -14,7 +14,8 @@ export type WebhookEventOperationId =
   | 'onThreadUpdatedEvent'
   | 'onMessageCreatedEvent'
   | 'onMessageUpdatedEvent'
-  | 'onNpsAnsweredEvent';
+  | 'onNpsAnsweredEvent'
+  | 'onAutomationRunEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 

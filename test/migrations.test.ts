@@ -16,6 +16,7 @@ const instant = (text: string): bigint => parseInstant(text)!;
 const TABLES = [
   'agents',
   'api_keys',
+  'automation_runs',
   'automations',
   'channels',
   'contacts',
@@ -58,6 +59,7 @@ const ALL_MIGRATIONS = [
   '0019_media',
   '0020_automations',
   '0021_all_keys_gain_new_scopes',
+  '0022_automation_runs',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

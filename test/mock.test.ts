@@ -113,6 +113,8 @@ const calls: Record<OperationId, Call> = {
   updateAutomation: (api) => api.PATCH('/automations/{id}', { params: { path: { id: AUTOMATION_ID } }, body: { enabled: false } }),
   deleteAutomation: (api) => api.DELETE('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
   testAutomation: (api) => api.POST('/automations/{id}/test', { params: { path: { id: AUTOMATION_ID } }, body: { threadId: THREAD_ID } }),
+  listAutomationRuns: (api) => api.GET('/automations/{id}/runs', { params: { path: { id: AUTOMATION_ID }, query: { page: 1, limit: 20 } } }),
+  listThreadAutomationRuns: (api) => api.GET('/threads/{id}/automation-runs', { params: { path: { id: THREAD_ID }, query: { page: 1, limit: 20 } } }),
 };
 
 /** The operation's documented success status (its one 2xx response; a 206 answers only a Range). */

@@ -1,10 +1,12 @@
-// The context a dry run evaluates an automation's conditions in, loaded from a thread as it is now:
-// the one loader of it. `message.*` sees the thread's latest inbound message, `nps.score` the
-// thread's NPS answer, `time.businessHours` the workspace's own hours in its time zone.
+// The context an automation's conditions are evaluated in: the one loader of it, for runs and the
+// dry run alike. A thread as it is now (its channel's type, its contact's labels and attributes,
+// its NPS answer), the workspace's own business hours in its time zone, and the message: a run's
+// is its triggering message (message triggers only), the dry run's the thread's latest inbound one.
 import type { Db } from '../db/database.js';
 import { readThreadContext } from '../db/automations.js';
+import { readContactContext } from '../db/automation-runs.js';
 import { isBusinessHours } from '../business-hours.js';
-import { loadSettings } from '../services/settings.js';
+import { loadSettings, type Settings } from '../services/settings.js';
 import type { AttributeValue, ConditionContext } from './conditions.js';
 
 const labelsOf = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
@@ -18,16 +20,39 @@ function attributesOf(value: unknown): Record<string, AttributeValue> {
   );
 }
 
+/** The message conditions see: the thread's latest inbound one, a given one, or none (a trigger without a message). */
+export type MessageSeen = 'latest-inbound' | { content: string | null } | undefined;
+
 /** The thread's context, or undefined when the workspace has no such thread. */
-export async function loadThreadContext(db: Db, workspaceId: string, threadId: string, now: Date): Promise<ConditionContext | undefined> {
-  const [row, settings] = await Promise.all([readThreadContext(db, workspaceId, threadId), loadSettings(db, workspaceId)]);
+export async function threadContext(
+  db: Db,
+  workspaceId: string,
+  threadId: string,
+  settings: Settings,
+  now: Date,
+  message: MessageSeen,
+): Promise<ConditionContext | undefined> {
+  const row = await readThreadContext(db, workspaceId, threadId);
   if (!row) return undefined;
+  const seen = message === 'latest-inbound' ? (row.has_message ? { content: row.message_content } : undefined) : message;
   return {
     thread: { status: row.status, stageId: row.stage_id, agentId: row.agent_id, channelId: row.channel_id, labels: labelsOf(row.thread_labels) },
     channel: { type: row.channel_type },
     contact: { labels: labelsOf(row.contact_labels), attributes: attributesOf(row.contact_attributes) },
-    ...(row.has_message && { message: { content: row.message_content } }),
+    ...(seen && { message: seen }),
     nps: { score: row.nps_score },
     businessHours: isBusinessHours(settings, now),
   };
+}
+
+/** A contact's context (contact.created has no thread), or undefined when the contact is gone. */
+export async function contactContext(db: Db, workspaceId: string, contactId: string, settings: Settings, now: Date): Promise<ConditionContext | undefined> {
+  const row = await readContactContext(db, workspaceId, contactId);
+  if (!row) return undefined;
+  return { contact: { labels: labelsOf(row.labels), attributes: attributesOf(row.attributes) }, businessHours: isBusinessHours(settings, now) };
+}
+
+/** The dry run's context: the thread now, its latest inbound message. */
+export async function loadThreadContext(db: Db, workspaceId: string, threadId: string, now: Date): Promise<ConditionContext | undefined> {
+  return threadContext(db, workspaceId, threadId, await loadSettings(db, workspaceId), now, 'latest-inbound');
 }

@@ -269,6 +269,22 @@ export interface MediaTable {
 
 export type MessageStatus = 'queued' | 'sent' | 'delivered' | 'read' | 'failed';
 
+/** One automation's run for one event or silence (migration 0022). */
+export interface AutomationRunTable {
+  workspace_id: string;
+  id: string;
+  automation_id: string;
+  /** The event's id, or `idle:<message id>`: unique per automation. */
+  trigger_key: string;
+  event_id: string | null;
+  thread_id: string | null;
+  status: 'succeeded' | 'skipped' | 'failed';
+  reason: string | null;
+  /** jsonb; written as JSON text. */
+  actions: ColumnType<components['schemas']['AutomationRunAction'][], string, string>;
+  created_at: CreatedAt;
+}
+
 /** Unfinished background work (src/jobs); a row is deleted when its job finishes. */
 export interface JobTable {
   workspace_id: string;
@@ -406,6 +422,7 @@ export interface Database {
   workspace_settings: WorkspaceSettingsTable;
   stream_tokens: StreamTokenTable;
   automations: AutomationTable;
+  automation_runs: AutomationRunTable;
   stream_listeners: StreamListenerTable;
 }
 
@@ -422,6 +439,7 @@ export type MessageRow = Selectable<MessageTable>;
 export type MediaRow = Selectable<MediaTable>;
 export type StageRow = Selectable<StageTable>;
 export type AutomationRow = Selectable<AutomationTable>;
+export type AutomationRunRow = Selectable<AutomationRunTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;
 export type NewMessage = Insertable<MessageTable>;

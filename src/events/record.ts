@@ -2,7 +2,9 @@
 // together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
 // a committed change always has its event and its webhooks, and a rolled-back one has neither.
 // Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
-// The event's actor is stored in columns of its own beside `data` (migration 0013).
+// The event's actor is stored in columns of its own beside `data` (migration 0013). An event that
+// is an automation's trigger queues its run (or its idle timers) in the same statement
+// (automations/triggers.ts).
 import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
@@ -11,6 +13,7 @@ import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import type { EventRow } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
+import { triggerQueries } from '../automations/triggers.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -37,11 +40,12 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
  */
 export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, actor: Actor, now: Date = new Date()): Promise<string> {
   const id = uuidv7();
+  const automations = triggerQueries(workspaceId, type, id, actor, now);
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now)}
-    select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(trx);
+    ), ${recording(workspaceId, id, type, actor, now)}${automations.with}
+    select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}${automations.notify}`.execute(trx);
   return id;
 }
 
@@ -61,9 +65,10 @@ export async function recordChangeEvent(
   now: Date = new Date(),
 ): Promise<boolean> {
   const id = uuidv7();
+  const automations = triggerQueries(workspaceId, type, id, actor, now);
   const result = await sql<{ recorded: boolean }>`
-    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}
-    select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}`.execute(db);
+    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}${automations.with}
+    select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}${automations.notify}`.execute(db);
   return result.rows[0]?.recorded ?? false;
 }
 

@@ -41,6 +41,24 @@ export interface MediaDeletePayload {
   keys: string[];
 }
 
+/** An event for the automations whose trigger it is (automations/engine.ts). */
+export interface AutomationEventPayload {
+  eventId: string;
+  /** The trigger it is: its type, or `message.received` / `message.sent` for a message.created. */
+  trigger: string;
+  threadId: string | null;
+  contactId: string | null;
+  /** The automations whose actions caused the event, first to last (the loop guard's chain); empty for any other cause. */
+  chain: string[];
+}
+
+/** A thread.idle timer (automations/engine.ts): due when `messageId`, the thread's last message, has been `minutes` old. */
+export interface AutomationIdlePayload {
+  automationId: string;
+  threadId: string;
+  messageId: string;
+}
+
 /** An AI agent's reply. */
 export interface ReplyPayload {
   threadId: string;
@@ -68,6 +86,10 @@ export interface JobPayloads {
   'media-fetch': MediaFetchPayload;
   /** An erased person's stored files deleted from the media store (media/erase.ts). */
   'media-delete': MediaDeletePayload;
+  /** The automations triggered by an event (automations/engine.ts). */
+  'automation-event': AutomationEventPayload;
+  /** A thread.idle timer falling due (automations/engine.ts). */
+  'automation-idle': AutomationIdlePayload;
   /** The next run of a recurring schedule (jobs/recurring.ts). */
   recurring: RecurringPayload;
 }
@@ -87,6 +109,8 @@ export const SCHEDULES = {
   'purge-events': { everyMs: 3_600_000 },
   /** Idempotency-Key results past their 24 hours (idempotency.ts). */
   'purge-idempotency-keys': { everyMs: 3_600_000 },
+  /** Automations' runs older than 30 days (automations/runs.ts). */
+  'purge-automation-runs': { everyMs: 3_600_000 },
 } as const satisfies Record<string, { everyMs: number }>;
 
 export type ScheduleName = keyof typeof SCHEDULES;

@@ -106,13 +106,35 @@ export type PayloadColumns<P> = { [F in keyof P]: RawBuilder<unknown> };
  */
 export function enqueueEachQuery<K extends JobKind>(
   kind: K,
-  job: { workspaceId: string; from: RawBuilder<unknown>; id: RawBuilder<unknown>; payload: PayloadColumns<JobPayloads[K]>; runAt: Date; createdAt: Date },
+  job: {
+    workspaceId: string;
+    from: RawBuilder<unknown>;
+    id: RawBuilder<unknown>;
+    payload: PayloadColumns<JobPayloads[K]>;
+    /** An instant, or an SQL expression over `from` (a timer's due time). */
+    runAt: Date | RawBuilder<unknown>;
+    createdAt: Date | RawBuilder<unknown>;
+    /** An SQL expression over `from` (text); none by default. */
+    orderingKey?: RawBuilder<unknown>;
+  },
 ): RawBuilder<unknown> {
   const fields = Object.entries(job.payload as Record<string, RawBuilder<unknown>>).map(([name, value]) => sql`${sql.lit(name)}, ${value}`);
-  return sql`insert into jobs (workspace_id, id, queue, payload, run_at, created_at)
-      select ${job.workspaceId}::uuid, ${job.id}, ${kind}, jsonb_build_object(${sql.join(fields)}),
+  return sql`insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
+      select ${job.workspaceId}::uuid, ${job.id}, ${kind}, ${job.orderingKey ?? null}::text, jsonb_build_object(${sql.join(fields)}),
              ${job.runAt}::timestamptz, ${job.createdAt}::timestamptz
         from ${job.from}
+      returning 1`;
+}
+
+/**
+ * Statement builder: the DELETE of `kind`'s waiting jobs (nobody runs them now) whose ordering key
+ * is `orderingKey` (an SQL expression of the caller's statement), to embed as a WITH query: jobs
+ * that a change makes pointless (a timer whose silence ended) go with that change. A running one
+ * stays; its handler must see for itself that its reason is gone.
+ */
+export function cancelWaitingQuery(kind: JobKind, workspaceId: string, orderingKey: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`delete from jobs
+       where jobs.queue = ${kind} and jobs.ordering_key = ${orderingKey}::text and jobs.workspace_id = ${workspaceId}::uuid and ${waiting}
       returning 1`;
 }
 

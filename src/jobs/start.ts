@@ -1,6 +1,6 @@
 // Starts this process's job workers, one per kind of the registry (kinds.ts): message delivery,
 // sandbox receipts, statuses that came early, webhook deliveries, inbound files fetched and erased
-// files deleted, AI agents' replies when an
+// files deleted, automations (events' and idle timers'), AI agents' replies when an
 // AI_BASE_URL is configured, and the recurring schedules (the purges), on one listener; and
 // registers their stop with the process's background work.
 import type { Config } from '../config.js';
@@ -15,6 +15,8 @@ import { aiReplyHandler } from '../ai/replies.js';
 import { earlyStatusHandler } from '../channels/statuses.js';
 import { purgeEvents } from '../events/purge.js';
 import { purgeExpiredKeys } from '../idempotency.js';
+import { automationEventHandler, automationIdleHandler } from '../automations/engine.js';
+import { purgeAutomationRuns } from '../automations/purge.js';
 import type { JobKind, ScheduleName } from './kinds.js';
 import { recurringHandler } from './recurring.js';
 import { startWorker, type QueueHandler, type Worker } from './worker.js';
@@ -114,11 +116,13 @@ export function startJobs(options: {
       handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),
       concurrency: 2,
     },
+    'automation-event': { handler: automationEventHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 8 },
+    'automation-idle': { handler: automationIdleHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 8 },
     recurring: {
       handler: recurringHandler({
         db,
         logger,
-        tasks: { 'purge-events': purgeEvents, 'purge-idempotency-keys': purgeExpiredKeys },
+        tasks: { 'purge-events': purgeEvents, 'purge-idempotency-keys': purgeExpiredKeys, 'purge-automation-runs': purgeAutomationRuns },
         everyMs: options.scheduleEveryMs,
       }),
       concurrency: 2,

@@ -7,18 +7,40 @@ import { loadThreadContext } from '../automations/context.js';
 import { wouldDo } from '../automations/dry-run.js';
 import { assertReferences, assertSound, MAX_AUTOMATIONS, referencesOf, type Definition } from '../automations/validate.js';
 import * as automations from '../db/automations.js';
+import { listAutomationRuns, listThreadRuns } from '../db/automation-runs.js';
+import { threadExists } from '../db/threads.js';
 import { ApiError, invalidReference, notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
 
 const positionOutOfRange = (max: number): ApiError =>
   new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body/position', message: `must be from 1 to ${max}` }]);
 
-type Operations = 'listAutomations' | 'createAutomation' | 'getAutomation' | 'updateAutomation' | 'deleteAutomation' | 'testAutomation';
+type Operations =
+  | 'listAutomations'
+  | 'createAutomation'
+  | 'getAutomation'
+  | 'updateAutomation'
+  | 'deleteAutomation'
+  | 'testAutomation'
+  | 'listAutomationRuns'
+  | 'listThreadAutomationRuns';
 
 export const automationHandlers: Pick<Handlers, Operations> = {
   async listAutomations({ db, auth, query }) {
     const { page, limit } = paging(query);
     return { status: 200, body: await automations.listAutomations(db, auth.workspaceId, page, limit) };
+  },
+
+  async listAutomationRuns({ db, auth, params, query }) {
+    const { page, limit } = paging(query);
+    if (!(await automations.findAutomation(db, auth.workspaceId, params.id))) throw notFound('Automation');
+    return { status: 200, body: await listAutomationRuns(db, auth.workspaceId, params.id, page, limit) };
+  },
+
+  async listThreadAutomationRuns({ db, auth, params, query }) {
+    const { page, limit } = paging(query);
+    if (!(await threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
+    return { status: 200, body: await listThreadRuns(db, auth.workspaceId, params.id, page, limit) };
   },
 
   async createAutomation({ db, auth, body }) {

@@ -378,7 +378,7 @@ interface HistoryEntry {
   field: 'status' | 'stageId' | 'agentId' | 'labels';
   from: string | string[] | null;
   to: string | string[] | null;
-  actor: { type: 'api_key' | 'agent' | 'system'; id: string | null };
+  actor: { type: 'api_key' | 'agent' | 'automation' | 'system'; id: string | null };
   reason: string | null;
   createdAt: string | null;
 }

@@ -1,0 +1,140 @@
+// An automation's actions applied to a thread (or a contact), in the run's transaction, each by the
+// service that owns its change, with the automation as the actor. Each action is tried on its own
+// (a savepoint): one that fails (a stage deleted since the automation was written, a thread that
+// cannot reopen) is rolled back alone and reported, and the next ones still run.
+import { sql } from 'kysely';
+import type { components } from '../../generated/api.js';
+import type { AutomationActor } from '../actor.js';
+import type { AutomationRunAction } from '../db/automation-runs.js';
+import { lockContact } from '../db/contacts.js';
+import type { Db } from '../db/database.js';
+import { readThreadForChange } from '../db/threads.js';
+import { ApiError } from '../errors.js';
+import { updateContact } from '../services/contacts.js';
+import { normalizeLabels } from '../services/labels.js';
+import { sendMessage } from '../services/messages.js';
+import { assignRoundRobin } from '../services/round-robin.js';
+import { changeThread, type ThreadChange } from '../services/threads.js';
+
+type Action = components['schemas']['AutomationAction'];
+type Template = components['schemas']['MessageTemplate'];
+
+/** What a run acts on: its thread (absent for contact.created) and the thread's or event's contact. */
+export interface RunTarget {
+  threadId: string | null;
+  contactId: string;
+  channelId: string | null;
+}
+
+/** Why an action did nothing on purpose; the run still succeeds. */
+class Skipped extends Error {}
+
+const sameLabel = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
+
+/** A failed action's reason: the error code and message the API would have answered, or the database's. */
+function failure(err: unknown): string {
+  if (err instanceof ApiError) return `${err.code}: ${err.message}`;
+  const code = (err as { code?: string }).code;
+  if (code === '23503') return 'invalid_reference: a stage or agent it names no longer exists';
+  if (code === '23505') return 'conflict: the contact has another open thread on this channel';
+  return `internal_error: ${(err as Error).message ?? String(err)}`;
+}
+
+async function changeTheThread(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, change: ThreadChange): Promise<void> {
+  if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
+  const row = await changeThread(trx, workspaceId, target.threadId, change, { actor, reason: null });
+  if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
+}
+
+async function changeLabels(
+  trx: Db,
+  workspaceId: string,
+  target: RunTarget,
+  actor: AutomationActor,
+  action: Extract<Action, { type: 'add_labels' | 'remove_labels' }>,
+) {
+  const edit = (current: readonly string[]): string[] =>
+    action.type === 'add_labels'
+      ? normalizeLabels([...current, ...action.labels])
+      : current.filter((label) => !action.labels.some((gone) => sameLabel(gone, label.trim())));
+  if (action.target === 'contact') {
+    const contact = await lockContact(trx, workspaceId, target.contactId);
+    if (!contact) throw new ApiError(404, 'not_found', 'The contact no longer exists.');
+    await updateContact(trx, workspaceId, target.contactId, { labels: edit(contact.labels) }, actor);
+    return;
+  }
+  if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
+  const read = await readThreadForChange(trx, workspaceId, target.threadId, { lock: true });
+  if (!read) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
+  await changeTheThread(trx, workspaceId, target, actor, { labels: edit(read.row.labels) });
+}
+
+async function send(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, content: { content: string } | { template: Template }) {
+  if (!target.channelId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread to send on.');
+  await sendMessage(trx, workspaceId, { contactId: target.contactId, channelId: target.channelId, ...content }, actor);
+}
+
+async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: Action): Promise<void> {
+  switch (action.type) {
+    case 'assign_agent':
+      return changeTheThread(trx, workspaceId, target, actor, { agentId: action.agentId });
+    case 'unassign':
+      return changeTheThread(trx, workspaceId, target, actor, { agentId: null });
+    case 'move_stage':
+      return changeTheThread(trx, workspaceId, target, actor, { stageId: action.stageId });
+    case 'set_status':
+      return changeTheThread(trx, workspaceId, target, actor, { status: action.status });
+    case 'assign_round_robin':
+      if (!target.threadId || !(await assignRoundRobin(trx, workspaceId, target.threadId, actor, null))) {
+        throw new ApiError(404, 'not_found', 'The thread no longer exists.');
+      }
+      return;
+    case 'add_labels':
+    case 'remove_labels':
+      return changeLabels(trx, workspaceId, target, actor, action);
+    case 'set_attribute':
+      if (!(await updateContact(trx, workspaceId, target.contactId, { attributes: { [action.key]: action.value } }, actor))) {
+        throw new ApiError(404, 'not_found', 'The contact no longer exists.');
+      }
+      return;
+    case 'send_message':
+      try {
+        return await send(trx, workspaceId, target, actor, { content: action.content });
+      } catch (err) {
+        if (!(err instanceof ApiError && err.code === 'outside_messaging_window')) throw err;
+        if (!action.fallbackTemplate) throw new Skipped('outside_messaging_window');
+        return send(trx, workspaceId, target, actor, { template: action.fallbackTemplate });
+      }
+    case 'send_template':
+      return send(trx, workspaceId, target, actor, {
+        template: { name: action.name, language: action.language, ...(action.parameters && { parameters: action.parameters }) },
+      });
+    case 'stop':
+      return;
+  }
+}
+
+/** Applies `actions` in order in the run's transaction `trx`; what each did. */
+export async function applyActions(
+  trx: Db,
+  workspaceId: string,
+  target: RunTarget,
+  actor: AutomationActor,
+  actions: readonly Action[],
+): Promise<AutomationRunAction[]> {
+  const done: AutomationRunAction[] = [];
+  for (const action of actions) {
+    await sql`savepoint automation_action`.execute(trx);
+    try {
+      await apply(trx, workspaceId, target, actor, action);
+      await sql`release savepoint automation_action`.execute(trx);
+      done.push({ type: action.type, status: 'succeeded', reason: null });
+    } catch (err) {
+      await sql`rollback to savepoint automation_action`.execute(trx);
+      done.push(
+        err instanceof Skipped ? { type: action.type, status: 'skipped', reason: err.message } : { type: action.type, status: 'failed', reason: failure(err) },
+      );
+    }
+  }
+  return done;
+}

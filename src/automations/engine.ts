@@ -1,0 +1,189 @@
+// Running automations: the queue handlers of `automation-event` (the automations an event
+// triggers, in position order) and `automation-idle` (a thread.idle timer falling due). Each job
+// runs in ONE transaction that holds the thread's row, records each run (unique per automation and
+// event or silence), applies its actions and deletes the job (finishJob): a run's effects commit
+// once or not at all, whatever instance runs it, restarts or dies (the job's lease hands it to
+// another instance, whose transaction starts from nothing; a claim that was lost meanwhile fails
+// finishJob and rolls back).
+// The loop guard: an event carries the chain of automations that caused it; an automation already
+// in it, or one at a chain MAX_CAUSATION_DEPTH long, records a `skipped: loop_prevented` run.
+import type { AutomationRun } from '../db/automation-runs.js';
+import { automationActor } from '../actor.js';
+import { enabledAutomations, lockThreadForRun } from '../db/automation-runs.js';
+import { findAutomation } from '../db/automations.js';
+import { transact, type Db } from '../db/database.js';
+import type { AutomationRow } from '../db/schema.js';
+import { getEvent } from '../events/record.js';
+import { finishJob, type HeldJob, type Job } from '../jobs/queue.js';
+import type { QueueHandler } from '../jobs/worker.js';
+import type { Logger } from '../logger.js';
+import { runRecorded, startRun } from '../services/automation-runs.js';
+import { loadSettings, type Settings } from '../services/settings.js';
+import { applyActions, type RunTarget } from './actions.js';
+import type { ConditionContext } from './conditions.js';
+import { evaluateConditions } from './conditions.js';
+import { contactContext, threadContext, type MessageSeen } from './context.js';
+
+/** Events caused by a chain this long (automation after automation) trigger no more automations. */
+export const MAX_CAUSATION_DEPTH = 3;
+
+export const LOOP_PREVENTED = 'loop_prevented';
+
+/** The job's claim was taken by another instance while it ran: its transaction must not commit. */
+class ClaimLost extends Error {}
+
+/** An automation's run for one trigger: what it acts on and the key that makes it happen once. */
+interface Trigger {
+  key: string;
+  eventId: string | null;
+  target: RunTarget;
+  chain: readonly string[];
+  context: (settings: Settings, now: Date) => Promise<ConditionContext | undefined>;
+}
+
+/**
+ * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
+ * the loop guard or with its actions applied. True when it ran a `stop`.
+ */
+async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, trigger: Trigger, settings: Settings): Promise<boolean> {
+  const now = new Date();
+  const context = await trigger.context(settings, now);
+  if (!context || !evaluateConditions(automation.conditions, context).matched) return false;
+  const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id);
+  const run = await startRun(
+    trx,
+    workspaceId,
+    {
+      automationId: automation.id,
+      triggerKey: trigger.key,
+      eventId: trigger.eventId,
+      threadId: trigger.target.threadId,
+      status: looping ? 'skipped' : 'succeeded',
+      reason: looping ? LOOP_PREVENTED : null,
+      actions: [],
+    },
+    now,
+  );
+  // Already run for this trigger: an earlier attempt committed it (and then ended the job, so only a rival holder gets here).
+  if (!run) throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
+  if (looping) {
+    await runRecorded(trx, workspaceId, run, now);
+    return false;
+  }
+  const actions = await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain), automation.actions);
+  const failed = actions.find((action) => action.status === 'failed');
+  const outcome: AutomationRun = { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
+  await runRecorded(trx, workspaceId, outcome, new Date());
+  return automation.actions.some((action) => action.type === 'stop');
+}
+
+/** Ends the job in the run's transaction; a lost claim rolls everything back. */
+async function finish(trx: Db, job: HeldJob): Promise<void> {
+  if (!(await finishJob(trx, job))) throw new ClaimLost(`job ${job.id} was taken by another instance`);
+}
+
+/** The automations an event triggers, in position order, until one runs `stop`. */
+export async function runEventAutomations(db: Db, job: Job<'automation-event'>): Promise<void> {
+  const { workspace_id: workspaceId, payload } = job;
+  await transact(db, async (trx) => {
+    const thread = payload.threadId ? await lockThreadForRun(trx, workspaceId, payload.threadId) : undefined;
+    const contactId = thread?.contact_id ?? payload.contactId;
+    const automations = await enabledAutomations(trx, workspaceId, payload.trigger);
+    if (automations.length > 0 && contactId && (thread || !payload.threadId)) {
+      const event = await getEvent(trx, workspaceId, payload.eventId);
+      const object = event?.data.object as { content?: string | null } | undefined;
+      const message: MessageSeen = payload.trigger.startsWith('message.') ? { content: object?.content ?? null } : undefined;
+      const trigger: Trigger = {
+        key: payload.eventId,
+        eventId: payload.eventId,
+        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
+        chain: payload.chain,
+        context: (settings, now) =>
+          thread ? threadContext(trx, workspaceId, thread.id, settings, now, message) : contactContext(trx, workspaceId, contactId, settings, now),
+      };
+      const settings = await loadSettings(trx, workspaceId);
+      for (const automation of automations) {
+        if (await runOne(trx, workspaceId, automation, trigger, settings)) break;
+      }
+    }
+    await finish(trx, job);
+  });
+}
+
+/**
+ * A thread.idle timer: runs its automation when the silence it was set for still holds (the
+ * thread open, its last message still the one that began it, on the side the automation waits
+ * on, and old enough); otherwise it ends doing nothing. A timer whose automation now waits longer
+ * answers the time it falls due instead.
+ */
+export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Promise<Date | undefined> {
+  const { workspace_id: workspaceId, payload } = job;
+  return transact(db, async (trx) => {
+    const thread = await lockThreadForRun(trx, workspaceId, payload.threadId);
+    const automation = await findAutomation(trx, workspaceId, payload.automationId);
+    const trigger = automation?.trigger;
+    const holds =
+      thread?.status === 'open' &&
+      thread.last_message_id === payload.messageId &&
+      automation?.enabled === true &&
+      trigger?.event === 'thread.idle' &&
+      trigger.waitingOn === (thread.last_message_direction === 'inbound' ? 'agent' : 'customer');
+    if (holds && thread.last_message_at) {
+      const due = new Date(thread.last_message_at.getTime() + trigger.minutes * 60_000);
+      if (due.getTime() > Date.now()) return due;
+      const settings = await loadSettings(trx, workspaceId);
+      await runOne(
+        trx,
+        workspaceId,
+        automation,
+        {
+          key: `idle:${payload.messageId}`,
+          eventId: null,
+          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
+          chain: [],
+          context: (s, now) => threadContext(trx, workspaceId, thread.id, s, now, undefined),
+        },
+        settings,
+      );
+    }
+    await finish(trx, job);
+    return undefined;
+  });
+}
+
+/** Retries of a run that threw (the database away, a deadlock): a few, then it is given up and logged. */
+const RUN_ATTEMPTS = 5;
+
+export function automationEventHandler(options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-event'> {
+  const { db, logger } = options;
+  return {
+    queue: 'automation-event',
+    maxAttempts: RUN_ATTEMPTS,
+    retryBaseMs: options.retryBaseMs,
+    async run(job) {
+      await runEventAutomations(db, job);
+      return { kind: 'finished' };
+    },
+    async giveUp(job, lastError) {
+      logger.error({ jobId: job.id, eventId: job.payload.eventId, error: lastError }, 'automations for an event given up');
+      await finishJob(db, job);
+    },
+  };
+}
+
+export function automationIdleHandler(options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-idle'> {
+  const { db, logger } = options;
+  return {
+    queue: 'automation-idle',
+    maxAttempts: RUN_ATTEMPTS,
+    retryBaseMs: options.retryBaseMs,
+    async run(job) {
+      const later = await runIdleAutomation(db, job);
+      return later ? { kind: 'later', runAt: later } : { kind: 'finished' };
+    },
+    async giveUp(job, lastError) {
+      logger.error({ jobId: job.id, automationId: job.payload.automationId, threadId: job.payload.threadId, error: lastError }, 'a thread.idle timer given up');
+      await finishJob(db, job);
+    },
+  };
+}

@@ -1,0 +1,118 @@
+// Where automations hook into the event log: statement builders that events/record.ts embeds in the
+// statement recording an event, so what the event starts commits with it, in the change's
+// transaction, and costs no round trip of its own.
+// - An event that is a trigger (message.created is `message.received` or `message.sent` by its
+//   direction) queues one `automation-event` job when the workspace has an enabled automation
+//   with that trigger, on the ordering key of its thread (or contact), so one thread's events run
+//   their automations one after another, in order. The job carries the loop guard's chain.
+// - thread.idle timers are `automation-idle` jobs due when a silence has lasted its minutes, keyed
+//   `idle:<thread id>` (due time as their place in the key's order, so the earliest fires first):
+//   a message.created cancels the thread's waiting timers and schedules one per enabled idle
+//   automation waiting on the side that must answer now; a thread.updated that closes the thread
+//   cancels them. No scan of threads ever looks for silences.
+import { sql, type RawBuilder } from 'kysely';
+import { causationOf, type Actor } from '../actor.js';
+import type { EventType } from '../events/record.js';
+import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
+
+/** A UUIDv7 made by PostgreSQL, for rows a statement fans out. */
+const UUID_V7 = sql.raw(
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
+);
+
+/** The WITH queries and the wake-ups an event of `type` adds to its recording statement; none for types that start nothing. */
+export interface TriggerQueries {
+  /** WITH queries (comma-separated, leading comma included) over `event_source s` and `event`. */
+  with: RawBuilder<unknown>;
+  /** Select-list items (leading comma included) that NOTIFY the queues that got jobs. */
+  notify: RawBuilder<unknown>;
+}
+
+const NONE: TriggerQueries = { with: sql``, notify: sql`` };
+
+/** The trigger an event is, as an SQL expression over `s` (its object); null when it is none. */
+function triggerOf(type: EventType): RawBuilder<unknown> | null {
+  switch (type) {
+    case 'contact.created':
+    case 'thread.created':
+    case 'thread.updated':
+    case 'nps.answered':
+      return sql`${type}::text`;
+    case 'message.created':
+      return sql`case s.data->>'direction' when 'inbound' then 'message.received' else 'message.sent' end`;
+    default:
+      return null;
+  }
+}
+
+/** The thread an event's object belongs to (SQL over `s`). */
+function threadOf(type: EventType): RawBuilder<unknown> {
+  if (type === 'contact.created') return sql`null::uuid`;
+  if (type === 'message.created') return sql`(s.data->>'threadId')::uuid`;
+  return sql`(s.data->>'id')::uuid`;
+}
+
+export function triggerQueries(workspaceId: string, type: EventType, eventId: string, actor: Actor, now: Date): TriggerQueries {
+  const trigger = triggerOf(type);
+  if (!trigger) return NONE;
+  const contact = type === 'contact.created' ? sql`(s.data->>'id')::uuid` : sql`(s.data->>'contactId')::uuid`;
+  const chain = JSON.stringify(causationOf(actor));
+  const parts = [
+    sql`automation_source as materialized (
+      select ${trigger} as trigger, ${threadOf(type)} as thread_id, ${contact} as contact_id
+        from event_source s
+       where exists (select 1 from event)
+    ), automation_targets as materialized (
+      select t.trigger, t.thread_id, t.contact_id, ${UUID_V7} as job_id
+        from automation_source t
+       where exists (select 1 from automations a
+                      where a.workspace_id = ${workspaceId}::uuid and a.enabled and a.trigger->>'event' = t.trigger)
+    ), automation_jobs as (
+      ${enqueueEachQuery('automation-event', {
+        workspaceId,
+        from: sql`automation_targets t`,
+        id: sql`t.job_id`,
+        orderingKey: sql`'automations:' || coalesce(t.thread_id, t.contact_id)::text`,
+        payload: {
+          eventId: sql`${eventId}::uuid`,
+          trigger: sql`t.trigger`,
+          threadId: sql`t.thread_id`,
+          contactId: sql`t.contact_id`,
+          chain: sql`${chain}::jsonb`,
+        },
+        runAt: now,
+        createdAt: now,
+      })}
+    )`,
+  ];
+  const notify = [sql`, ${notifyAddedQuery('automation-event', 'automation_jobs')}`];
+  if (type === 'message.created') {
+    // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).
+    parts.push(sql`idle_cancelled as (
+      ${cancelWaitingQuery('automation-idle', workspaceId, sql`'idle:' || (select thread_id from automation_source)::text`)}
+    ), idle_targets as materialized (
+      select a.id as automation_id, t.thread_id, (s.data->>'id')::uuid as message_id,
+             (s.data->>'createdAt')::timestamptz + (a.trigger->>'minutes')::int * interval '1 minute' as due_at, ${UUID_V7} as job_id
+        from automation_source t, event_source s, automations a
+       where a.workspace_id = ${workspaceId}::uuid and a.enabled and a.trigger->>'event' = 'thread.idle'
+         and a.trigger->>'waitingOn' = case s.data->>'direction' when 'inbound' then 'agent' else 'customer' end
+    ), idle_scheduled as (
+      ${enqueueEachQuery('automation-idle', {
+        workspaceId,
+        from: sql`idle_targets t`,
+        id: sql`t.job_id`,
+        orderingKey: sql`'idle:' || t.thread_id::text`,
+        payload: { automationId: sql`t.automation_id`, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
+        runAt: sql`t.due_at`,
+        createdAt: sql`t.due_at`,
+      })}
+    )`);
+    notify.push(sql`, ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`);
+  }
+  if (type === 'thread.updated') {
+    parts.push(sql`idle_cancelled as (
+      ${cancelWaitingQuery('automation-idle', workspaceId, sql`(select 'idle:' || s.id::text from (select (data->>'id')::uuid as id, data->>'status' as status from event_source) s where s.status = 'closed')`)}
+    )`);
+  }
+  return { with: sql`, ${sql.join(parts, sql`, `)}`, notify: sql.join(notify, sql``) };
+}

@@ -1,0 +1,484 @@
+// Automations running by themselves, through the job queue as the service runs them, read back
+// through the API: the README's refund example end to end (the change, its history and events by
+// the automation, the run in both logs, automation.run), conditions that do not hold leaving no
+// run, position order and `stop`, actions that fail or are skipped, the loop guard, thread.idle
+// timers scheduled, cancelled and fired, and exactly one application when two holders of the same
+// job race or a claim is lost.
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { components } from '../generated/api.js';
+import { runEventAutomations } from '../src/automations/engine.js';
+import { claimJobs, type Job } from '../src/jobs/queue.js';
+import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
+import { createMetaChannel } from './helpers/channels.js';
+import { GraphDouble } from './helpers/graph.js';
+import { waitFor } from './helpers/processes.js';
+import { jobsLeft } from './helpers/queue.js';
+import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
+
+type Schemas = components['schemas'];
+type Automation = Schemas['Automation'];
+type Run = Schemas['AutomationRun'];
+
+let server: TestServer;
+let graph: GraphDouble;
+let own: OwnDatabase | undefined;
+
+beforeAll(async () => {
+  graph = await GraphDouble.start();
+  // Its workers take every job of their database: one of their own (PGlite: each server has its own).
+  own = databaseUrl ? await ownDatabase() : undefined;
+  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { metaGraphUrl: graph.url, jobPollMs: 200, deliveryRetryBaseMs: 20 } });
+});
+afterAll(async () => {
+  await server?.close();
+  await graph?.close();
+  await own?.drop();
+});
+
+async function create(ws: TestWorkspace, body: Schemas['AutomationCreate']): Promise<Automation> {
+  const { data, response, error } = await ws.api.POST('/automations', { body });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!;
+}
+
+async function stageId(ws: TestWorkspace, name: string): Promise<string> {
+  const { data } = await ws.api.GET('/stages');
+  return data!.data.find((s) => s.name === name)!.id;
+}
+
+/** A customer's message on the workspace's sandbox channel; its thread's id. */
+async function inbound(ws: TestWorkspace, content: string, from = '+5511987654321'): Promise<{ threadId: string; messageId: string }> {
+  const { data, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: ws.channels[0]!.id } }, body: { from, content } });
+  expect(response.status).toBe(201);
+  return { threadId: data!.threadId, messageId: data!.id };
+}
+
+async function runsOf(ws: TestWorkspace, automationId: string): Promise<Run[]> {
+  const { data, response } = await ws.api.GET('/automations/{id}/runs', { params: { path: { id: automationId }, query: { limit: 100 } } });
+  expect(response.status).toBe(200);
+  return data!.data;
+}
+
+async function threadRuns(ws: TestWorkspace, threadId: string): Promise<Run[]> {
+  const { data, response } = await ws.api.GET('/threads/{id}/automation-runs', { params: { path: { id: threadId }, query: { limit: 100 } } });
+  expect(response.status).toBe(200);
+  return data!.data;
+}
+
+async function thread(ws: TestWorkspace, id: string): Promise<Schemas['Thread']> {
+  const { data } = await ws.api.GET('/threads/{id}', { params: { path: { id } } });
+  return data!;
+}
+
+async function events(ws: TestWorkspace, type: Schemas['EventType']): Promise<Schemas['Event'][]> {
+  const { data } = await ws.api.GET('/events', { params: { query: { type, limit: 100 } } });
+  return data!.data;
+}
+
+/** Waits until the workspace's automation jobs are all done (their effects committed with them). */
+const settled = (ws: TestWorkspace): Promise<void> =>
+  waitFor('the automations to run', async () => (await jobsLeft(server.db, ws.workspaceId, 'automation-event')) === 0, 10_000);
+
+const refunds = (stage: string): Schemas['AutomationCreate'] => ({
+  name: 'Pedidos de reembolso',
+  trigger: { event: 'message.received' },
+  conditions: {
+    any: [
+      { field: 'message.content', operator: 'contains', value: 'reembolso' },
+      { field: 'message.content', operator: 'contains', value: 'estorno' },
+    ],
+  },
+  actions: [
+    { type: 'move_stage', stageId: stage },
+    { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
+  ],
+});
+
+describe('automations on events', () => {
+  it('when the customer writes about a refund, then the thread moves and is labelled by the automation, with its history, events and run', async () => {
+    const ws = await createWorkspace(server);
+    const emAtendimento = await stageId(ws, 'Em atendimento');
+    const automation = await create(ws, refunds(emAtendimento));
+
+    const { threadId, messageId } = await inbound(ws, 'Oi, NÃO recebi o pedido. Quero o REEMBOLSO, por favor');
+    await settled(ws);
+
+    const after = await thread(ws, threadId);
+    expect(after).toMatchObject({ stageId: emAtendimento, labels: ['reembolso'] });
+    const { data: history } = await ws.api.GET('/threads/{id}/history', { params: { path: { id: threadId }, query: { limit: 100 } } });
+    const byAutomation = history!.data.filter((e) => e.actor.type === 'automation');
+    expect(byAutomation.map((e) => [e.field, e.to, e.actor.id])).toEqual([
+      ['stageId', emAtendimento, automation.id],
+      ['labels', ['reembolso'], automation.id],
+    ]);
+    const updates = (await events(ws, 'thread.updated')).filter((e) => (e.data.object as Schemas['Thread']).id === threadId);
+    expect(updates.map((e) => e.data.actor)).toEqual([
+      { type: 'automation', id: automation.id },
+      { type: 'automation', id: automation.id },
+    ]);
+
+    const created = (await events(ws, 'message.created')).find((e) => (e.data.object as Schemas['Message']).id === messageId)!;
+    const runs = await runsOf(ws, automation.id);
+    expect(runs).toEqual([
+      {
+        id: expect.stringMatching(UUID),
+        automationId: automation.id,
+        eventId: created.id,
+        threadId,
+        status: 'succeeded',
+        reason: null,
+        actions: [
+          { type: 'move_stage', status: 'succeeded', reason: null },
+          { type: 'add_labels', status: 'succeeded', reason: null },
+        ],
+        createdAt: expect.any(String),
+      },
+    ]);
+    expect(await threadRuns(ws, threadId)).toEqual(runs);
+    const audited = await events(ws, 'automation.run');
+    expect(audited.map((e) => [e.data.object, e.data.actor])).toEqual([[runs[0], { type: 'automation', id: automation.id }]]);
+  });
+
+  it('when the conditions do not hold, then nothing changes and no run is recorded', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, refunds(await stageId(ws, 'Em atendimento')));
+
+    const { threadId } = await inbound(ws, 'Bom dia! Qual o prazo de entrega?');
+    await settled(ws);
+
+    expect((await thread(ws, threadId)).labels).toEqual([]);
+    expect(await runsOf(ws, automation.id)).toEqual([]);
+    expect(await events(ws, 'automation.run')).toEqual([]);
+  });
+
+  it('when several match, then they run in position order and a stop ends the event there; disabled ones never run', async () => {
+    const ws = await createWorkspace(server);
+    const label = (name: string, labels: string[], extra: Schemas['AutomationAction'][] = []): Schemas['AutomationCreate'] => ({
+      name,
+      trigger: { event: 'message.received' },
+      actions: [{ type: 'add_labels', target: 'thread', labels }, ...extra],
+    });
+    const second = await create(ws, label('segunda', ['b'], [{ type: 'stop' }, { type: 'add_labels', target: 'contact', labels: ['depois do stop'] }]));
+    const first = await create(ws, { ...label('primeira', ['a']), position: 1 });
+    await create(ws, { ...label('desligada', ['x']), enabled: false, position: 1 });
+    const third = await create(ws, label('terceira', ['c']));
+
+    const { threadId } = await inbound(ws, 'Oi');
+    await settled(ws);
+
+    expect((await thread(ws, threadId)).labels).toEqual(['a', 'b']);
+    expect((await runsOf(ws, first.id)).map((r) => r.status)).toEqual(['succeeded']);
+    expect((await runsOf(ws, second.id))[0]!.actions.map((a) => [a.type, a.status])).toEqual([
+      ['add_labels', 'succeeded'],
+      ['stop', 'succeeded'],
+      ['add_labels', 'succeeded'],
+    ]);
+    expect(await runsOf(ws, third.id)).toEqual([]);
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: (await thread(ws, threadId)).contactId } } });
+    expect(contact!.labels).toEqual(['depois do stop']);
+  });
+
+  it('when an action fails, then it alone is undone, the next ones run and the run is failed with its reason', async () => {
+    const ws = await createWorkspace(server);
+    const { data: gone } = await ws.api.POST('/stages', { body: { name: 'Temporária' } });
+    const automation = await create(ws, {
+      name: 'Etapa apagada',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'move_stage', stageId: gone!.id },
+        { type: 'set_attribute', key: 'origem', value: 'whatsapp' },
+      ],
+    });
+    expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
+
+    const { threadId } = await inbound(ws, 'Oi');
+    await settled(ws);
+
+    const [run] = await runsOf(ws, automation.id);
+    expect(run).toMatchObject({ status: 'failed', reason: expect.stringMatching(/^invalid_reference: /) });
+    expect(run!.actions.map((a) => [a.type, a.status])).toEqual([
+      ['move_stage', 'failed'],
+      ['set_attribute', 'succeeded'],
+    ]);
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: (await thread(ws, threadId)).contactId } } });
+    expect(contact!.attributes).toEqual({ origem: 'whatsapp' });
+  });
+
+  it('when a message goes to a contact outside the 24-hour window, then it is skipped without a fallback and the template goes with one', async () => {
+    const ws = await createWorkspace(server);
+    const whatsapp = await createMetaChannel(ws, 'whatsapp');
+    const { data: contact } = await ws.api.POST('/contacts', { body: buildContact() });
+    const { data: opened } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: whatsapp.channel.id } });
+    const skip = await create(ws, {
+      name: 'Boas-vindas',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.labels', operator: 'contains', value: 'boas-vindas' }] },
+      actions: [{ type: 'send_message', content: 'Olá! Como podemos ajudar?' }],
+    });
+    const fallback = await create(ws, {
+      name: 'Boas-vindas com modelo',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.labels', operator: 'contains', value: 'boas-vindas' }] },
+      actions: [{ type: 'send_message', content: 'Olá!', fallbackTemplate: { name: 'boas_vindas', language: 'pt_BR' } }],
+    });
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened!.id } }, body: { labels: ['boas-vindas'] } });
+    await settled(ws);
+
+    expect((await runsOf(ws, skip.id))[0]).toMatchObject({
+      status: 'succeeded',
+      actions: [{ type: 'send_message', status: 'skipped', reason: 'outside_messaging_window' }],
+    });
+    expect((await runsOf(ws, fallback.id))[0]).toMatchObject({ status: 'succeeded', actions: [{ type: 'send_message', status: 'succeeded', reason: null }] });
+    const { data: messages } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: opened!.id } } });
+    expect(messages!.data.map((m) => [m.direction, m.template?.name ?? null])).toEqual([['outbound', 'boas_vindas']]);
+    const sent = (await events(ws, 'message.created')).map((e) => e.data.actor);
+    expect(sent).toEqual([{ type: 'automation', id: fallback.id }]);
+  });
+
+  it('when an automation triggers itself, then the loop guard records loop_prevented and it stops', async () => {
+    const ws = await createWorkspace(server);
+    const selfish = await create(ws, {
+      name: 'Rótulo a cada mudança',
+      trigger: { event: 'thread.updated' },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['mexido'] }, { type: 'assign_round_robin' }],
+    });
+    await ws.api.POST('/agents', { body: buildHuman({ availability: 'online' }) });
+    const { threadId } = await inbound(ws, 'Oi');
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { stageId: await stageId(ws, 'Em atendimento') } });
+    await settled(ws);
+
+    const runs = await runsOf(ws, selfish.id);
+    // The PATCH's event ran it; each of its own two changes' events found it in their chain.
+    expect(runs.map((r) => [r.status, r.reason]).sort()).toEqual([
+      ['skipped', 'loop_prevented'],
+      ['skipped', 'loop_prevented'],
+      ['succeeded', null],
+    ]);
+    expect((await thread(ws, threadId)).labels).toEqual(['mexido']);
+  });
+
+  it('when automations chain, then each may trigger the next up to a causation depth of 3', async () => {
+    const ws = await createWorkspace(server);
+    const step = (name: string, has: string | null, adds: string): Schemas['AutomationCreate'] => ({
+      name,
+      trigger: { event: 'thread.updated' },
+      conditions: {
+        all: [
+          ...(has ? [{ field: 'thread.labels', operator: 'contains' as const, value: has }] : [{ field: 'thread.labels', operator: 'is_not_set' as const }]),
+          { field: 'thread.labels', operator: 'not_contains', value: adds },
+        ],
+      },
+      actions: [{ type: 'add_labels', target: 'thread', labels: [adds] }],
+    });
+    // Each placed first: an event's automations see the changes of those before them in position order,
+    // so in this order each step waits for the event its predecessor's change records.
+    const a = await create(ws, { ...step('A', null, 'a'), position: 1 });
+    const b = await create(ws, { ...step('B', 'a', 'b'), position: 1 });
+    const c = await create(ws, { ...step('C', 'b', 'c'), position: 1 });
+    const d = await create(ws, { ...step('D', 'c', 'd'), position: 1 });
+    const { threadId } = await inbound(ws, 'Oi');
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'open', stageId: await stageId(ws, 'Em atendimento') } });
+    await settled(ws);
+
+    expect((await thread(ws, threadId)).labels).toEqual(['a', 'b', 'c']);
+    expect((await runsOf(ws, a.id)).map((r) => r.status)).toEqual(['succeeded']);
+    expect((await runsOf(ws, b.id)).map((r) => r.status)).toEqual(['succeeded']);
+    expect((await runsOf(ws, c.id)).map((r) => r.status)).toEqual(['succeeded']);
+    expect((await runsOf(ws, d.id)).map((r) => [r.status, r.reason])).toEqual([['skipped', 'loop_prevented']]);
+  });
+
+  it('when a contact is created, then its automation labels the contact', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, {
+      name: 'Novo contato',
+      trigger: { event: 'contact.created' },
+      actions: [{ type: 'add_labels', target: 'contact', labels: ['novo'] }],
+    });
+    const { data: contact } = await ws.api.POST('/contacts', { body: buildContact() });
+    await settled(ws);
+
+    const { data } = await ws.api.GET('/contacts/{id}', { params: { path: { id: contact!.id } } });
+    expect(data!.labels).toEqual(['novo']);
+    expect(await runsOf(ws, automation.id)).toMatchObject([{ threadId: null, status: 'succeeded' }]);
+  });
+
+  it('when the runs are asked of an automation or thread the workspace does not have, then 404', async () => {
+    const ws = await createWorkspace(server);
+    const other = await createWorkspace(server);
+    const automation = await create(other, refunds(await stageId(other, 'Em atendimento')));
+    const { threadId } = await inbound(other, 'Oi');
+
+    expect((await ws.api.GET('/automations/{id}/runs', { params: { path: { id: automation.id } } })).response.status).toBe(404);
+    expect((await ws.api.GET('/threads/{id}/automation-runs', { params: { path: { id: threadId } } })).response.status).toBe(404);
+  });
+});
+
+describe('thread.idle', () => {
+  /** The workspace's waiting idle timers: [automation, thread, message, due]. */
+  async function timers(ws: TestWorkspace): Promise<Array<{ automationId: string; threadId: string; messageId: string; due: number }>> {
+    const rows = await server.db
+      .selectFrom('jobs')
+      .select(['payload', 'run_at'])
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('queue', '=', 'automation-idle')
+      .execute();
+    return rows.map((r) => ({ ...(r.payload as { automationId: string; threadId: string; messageId: string }), due: r.run_at.getTime() }));
+  }
+
+  /** As if `ms` had passed: the thread's messages and the workspace's timers moved that much into the past. */
+  async function travel(ws: TestWorkspace, threadId: string, ms: number): Promise<void> {
+    await sql`update messages set created_at = created_at - ${ms} * interval '1 millisecond'
+               where workspace_id = ${ws.workspaceId} and thread_id = ${threadId}`.execute(server.db);
+    await server.db
+      .updateTable('jobs')
+      .set((eb) => ({ run_at: eb('run_at', '-', sql<Date>`${ms} * interval '1 millisecond'`) }))
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('queue', '=', 'automation-idle')
+      .execute();
+    await sql`select pg_notify('sf_jobs', 'automation-idle')`.execute(server.db);
+  }
+
+  const closeWhenSilent: Schemas['AutomationCreate'] = {
+    name: 'Encerrar sem resposta',
+    trigger: { event: 'thread.idle', minutes: 1, waitingOn: 'customer' },
+    actions: [{ type: 'set_status', status: 'closed' }],
+  };
+
+  it('when we answered and the customer stays silent for its minutes, then the timer fires once, by the automation', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, closeWhenSilent);
+    const { threadId } = await inbound(ws, 'Oi', '+5511911110001');
+    expect(await timers(ws)).toEqual([]);
+    const opened = await thread(ws, threadId);
+    const { data: answer } = await ws.api.POST('/messages', {
+      body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá! Em que podemos ajudar?' },
+    });
+
+    expect(await timers(ws)).toEqual([{ automationId: automation.id, threadId, messageId: answer!.id, due: Date.parse(answer!.createdAt) + 60_000 }]);
+    await travel(ws, threadId, 61_000);
+    await waitFor('the thread to be closed', async () => (await thread(ws, threadId)).status === 'closed', 5_000);
+
+    const runs = await runsOf(ws, automation.id);
+    expect(runs).toMatchObject([{ eventId: null, threadId, status: 'succeeded', actions: [{ type: 'set_status', status: 'succeeded' }] }]);
+    const { data: history } = await ws.api.GET('/threads/{id}/history', { params: { path: { id: threadId } } });
+    expect(history!.data.at(-1)).toMatchObject({ field: 'status', to: 'closed', actor: { type: 'automation', id: automation.id } });
+    expect(await timers(ws)).toEqual([]);
+  });
+
+  it('when the customer answers, then the timer waiting on them is cancelled and one waiting on us starts; closing cancels that one', async () => {
+    const ws = await createWorkspace(server);
+    await create(ws, closeWhenSilent);
+    const nudge = await create(ws, {
+      name: 'Avisar a equipe',
+      trigger: { event: 'thread.idle', minutes: 30, waitingOn: 'agent' },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['esperando'] }],
+    });
+    const { threadId } = await inbound(ws, 'Oi', '+5511911110002');
+    const opened = await thread(ws, threadId);
+    await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+    expect((await timers(ws)).map((t) => t.automationId)).not.toContain(nudge.id);
+
+    const { messageId } = await inbound(ws, 'Quero saber do meu pedido', '+5511911110002');
+    expect((await timers(ws)).map((t) => [t.automationId, t.messageId])).toEqual([[nudge.id, messageId]]);
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'closed' } });
+    expect(await timers(ws)).toEqual([]);
+  });
+
+  it('when the silence ended while its timer was held, then the timer does nothing', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, closeWhenSilent);
+    const { threadId } = await inbound(ws, 'Oi', '+5511911110003');
+    const opened = await thread(ws, threadId);
+    await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+    // The timer's job taken out of the queue's hands, as a running one would be, then the customer answers.
+    const [timer] = await timers(ws);
+    await server.db
+      .updateTable('jobs')
+      .set({ locked_by: 'elsewhere', locked_until: new Date(Date.now() + 60_000) })
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('queue', '=', 'automation-idle')
+      .execute();
+    await inbound(ws, 'Ainda estou aqui', '+5511911110003');
+    await server.db
+      .updateTable('jobs')
+      .set({ locked_by: null, locked_until: null })
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('queue', '=', 'automation-idle')
+      .where(sql<boolean>`payload->>'messageId' = ${timer!.messageId}`)
+      .execute();
+    await travel(ws, threadId, 61_000);
+
+    await waitFor('the stale timer to end', async () => (await timers(ws)).length === 0, 5_000);
+    expect((await thread(ws, threadId)).status).toBe('open');
+    expect(await runsOf(ws, automation.id)).toEqual([]);
+  });
+});
+
+describe('exactly once', () => {
+  let quiet: TestServer;
+  let quietDb: OwnDatabase | undefined;
+  beforeAll(async () => {
+    // No workers: the test holds the jobs itself.
+    quietDb = databaseUrl ? await ownDatabase() : undefined;
+    quiet = await startServer({ databaseUrl: quietDb?.url });
+  });
+  afterAll(async () => {
+    await quiet?.close();
+    await quietDb?.drop();
+  });
+
+  it('when a lease runs out and a second holder takes the job while the first still runs it, then only one applies its actions', async () => {
+    const ws = await createWorkspace(quiet);
+    const automation = await create(ws, {
+      name: 'Rótulo',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'add_labels', target: 'contact', labels: ['uma vez'] },
+        { type: 'set_attribute', key: 'vezes', value: 1 },
+      ],
+    });
+    const { threadId } = await inbound(ws, 'Oi', '+5511900000001');
+    const first = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'first', limit: 1, leaseMs: 1 });
+    expect(first.jobs).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const second = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'second', limit: 1, leaseMs: 60_000 });
+    expect(second.jobs.map((j) => j.id)).toEqual(first.jobs.map((j) => j.id));
+
+    const outcomes = await Promise.allSettled([
+      runEventAutomations(quiet.db, first.jobs[0] as Job<'automation-event'>),
+      runEventAutomations(quiet.db, second.jobs[0] as Job<'automation-event'>),
+    ]);
+
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'fulfilled']);
+    expect(await runsOf(ws, automation.id)).toHaveLength(1);
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: (await thread(ws, threadId)).contactId } } });
+    expect(contact).toMatchObject({ labels: ['uma vez'], attributes: { vezes: 1 } });
+    expect((await events(ws, 'contact.updated')).map((e) => e.data.actor)).toEqual([
+      { type: 'automation', id: automation.id },
+      { type: 'automation', id: automation.id },
+    ]);
+    expect(await jobsLeft(quiet.db, ws.workspaceId, 'automation-event')).toBe(0);
+  });
+
+  it('when the same job is run again after it committed (a process died before it said so), then nothing more happens', async () => {
+    const ws = await createWorkspace(quiet);
+    const automation = await create(ws, {
+      name: 'Rótulo',
+      trigger: { event: 'message.received' },
+      actions: [{ type: 'add_labels', target: 'contact', labels: ['uma vez'] }],
+    });
+    await inbound(ws, 'Oi', '+5511900000002');
+    const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'only', limit: 1, leaseMs: 60_000 });
+
+    await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
+    await expect(runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>)).rejects.toThrow(/taken by another instance|already ran/);
+
+    expect(await runsOf(ws, automation.id)).toHaveLength(1);
+    expect(await events(ws, 'contact.updated')).toHaveLength(1);
+  });
+});
