@@ -2277,7 +2277,11 @@ export interface components {
          *     newer. `waitingOn: customer`: the last message is outbound (the team answered, the customer
          *     has not; "close after 3 days without an answer" is 4320 minutes waiting on the customer).
          *     `waitingOn: agent`: the last message is inbound (the customer is waiting for the team). A
-         *     newer message, or closing the thread, cancels it.
+         *     newer message, or closing the thread, cancels it. Its actions run within 5 seconds of the
+         *     time it falls due. A silence is timed from the message that begins it, by the automations
+         *     enabled then: an automation created (or enabled) later acts on silences that begin after
+         *     it, and a thread reopened without a new message starts no timer until its next message.
+         *     If `minutes` is raised meanwhile, a waiting timer fires at the new time.
          */
         AutomationIdleTrigger: {
             /**
@@ -2342,7 +2346,13 @@ export interface components {
         /**
          * @description One step, a flat object `{type, ...its parameters}`. Every action but the contact's labels
          *     and attributes and `stop` acts on the thread, so it needs a trigger that has one (any but
-         *     `contact.created`).
+         *     `contact.created`). A run applies its actions in order, each on its own: one that fails
+         *     (a stage or agent deleted since the automation was written: `invalid_reference`; a thread
+         *     that cannot reopen because the contact has another open one: `conflict`) is undone alone,
+         *     recorded `failed` with its reason, and the next ones still run. Each automation's
+         *     conditions see the changes of the automations before it in position order. `send_message`
+         *     and `send_template` send to the thread's contact on its channel as `POST /messages` does
+         *     (on a closed thread, that opens a new one).
          */
         AutomationAction: components["schemas"]["AssignAgentAction"] | components["schemas"]["AssignRoundRobinAction"] | components["schemas"]["UnassignAction"] | components["schemas"]["MoveStageAction"] | components["schemas"]["SetStatusAction"] | components["schemas"]["LabelsAction"] | components["schemas"]["SetAttributeAction"] | components["schemas"]["SendMessageAction"] | components["schemas"]["SendTemplateAction"] | components["schemas"]["StopAction"];
         /**
@@ -2458,7 +2468,7 @@ export interface components {
         };
         /**
          * Stop
-         * @description No later automation runs for this event.
+         * @description No later automation (in position order) runs for this event; the actions after it in the same automation still do.
          */
         StopAction: {
             /**
