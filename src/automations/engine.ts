@@ -38,17 +38,41 @@ interface Trigger {
   eventId: string | null;
   target: RunTarget;
   chain: readonly string[];
+  /** Loads what the conditions see now. */
   context: (settings: Settings, now: Date) => Promise<ConditionContext | undefined>;
 }
 
 /**
- * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
- * the loop guard or with its actions applied. True when it ran a `stop`.
+ * The trigger's automations in order, until one runs `stop`. The context is loaded once, and again
+ * only after an automation acted: each sees the changes of those before it.
  */
-async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, trigger: Trigger, settings: Settings): Promise<boolean> {
+async function runAll(trx: Db, workspaceId: string, automations: readonly AutomationRow[], trigger: Trigger): Promise<void> {
+  const settings = await loadSettings(trx, workspaceId);
+  let context: ConditionContext | undefined;
+  let stale = true;
+  for (const automation of automations) {
+    if (stale) context = await trigger.context(settings, new Date());
+    const outcome = await runOne(trx, workspaceId, automation, trigger, context);
+    if (outcome.stop) return;
+    stale = outcome.acted;
+  }
+}
+
+/** What one automation did for a trigger: whether its actions ran (the context changed), and whether one was `stop`. */
+interface Outcome {
+  acted: boolean;
+  stop: boolean;
+}
+
+const NOTHING: Outcome = { acted: false, stop: false };
+
+/**
+ * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
+ * the loop guard or with its actions applied.
+ */
+async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
   const now = new Date();
-  const context = await trigger.context(settings, now);
-  if (!context || !evaluateConditions(automation.conditions, context).matched) return false;
+  if (!context || !evaluateConditions(automation.conditions, context).matched) return NOTHING;
   const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id);
   const run = await startRun(
     trx,
@@ -68,13 +92,13 @@ async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, t
   if (!run) throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
   if (looping) {
     await runRecorded(trx, workspaceId, run, now);
-    return false;
+    return NOTHING;
   }
   const actions = await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain), automation.actions);
   const failed = actions.find((action) => action.status === 'failed');
   const outcome: AutomationRun = { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
   await runRecorded(trx, workspaceId, outcome, new Date());
-  return automation.actions.some((action) => action.type === 'stop');
+  return { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 
 /** Ends the job in the run's transaction; a lost claim rolls everything back. */
@@ -101,10 +125,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         context: (settings, now) =>
           thread ? threadContext(trx, workspaceId, thread.id, settings, now, message) : contactContext(trx, workspaceId, contactId, settings, now),
       };
-      const settings = await loadSettings(trx, workspaceId);
-      for (const automation of automations) {
-        if (await runOne(trx, workspaceId, automation, trigger, settings)) break;
-      }
+      await runAll(trx, workspaceId, automations, trigger);
     }
     await finish(trx, job);
   });
@@ -131,20 +152,13 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
     if (holds && thread.last_message_at) {
       const due = new Date(thread.last_message_at.getTime() + trigger.minutes * 60_000);
       if (due.getTime() > Date.now()) return due;
-      const settings = await loadSettings(trx, workspaceId);
-      await runOne(
-        trx,
-        workspaceId,
-        automation,
-        {
-          key: `idle:${payload.messageId}`,
-          eventId: null,
-          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
-          chain: [],
-          context: (s, now) => threadContext(trx, workspaceId, thread.id, s, now, undefined),
-        },
-        settings,
-      );
+      await runAll(trx, workspaceId, [automation], {
+        key: `idle:${payload.messageId}`,
+        eventId: null,
+        target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
+        chain: [],
+        context: (settings, now) => threadContext(trx, workspaceId, thread.id, settings, now, undefined),
+      });
     }
     await finish(trx, job);
     return undefined;
