@@ -228,6 +228,14 @@ const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 're
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
   ],
+  listThreadAutomationRuns: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
+  listAutomationRuns: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+  ],
   getThread: [
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
@@ -2022,6 +2030,30 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
   },
 
+  // The fuzzed server runs no job workers: automations are stored and queued, never run, so every
+  // runs log is empty (test/automation-runs.test.ts runs them).
+  listAutomationRuns: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
+    },
+    refuse: refuseId('automation', 'id'),
+    async check(_ctx, ex, { query }) {
+      expectStatus(ex, 200, 'an automation of the workspace');
+      same(ex, ex.res.body, { data: [], pagination: { total: 0, page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) } }, 'no runs without workers');
+    },
+  },
+
+  listThreadAutomationRuns: {
+    async bind({ model }, parts, knobs) {
+      parts.path.id = casing(pick(model.threads, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('thread', 'id'),
+    async check(_ctx, ex, { query }) {
+      expectStatus(ex, 200, 'a thread of the workspace');
+      same(ex, ex.res.body, { data: [], pagination: { total: 0, page: Number(query.page ?? 1), limit: Number(query.limit ?? 20) } }, 'no runs without workers');
+    },
+  },
+
   testAutomation: {
     async bind(ctx, parts, knobs) {
       parts.path.id = casing((await someAutomation(ctx, knobs)).id, knobs.upper);
@@ -2275,6 +2307,8 @@ const ORDER: OperationId[] = [
   'listAutomations',
   'getAutomation',
   'testAutomation',
+  'listAutomationRuns',
+  'listThreadAutomationRuns',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
