@@ -73,7 +73,11 @@ export interface paths {
         post?: never;
         /**
          * Delete an agent
-         * @description Deletes the agent; threads it was assigned to keep their history with `agentId` set to null. Needs the `agents:write` scope.
+         * @description Deletes the agent; threads it was assigned to keep their history with `agentId` set to
+         *     null. Automations that name it stay as they are: their conditions on it no longer hold,
+         *     and their `assign_agent` actions to it are recorded `failed` (`invalid_reference`) until
+         *     they are changed.
+         *     Needs the `agents:write` scope.
          */
         delete: operations["deleteAgent"];
         options?: never;
@@ -426,7 +430,9 @@ export interface paths {
          * Delete a stage
          * @description Deletes an empty stage; the stages after it move one place up. A stage that holds a thread
          *     (open or closed) cannot be deleted (409: move its threads first), nor can the funnel's only
-         *     stage. Past moves into and out of it stay in the threads' history.
+         *     stage. Past moves into and out of it stay in the threads' history. Automations that name it
+         *     stay as they are: their `move_stage` actions to it are recorded `failed`
+         *     (`invalid_reference`) until they are changed.
          *     Needs the `funnel:write` scope.
          */
         delete: operations["deleteStage"];
