@@ -45,17 +45,17 @@ function triggerOf(type: EventType): RawBuilder<unknown> | null {
   }
 }
 
-/** The thread an event's object belongs to (SQL over `s`). */
+/** The thread an event's object belongs to (SQL text over `s`; ids are kept as text, never cast, so no event fails for it). */
 function threadOf(type: EventType): RawBuilder<unknown> {
-  if (type === 'contact.created') return sql`null::uuid`;
-  if (type === 'message.created') return sql`(s.data->>'threadId')::uuid`;
-  return sql`(s.data->>'id')::uuid`;
+  if (type === 'contact.created') return sql`null::text`;
+  if (type === 'message.created') return sql`s.data->>'threadId'`;
+  return sql`s.data->>'id'`;
 }
 
 export function triggerQueries(workspaceId: string, type: EventType, eventId: string, actor: Actor, now: Date): TriggerQueries {
   const trigger = triggerOf(type);
   if (!trigger) return NONE;
-  const contact = type === 'contact.created' ? sql`(s.data->>'id')::uuid` : sql`(s.data->>'contactId')::uuid`;
+  const contact = type === 'contact.created' ? sql`s.data->>'id'` : sql`s.data->>'contactId'`;
   const chain = JSON.stringify(causationOf(actor));
   const parts = [
     sql`automation_source as materialized (
@@ -72,7 +72,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
         workspaceId,
         from: sql`automation_targets t`,
         id: sql`t.job_id`,
-        orderingKey: sql`'automations:' || coalesce(t.thread_id, t.contact_id)::text`,
+        orderingKey: sql`'automations:' || coalesce(t.thread_id, t.contact_id)`,
         payload: {
           eventId: sql`${eventId}::uuid`,
           trigger: sql`t.trigger`,
@@ -89,9 +89,9 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
   if (type === 'message.created') {
     // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).
     parts.push(sql`idle_cancelled as (
-      ${cancelWaitingQuery('automation-idle', workspaceId, sql`'idle:' || (select thread_id from automation_source)::text`)}
+      ${cancelWaitingQuery('automation-idle', workspaceId, sql`'idle:' || (select thread_id from automation_source)`)}
     ), idle_targets as materialized (
-      select a.id as automation_id, t.thread_id, (s.data->>'id')::uuid as message_id,
+      select a.id as automation_id, t.thread_id, s.data->>'id' as message_id,
              (s.data->>'createdAt')::timestamptz + (a.trigger->>'minutes')::int * interval '1 minute' as due_at, ${UUID_V7} as job_id
         from automation_source t, event_source s, automations a
        where a.workspace_id = ${workspaceId}::uuid and a.enabled and a.trigger->>'event' = 'thread.idle'
@@ -101,7 +101,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
         workspaceId,
         from: sql`idle_targets t`,
         id: sql`t.job_id`,
-        orderingKey: sql`'idle:' || t.thread_id::text`,
+        orderingKey: sql`'idle:' || t.thread_id`,
         payload: { automationId: sql`t.automation_id`, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
         runAt: sql`t.due_at`,
         createdAt: sql`t.due_at`,
@@ -111,7 +111,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
   }
   if (type === 'thread.updated') {
     parts.push(sql`idle_cancelled as (
-      ${cancelWaitingQuery('automation-idle', workspaceId, sql`(select 'idle:' || s.id::text from (select (data->>'id')::uuid as id, data->>'status' as status from event_source) s where s.status = 'closed')`)}
+      ${cancelWaitingQuery('automation-idle', workspaceId, sql`(select 'idle:' || (data->>'id') from event_source where data->>'status' = 'closed')`)}
     )`);
   }
   return { with: sql`, ${sql.join(parts, sql`, `)}`, notify: sql.join(notify, sql``) };
