@@ -7,9 +7,8 @@
 // finishJob and rolls back).
 // The loop guard: an event carries the chain of automations that caused it; an automation already
 // in it, or one at a chain MAX_CAUSATION_DEPTH long, records a `skipped: loop_prevented` run.
-import type { AutomationRun } from '../db/automation-runs.js';
 import { automationActor } from '../actor.js';
-import { enabledAutomations, lockThreadForRun } from '../db/automation-runs.js';
+import { enabledAutomations, lockThreadForRun, type AutomationRun } from '../db/automation-runs.js';
 import { findAutomation } from '../db/automations.js';
 import { transact, type Db } from '../db/database.js';
 import type { AutomationRow } from '../db/schema.js';
@@ -20,8 +19,7 @@ import type { Logger } from '../logger.js';
 import { runRecorded, startRun } from '../services/automation-runs.js';
 import { loadSettings, type Settings } from '../services/settings.js';
 import { applyActions, type RunTarget } from './actions.js';
-import type { ConditionContext } from './conditions.js';
-import { evaluateConditions } from './conditions.js';
+import { evaluateConditions, type ConditionContext } from './conditions.js';
 import { contactContext, threadContext, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
