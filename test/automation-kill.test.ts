@@ -1,14 +1,13 @@
 // Issue 22, on PostgreSQL: an automation's effects happen exactly once per (automation, event) even
-// when the process running them is killed with SIGKILL in the middle of its run. The run's
-// transaction is held from the test with a row lock, so the service process is provably inside it
-// (its automation-event job claimed, its session waiting on the lock) when it dies: once before
-// any effect (waiting for the thread), once after some (the thread labelled, waiting for the
-// contact). Nothing of the dead run commits; the next process takes the job when its lease runs
-// out and applies the actions once: one run, one label change, one attribute change, one outbound
-// message sent, the job ended.
-// A kill right after the commit is not tested here: the job row is deleted in the run's own
-// transaction, so from outside there is no moment between "committed" and "done" to kill in; its
-// in-process counterpart (the same job run again after its commit) is in automation-runs.test.ts.
+// when the process running them is killed with SIGKILL in the middle of its run. The test holds a
+// lock that the run's transaction needs, so the service process is provably inside it (its
+// automation-event job claimed, its session waiting on the lock) when it dies: before any effect
+// (waiting for the thread), after some (the thread labelled, waiting for the contact), and with
+// its COMMIT sent but not answered (a deferred trigger of this test's own database waits at
+// commit). Once the lock is let go, nothing of the dead run commits in the first two cases, and
+// the next process takes the job when its lease runs out; in the third the commit stands, job end
+// included, and the next process only sends the message it queued. Either way: one run, one label
+// change, one attribute change, one outbound message sent, the job ended.
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
