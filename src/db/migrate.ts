@@ -23,6 +23,7 @@ import * as m0018 from './migrations/0018_stream_listeners.js';
 import * as m0019 from './migrations/0019_media.js';
 import * as m0020 from './migrations/0020_automations.js';
 import * as m0021 from './migrations/0021_all_keys_gain_new_scopes.js';
+import * as m0024 from './migrations/0024_nps_requests.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -47,6 +48,7 @@ export const migrations: Record<string, Migration> = {
   '0019_media': m0019,
   '0020_automations': m0020,
   '0021_all_keys_gain_new_scopes': m0021,
+  '0024_nps_requests': m0024,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {
