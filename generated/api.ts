@@ -740,7 +740,8 @@ export interface paths {
         /**
          * Register the thread's NPS answer
          * @description Registers the one NPS answer of a thread. `answeredAt` defaults to now and may not lie in
-         *     the future; a second answer is a 409.
+         *     the future; a second answer is a 409. Its `nps.answered` event has `data.source: api`
+         *     (a score the contact writes after `POST /threads/{id}/nps/request` has `conversation`).
          *     Needs the `messages:write` scope.
          */
         post: operations["registerNps"];
@@ -750,7 +751,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/threads/{id}/automation-runs": {
+    "/threads/{id}/nps/request": {
         parameters: {
             query?: never;
             header?: never;
@@ -760,16 +761,32 @@ export interface paths {
             };
             cookie?: never;
         };
-        /**
-         * List the automation runs on a thread
-         * @description The runs of every automation on this thread in the last 30 days, newest first (by
-         *     `createdAt`, then `id`): what acted on the thread and why. 404 for a thread the workspace
-         *     does not have.
-         *     Needs the `automations:read` scope.
-         */
-        get: operations["listThreadAutomationRuns"];
+        get?: never;
         put?: never;
-        post?: never;
+        /**
+         * Ask the thread's contact for their NPS score
+         * @description Sends the workspace's NPS question (`nps.question` of `GET /settings`) on the thread's
+         *     channel, as an outbound message of this thread even when it is closed (no thread opens and
+         *     its status stays): on Instagram with 11 quick replies `0`..`10`; on WhatsApp as text while
+         *     the contact wrote within 24 hours, else as the `nps.template` of the settings. Sandbox
+         *     channels have no window. The thread's `npsRequestedAt` becomes now, in the same
+         *     transaction as the question, its delivery and its `message.created` (the request records
+         *     no `thread.updated`, as a message's `lastMessageAt` records none).
+         *
+         *     While the request is pending (not answered, and younger than `nps.expiresAfterHours`), the
+         *     contact's next message on the channel that is a score answers it: a quick reply's payload
+         *     `NPS_<n>`, or a text that is only an integer 0..10 with spaces and punctuation around it
+         *     (`9`, ` 10! `, `10.`). That message is stored on the asked thread, the answer is
+         *     registered (`npsScore`, `nps.answered` with `data.source: conversation`) and
+         *     `nps.thanks` is sent on the thread. Anything else (`obrigado`, `10 reais`, `9/10`) is an
+         *     ordinary message and the request stays pending until it expires; an expired request may
+         *     be asked again.
+         *
+         *     A thread already answered, or asked and still pending, is a 409 (of two requests at once,
+         *     one asks and the other is a 409).
+         *     Needs the `messages:write` scope.
+         */
+        post: operations["requestNps"];
         delete?: never;
         options?: never;
         head?: never;
@@ -801,6 +818,32 @@ export interface paths {
          *     Needs the `messages:read` scope.
          */
         get: operations["listThreadHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/automation-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the automation runs on a thread
+         * @description The runs of every automation on this thread in the last 30 days, newest first (by
+         *     `createdAt`, then `id`): what acted on the thread and why. 404 for a thread the workspace
+         *     does not have.
+         *     Needs the `automations:read` scope.
+         */
+        get: operations["listThreadAutomationRuns"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1772,6 +1815,13 @@ export interface components {
             npsScore: number | null;
             /** Format: date-time */
             npsCreatedAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the NPS question was last sent on the thread (`POST /threads/{id}/nps/request`);
+             *     null when it never was. The request is pending, and a score the contact writes answers
+             *     it, until the thread is answered or `nps.expiresAfterHours` (settings) have passed.
+             */
+            npsRequestedAt: string | null;
             /** Format: date-time */
             lastMessageAt: string | null;
             /**
@@ -2002,10 +2052,12 @@ export interface components {
          *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
          *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
          *     AI reply, or `system` for an inbound message; `message.updated` is always `system`;
-         *     `nps.answered` is the key of `POST /threads/{id}/nps`; `automation.run` is the automation.
-         *     Any change an automation's actions make (a contact's labels or attributes, a thread's
-         *     status, stage, agent or labels, a message it sends) carries `automation` and its id. A
-         *     thread's history names the same actor as the change's event.
+         *     `nps.answered` is the key of `POST /threads/{id}/nps`, or `system` for a score the contact
+         *     wrote (`data.source: conversation`); the NPS question of `POST /threads/{id}/nps/request`
+         *     is a `message.created` by its key, its thanks one by `system`; `automation.run` is the
+         *     automation. Any change an automation's actions make (a contact's labels or attributes, a
+         *     thread's status, stage, agent or labels, a message it sends, an NPS question) carries
+         *     `automation` and its id. A thread's history names the same actor as the change's event.
          * @example {
          *       "type": "api_key",
          *       "id": "01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"
@@ -2129,7 +2181,18 @@ export interface components {
             data: {
                 object: components["schemas"]["Thread"];
                 actor: components["schemas"]["EventActor"];
+                /**
+                 * @description How the answer came: `api`, registered with `POST /threads/{id}/nps` (actor: its
+                 *     key); `conversation`, a score the contact wrote while the thread's NPS question was
+                 *     pending (`POST /threads/{id}/nps/request`; actor: `system`).
+                 * @enum {string}
+                 */
+                source: "api" | "conversation";
             };
+        };
+        EventList: {
+            data: components["schemas"]["Event"][];
+            pagination: components["schemas"]["Pagination"];
         };
         /** @description An automation ran (its conditions matched an event or a silence) or the loop guard skipped it; the object is the run, as `GET /automations/{id}/runs` lists it. */
         AutomationRunEvent: {
@@ -2142,10 +2205,6 @@ export interface components {
                 object: components["schemas"]["AutomationRun"];
                 actor: components["schemas"]["EventActor"];
             };
-        };
-        EventList: {
-            data: components["schemas"]["Event"][];
-            pagination: components["schemas"]["Pagination"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
         WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run")[];
@@ -5484,6 +5543,7 @@ export interface operations {
                      *           "closedAt": null,
                      *           "npsScore": null,
                      *           "npsCreatedAt": null,
+                     *           "npsRequestedAt": null,
                      *           "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *           "lastInboundAt": null,
                      *           "labels": [
@@ -5573,6 +5633,7 @@ export interface operations {
                      *       "closedAt": null,
                      *       "npsScore": null,
                      *       "npsCreatedAt": null,
+                     *       "npsRequestedAt": null,
                      *       "lastMessageAt": null,
                      *       "lastInboundAt": null,
                      *       "labels": [
@@ -5783,6 +5844,7 @@ export interface operations {
                      *       "closedAt": null,
                      *       "npsScore": 9,
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
+                     *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
                      *       "labels": [
@@ -5852,6 +5914,7 @@ export interface operations {
                      *       "closedAt": null,
                      *       "npsScore": null,
                      *       "npsCreatedAt": null,
+                     *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
                      *       "labels": [
@@ -5987,6 +6050,7 @@ export interface operations {
                      *       "closedAt": null,
                      *       "npsScore": 9,
                      *       "npsCreatedAt": "2026-11-20T15:10:44.002Z",
+                     *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
                      *       "labels": [
@@ -6012,21 +6076,26 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    listThreadAutomationRuns: {
+    requestNps: {
         parameters: {
-            query?: {
+            query?: never;
+            header?: {
                 /**
-                 * @description Page number, from 1.
-                 * @example 1
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
                  */
-                page?: components["parameters"]["Page"];
-                /**
-                 * @description Page size.
-                 * @example 20
-                 */
-                limit?: components["parameters"]["Limit"];
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
-            header?: never;
             path: {
                 /** @description The record's id. */
                 id: components["parameters"]["Id"];
@@ -6035,10 +6104,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of runs, newest first. */
+            /** @description The question is queued; the thread is returned with its `npsRequestedAt`. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -6047,59 +6117,63 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "data": [
-                     *         {
-                     *           "id": "01936b30-4c5d-7e6f-8a9b-0c1d2e3f4a5b",
-                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
-                     *           "eventId": "01936b2f-3b4c-7d5e-9f6a-7b8c9d0e1f2a",
-                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
-                     *           "status": "succeeded",
-                     *           "reason": null,
-                     *           "actions": [
-                     *             {
-                     *               "type": "move_stage",
-                     *               "status": "succeeded",
-                     *               "reason": null
-                     *             },
-                     *             {
-                     *               "type": "add_labels",
-                     *               "status": "succeeded",
-                     *               "reason": null
-                     *             }
-                     *           ],
-                     *           "createdAt": "2026-11-25T14:03:11.208Z"
-                     *         },
-                     *         {
-                     *           "id": "01936b31-5d6e-7f80-9a1b-2c3d4e5f6a7b",
-                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
-                     *           "eventId": null,
-                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
-                     *           "status": "succeeded",
-                     *           "reason": null,
-                     *           "actions": [
-                     *             {
-                     *               "type": "send_message",
-                     *               "status": "skipped",
-                     *               "reason": "outside_messaging_window"
-                     *             }
-                     *           ],
-                     *           "createdAt": "2026-11-25T13:00:02.511Z"
-                     *         }
+                     *       "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1504",
+                     *       "status": "closed",
+                     *       "closedAt": "2026-11-20T15:02:10.441Z",
+                     *       "npsScore": null,
+                     *       "npsCreatedAt": null,
+                     *       "npsRequestedAt": "2026-11-20T15:02:11.090Z",
+                     *       "lastMessageAt": "2026-11-20T15:02:11.090Z",
+                     *       "lastInboundAt": "2026-11-20T14:58:37.201Z",
+                     *       "labels": [
+                     *         "Cliente VIP"
                      *       ],
-                     *       "pagination": {
-                     *         "total": 2,
-                     *         "page": 1,
-                     *         "limit": 20
-                     *       }
+                     *       "createdAt": "2026-11-20T14:30:00.981Z",
+                     *       "updatedAt": "2026-11-20T15:02:11.090Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["AutomationRunList"];
+                    "application/json": components["schemas"]["Thread"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            /**
+             * @description `conflict`: the thread already has an NPS answer, or its question was sent and is still
+             *     pending (`details[0].message` says until when). `idempotency_key_in_progress`: a request
+             *     with the same `Idempotency-Key` is still running.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description `outside_messaging_window`: on a `meta` channel the contact last wrote more than 24 hours
+             *     ago (or never), and the channel is Instagram or the workspace has no `nps.template`.
+             *     `invalid_reference`: the thread's contact was erased, or cannot be reached on the
+             *     channel (no phone for WhatsApp, no Instagram id for Instagram).
+             *     `idempotency_key_reused`: the `Idempotency-Key` was used with another path or body.
+             *     Nothing is queued and `npsRequestedAt` stays as it was.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -6215,6 +6289,99 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ThreadHistoryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listThreadAutomationRuns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of runs, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936b30-4c5d-7e6f-8a9b-0c1d2e3f4a5b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01",
+                     *           "eventId": "01936b2f-3b4c-7d5e-9f6a-7b8c9d0e1f2a",
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "move_stage",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             },
+                     *             {
+                     *               "type": "add_labels",
+                     *               "status": "succeeded",
+                     *               "reason": null
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T14:03:11.208Z"
+                     *         },
+                     *         {
+                     *           "id": "01936b31-5d6e-7f80-9a1b-2c3d4e5f6a7b",
+                     *           "automationId": "01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e02",
+                     *           "eventId": null,
+                     *           "threadId": "01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "actions": [
+                     *             {
+                     *               "type": "send_message",
+                     *               "status": "skipped",
+                     *               "reason": "outside_messaging_window"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-25T13:00:02.511Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 2,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AutomationRunList"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6373,6 +6540,7 @@ export interface operations {
                      *               "closedAt": "2026-11-22T13:51:44.207Z",
                      *               "npsScore": null,
                      *               "npsCreatedAt": null,
+                     *               "npsRequestedAt": null,
                      *               "lastMessageAt": "2026-11-22T13:40:02.118Z",
                      *               "lastInboundAt": "2026-11-22T13:38:55.430Z",
                      *               "labels": [
@@ -6448,7 +6616,7 @@ export interface operations {
                      *
                      *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
                      *     event: thread.updated
-                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"npsRequestedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
                      */
                     "text/event-stream": string;
                 };

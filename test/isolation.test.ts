@@ -70,6 +70,7 @@ describe('path ids of another workspace', () => {
     ['getContact', 'Contact', (b, a) => b.api.GET('/contacts/{id}', { params: { path: { id: a.contact.id } } })],
     ['getThread', 'Thread', (b, a) => b.api.GET('/threads/{id}', { params: { path: { id: a.thread.id } } })],
     ['registerNps', 'Thread', (b, a) => b.api.POST('/threads/{id}/nps', { params: { path: { id: a.thread.id } }, body: { score: 0 } })],
+    ['requestNps', 'Thread', (b, a) => b.api.POST('/threads/{id}/nps/request', { params: { path: { id: a.thread.id } } })],
     ['listThreadMessages', 'Thread', (b, a) => b.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: a.thread.id } } })],
     ['updateThread', 'Thread', (b, a) => b.api.PATCH('/threads/{id}', { params: { path: { id: a.thread.id } }, body: { status: 'closed', agentId: null } })],
     ['listThreadHistory', 'Thread', (b, a) => b.api.GET('/threads/{id}/history', { params: { path: { id: a.thread.id } } })],

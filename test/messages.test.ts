@@ -72,6 +72,7 @@ describe('POST /messages', () => {
           closedAt: null,
           npsScore: null,
           npsCreatedAt: null,
+          npsRequestedAt: null,
           lastMessageAt: data!.createdAt,
           lastInboundAt: null,
           labels: [],
@@ -100,6 +101,7 @@ describe('POST /messages', () => {
         template: null,
         agent_id: null,
         attachments: [],
+        quick_replies: null,
         created_at: new Date(data!.createdAt),
       },
     ]);

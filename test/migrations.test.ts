@@ -60,6 +60,7 @@ const ALL_MIGRATIONS = [
   '0020_automations',
   '0021_all_keys_gain_new_scopes',
   '0022_automation_runs',
+  '0024_nps_requests',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -321,6 +322,35 @@ describe('migrations', () => {
           { id: keys[0]![0], scopes: [...before, ...added] },
           { id: keys[1]![0], scopes: ['contacts:read'] },
           { id: keys[2]![0], scopes: [...before, ...added] },
+        ]);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0024_nps_requests', () => {
+    it('when a database at 0021 holds an nps.answered event and another event, then only the first gets source api', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0021_all_keys_gain_new_scopes')).error).toBeUndefined();
+        const workspace = '01900000-0000-7000-8000-000000000024';
+        await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
+        const events: Array<[string, string]> = [
+          ['01900000-0000-7000-8000-0000000000e1', 'nps.answered'],
+          ['01900000-0000-7000-8000-0000000000e2', 'thread.updated'],
+        ];
+        for (const [id, type] of events) {
+          await sql`insert into events (workspace_id, id, type, data, created_at) values (${workspace}, ${id}, ${type}, '{}'::jsonb, now())`.execute(db);
+        }
+
+        expect(await migrateToLatest(db)).toEqual(['0024_nps_requests']);
+
+        const { rows } = await sql<{ id: string; source: string | null }>`select id, source from events order by id`.execute(db);
+        expect(rows).toEqual([
+          { id: events[0]![0], source: 'api' },
+          { id: events[1]![0], source: null },
         ]);
       } finally {
         await db.destroy();

@@ -82,6 +82,7 @@ const calls: Record<OperationId, Call> = {
   listThreadHistory: (api) => api.GET('/threads/{id}/history', { params: { path: { id: THREAD_ID }, query: { page: 1, limit: 20 } } }),
   getFunnelStats: (api) => api.GET('/threads/stats/funnel', { params: { query: WINDOW } }),
   registerNps: (api) => api.POST('/threads/{id}/nps', { params: { path: { id: THREAD_ID } }, body: { score: 9, answeredAt: '2026-11-20T12:10:44.002-03:00' } }),
+  requestNps: (api) => api.POST('/threads/{id}/nps/request', { params: { path: { id: THREAD_ID } } }),
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
   listEvents: (api) => api.GET('/events', { params: { query: { type: 'message.created', page: 1, limit: 20 } } }),
   getEvent: (api) => api.GET('/events/{id}', { params: { path: { id: EVENT_ID } } }),

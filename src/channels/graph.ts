@@ -44,6 +44,23 @@ export function instagramTextBody(instagramId: string, content: string): Record<
   return { recipient: { id: instagramId }, message: { text: content } };
 }
 
+/**
+ * Instagram Messaging API `POST /{ig-id}/messages`: text with quick replies, as Meta's Send API
+ * documents them (`messaging_type: RESPONSE`, `message.quick_replies[]` of `content_type: text`
+ * with a title of up to 20 characters and the payload Meta's webhook sends back when one is tapped).
+ */
+export function instagramQuickRepliesBody(
+  instagramId: string,
+  content: string,
+  quickReplies: ReadonlyArray<{ title: string; payload: string }>,
+): Record<string, unknown> {
+  return {
+    recipient: { id: instagramId },
+    messaging_type: 'RESPONSE',
+    message: { text: content, quick_replies: quickReplies.map(({ title, payload }) => ({ content_type: 'text', title, payload })) },
+  };
+}
+
 export interface SendFailure {
   transient: boolean;
   /** Graph's error.code as text, or network_error, timeout, http_<status>. */

@@ -15,6 +15,7 @@ import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
 import { findOrCreateContact } from '../services/contacts.js';
 import { messageCreated } from '../services/messages.js';
+import { answerInConversation, scoreOfReply } from '../services/nps-requests.js';
 import { openThreadId } from '../services/threads.js';
 import type { SecretBox } from './secrets.js';
 import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
@@ -37,12 +38,16 @@ export interface StoredEvents {
 
 /**
  * Applies the events of one delivery in one transaction: all of them are stored, with their API
- * events (by the system: a customer's message and Meta's statuses), or none. With `ai`, each
- * thread that got messages queues its agent's reply to the last of them, in the same transaction.
+ * events (by the system: a customer's message and Meta's statuses), or none. A score while the
+ * pair's NPS question is pending answers it on the asked thread (services/nps-requests.ts). With
+ * `ai`, each thread that got messages queues its agent's reply to the last of them (NPS answers
+ * left out), in the same transaction.
  */
 export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   if (events.length === 0) return stored;
+  // A score that answered an NPS question is thanked, not answered by the thread's AI agent.
+  const npsAnswers = new Set<string>();
   await transact(db, async (trx) => {
     for (const event of events) {
       const now = new Date();
@@ -58,6 +63,17 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       }
       const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
       const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now, SYSTEM);
+      const score = scoreOfReply(event);
+      const answer = score === undefined ? undefined : await answerInConversation(trx, channel, contactId, event, score, now);
+      if (answer?.kind === 'duplicate') {
+        stored.duplicates++;
+        continue;
+      }
+      if (answer) {
+        stored.messages.push(answer.message);
+        npsAnswers.add(answer.message.id);
+        continue;
+      }
       const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
       const files = pendingFiles(event.media);
       const row = await insertInboundMessage(
@@ -77,7 +93,7 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       stored.messages.push(row);
     }
     if (ai) {
-      const latest = new Map(stored.messages.map((m) => [m.thread_id, m]));
+      const latest = new Map(stored.messages.filter((m) => !npsAnswers.has(m.id)).map((m) => [m.thread_id, m]));
       for (const message of latest.values()) await enqueueReply(trx, ai, channel.workspace_id, message);
     }
   });

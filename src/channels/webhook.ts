@@ -33,6 +33,8 @@ export type InboundEvent =
       media?: InboundMedia[] | undefined;
       /** When the customer sent it, per Meta. */
       sentAt?: Date | undefined;
+      /** The payload of the Instagram quick reply the customer tapped (`message.quick_reply.payload`). */
+      quickReplyPayload?: string | undefined;
     }
   | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined };
 
@@ -284,6 +286,7 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
     out.ignored.push(`an Instagram message whose text ${UNSTORABLE_TEXT}`);
     return;
   }
+  const payload = isObject(message.quick_reply) ? storableOrNone(text(message.quick_reply.payload)) : undefined;
   out.events.push({
     kind: 'message',
     externalId: id,
@@ -291,6 +294,7 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
     content,
     ...(media.length > 0 && { media }),
     sentAt: instant(event.timestamp),
+    ...(payload !== undefined && { quickReplyPayload: payload }),
   });
 }
 

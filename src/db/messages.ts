@@ -3,7 +3,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { Attachment, ChannelRow, ContactRow, MessageRow, MessageStatus } from './schema.js';
+import type { Attachment, ChannelRow, ContactRow, MessageRow, MessageStatus, QuickReply } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
@@ -20,6 +20,8 @@ export interface OutboundMessage {
   template?: MessageTemplate | undefined;
   /** The AI agent writing it; absent for a message sent through the API. */
   agentId?: string | undefined;
+  /** Buttons offered with the text (Instagram's quick replies). */
+  quickReplies?: QuickReply[] | undefined;
 }
 
 export function messageRowToMessage(row: MessageRow): Message {
@@ -58,6 +60,7 @@ const messageList = listSource<Message>('messages', {
 
 const templateJson = (message: OutboundMessage): string | null => (message.template ? JSON.stringify(message.template) : null);
 const attachmentsJson = (message: OutboundMessage): string => JSON.stringify(message.attachments ?? []);
+const quickRepliesJson = (message: OutboundMessage): string | null => (message.quickReplies ? JSON.stringify(message.quickReplies) : null);
 
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,
@@ -99,10 +102,36 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       template: templateJson(message),
       agent_id: message.agentId ?? null,
       attachments: attachmentsJson(message),
+      quick_replies: quickRepliesJson(message),
       created_at: now,
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/**
+ * Appends an outbound message to a given thread, open or closed, and moves its lastMessageAt, in
+ * one statement; undefined when the thread is not the pair's or the contact was erased.
+ */
+export async function appendToThread(db: Db, workspaceId: string, threadId: string, message: OutboundMessage, now: Date): Promise<MessageRow | undefined> {
+  const result = await sql<MessageRow>`
+    with thread as (
+      update threads
+         set last_message_at = greatest(last_message_at, ${now}::timestamptz), updated_at = greatest(updated_at, ${now}::timestamptz)
+       where workspace_id = ${workspaceId}
+         and id = ${threadId}
+         and contact_id = ${message.contactId}
+         and channel_id = ${message.channelId}
+         and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
+      returning id
+    )
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, attachments, quick_replies, created_at)
+    select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
+           'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
+           ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb, ${now}::timestamptz
+      from thread
+    returning *`.execute(db);
+  return result.rows[0];
 }
 
 export async function listThreadMessages(db: Db, workspaceId: string, threadId: string, page: number, limit: number): Promise<PageText<Message>> {

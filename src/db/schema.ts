@@ -120,6 +120,8 @@ export interface ThreadTable {
   nps_stage_id: ColumnType<string | null, string | null | undefined, string | null>;
   last_message_at: NullableTimestamp;
   last_inbound_at: NullableTimestamp;
+  /** When its NPS question was last sent (migration 0024); pending until answered or expired. */
+  nps_requested_at: NullableTimestamp;
   /** As a contact's (migration 0016). */
   labels: ColumnType<string[], string[] | undefined, string[]>;
   label_keys: ColumnType<string[], string[] | undefined, string[]>;
@@ -157,6 +159,8 @@ export interface AutomationTable {
 export type HistoryField = 'status' | 'stageId' | 'agentId' | 'labels';
 /** Who made a change (src/actor.ts); thread_history admits all four since migration 0016. */
 export type ActorType = 'api_key' | 'agent' | 'automation' | 'system';
+/** How an nps.answered answer came: `POST /threads/{id}/nps`, or a score the customer wrote. */
+export type EventSource = 'api' | 'conversation';
 
 /**
  * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
@@ -227,7 +231,15 @@ export interface MessageTable {
   agent_id: ColumnType<string | null, string | null | undefined, never>;
   /** jsonb: the API's Attachment objects of the message (empty for text); written as JSON text. */
   attachments: ColumnType<Attachment[], string | undefined, string>;
+  /** jsonb [{title, payload}]: the buttons an Instagram message offers (the NPS question's 0..10); null for none. */
+  quick_replies: ColumnType<QuickReply[] | null, string | null | undefined, never>;
   created_at: CreatedAt;
+}
+
+/** A quick reply of an outbound message: the button's title, and the payload Meta sends back when it is tapped. */
+export interface QuickReply {
+  title: string;
+  payload: string;
 }
 
 /** A message's file as the API shows it (the contract's Attachment). */
@@ -346,6 +358,8 @@ export interface EventTable {
   /** Who made the change (migration 0013); null on events recorded before actors were. */
   actor_type: ActorType | null;
   actor_id: string | null;
+  /** Where an nps.answered came from (migration 0024): `api` or `conversation`; null for other types. */
+  source: ColumnType<EventSource | null, EventSource | null | undefined, never>;
   created_at: ColumnType<Date, Date, never>;
   /** The writing transaction's id (xid8, as text), set by PostgreSQL: the live stream's order. */
   commit_xid: ColumnType<string | null, never, never>;

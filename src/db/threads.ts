@@ -34,6 +34,7 @@ export function threadRowToThread(row: ThreadRow): Thread {
     closedAt: row.closed_at?.toISOString() ?? null,
     npsScore: row.nps_score,
     npsCreatedAt: row.nps_created_at?.toISOString() ?? null,
+    npsRequestedAt: row.nps_requested_at?.toISOString() ?? null,
     lastMessageAt: row.last_message_at?.toISOString() ?? null,
     lastInboundAt: row.last_inbound_at?.toISOString() ?? null,
     labels: row.labels,
@@ -52,6 +53,7 @@ const threadList = listSource<Thread>('threads', {
   closedAt: { instant: 'closed_at' },
   npsScore: 'nps_score',
   npsCreatedAt: { instant: 'nps_created_at' },
+  npsRequestedAt: { instant: 'nps_requested_at' },
   lastMessageAt: { instant: 'last_message_at' },
   lastInboundAt: { instant: 'last_inbound_at' },
   labels: 'labels',
@@ -333,6 +335,37 @@ export async function setNpsAnswer(db: Db, workspaceId: string, id: string, scor
     .selectAll()
     .executeTakeFirst();
   return row && threadRowToThread(row);
+}
+
+/** The thread's NPS question was sent at `now`: its request is pending from then (a statement; it returns the thread). */
+export async function setNpsRequested(db: Db, workspaceId: string, id: string, now: Date): Promise<ThreadRow> {
+  return db
+    .updateTable('threads')
+    .set({ nps_requested_at: now, updated_at: now })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * The pair's thread whose NPS question was sent last and is not answered (threads_nps_pending_idx),
+ * locked until the caller's transaction ends, so concurrent scores take their turns: the second one
+ * reads the thread as the first left it (answered: no row). Whether it expired is the caller's to judge.
+ */
+export async function lockLatestNpsRequest(db: Db, workspaceId: string, contactId: string, channelId: string): Promise<ThreadRow | undefined> {
+  return db
+    .selectFrom('threads')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('contact_id', '=', contactId)
+    .where('channel_id', '=', channelId)
+    .where('nps_requested_at', 'is not', null)
+    .where('nps_score', 'is', null)
+    .orderBy('nps_requested_at', 'desc')
+    .limit(1)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 export interface NpsCounts {

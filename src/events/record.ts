@@ -2,8 +2,9 @@
 // together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
 // a committed change always has its event and its webhooks, and a rolled-back one has neither.
 // Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
-// The event's actor is stored in columns of its own beside `data` (migration 0013). An event that
-// is an automation's trigger queues its run (or its idle timers) in the same statement
+// The event's actor is stored in columns of its own beside `data` (migration 0013), and so is where an
+// nps.answered came from (`source`: api or conversation, migration 0024), shown as `data.source`. An
+// event that is an automation's trigger queues its run (or its idle timers) in the same statement
 // (automations/triggers.ts).
 import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
@@ -11,7 +12,7 @@ import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
-import type { EventRow } from '../db/schema.js';
+import type { EventRow, EventSource } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 import { triggerQueries } from '../automations/triggers.js';
 
@@ -38,13 +39,21 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
  * workspace's enabled endpoints subscribed to the type (or to '*'): a pending delivery and its job
  * each, announced to the workers with NOTIFY. One statement; call it with the change's transaction.
  */
-export async function recordEvent(trx: Db, workspaceId: string, type: EventType, object: object, actor: Actor, now: Date = new Date()): Promise<string> {
+export async function recordEvent(
+  trx: Db,
+  workspaceId: string,
+  type: EventType,
+  object: object,
+  actor: Actor,
+  now: Date = new Date(),
+  options: { source?: EventSource | undefined } = {},
+): Promise<string> {
   const id = uuidv7();
   const automations = triggerQueries(workspaceId, type, id, actor, now);
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now)}${automations.with}
+    ), ${recording(workspaceId, id, type, actor, now, options.source)}${automations.with}
     select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}${automations.notify}`.execute(trx);
   return id;
 }
@@ -73,10 +82,10 @@ export async function recordChangeEvent(
 }
 
 /** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`, the queue's builder). */
-function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date): RawBuilder<unknown> {
+function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, source?: EventSource): RawBuilder<unknown> {
   return sql`event as (
-      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, created_at)
-      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${now}::timestamptz
+      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, created_at)
+      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${source ?? null}::text, ${now}::timestamptz
         from event_source s
       returning id
     ), targets as materialized (
@@ -105,16 +114,24 @@ function recording(workspaceId: string, id: string, type: EventType, actor: Acto
 /** An event's actor as the API shows it: null on events recorded before actors were. */
 const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
 
-export function eventRowToEvent(row: Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'created_at'>): Event {
-  return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data: { object: row.data, actor: actorOf(row) } } as Event;
+/** The columns an event is shown from. */
+type EventColumns = Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'created_at'>;
+
+export function eventRowToEvent(row: EventColumns): Event {
+  const data = { object: row.data, actor: actorOf(row), ...(row.source && { source: row.source }) };
+  return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data } as Event;
 }
+
+const ACTOR_JSON = `case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end`;
 
 const eventList = listSource<Event>('events', {
   id: 'id',
   type: 'type',
   createdAt: { instant: 'created_at' },
   data: {
-    sql: `json_build_object('object', p.data, 'actor', case when p.actor_type is not null then json_build_object('type', p.actor_type, 'id', p.actor_id) end)`,
+    sql: `case when p.source is null
+                then json_build_object('object', p.data, 'actor', ${ACTOR_JSON})
+                else json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'source', p.source) end`,
   },
 });
 
@@ -128,7 +145,7 @@ export async function listEvents(db: Db, workspaceId: string, type: EventType | 
 export async function getEvent(db: Db, workspaceId: string, id: string): Promise<Event | undefined> {
   const row = await db
     .selectFrom('events')
-    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'created_at'])
+    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'source', 'created_at'])
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .executeTakeFirst();

@@ -10,6 +10,7 @@ import { advanceStatus, getDeliveryTarget, markFailed, markSent, type DeliveryTa
 import { moveMessage } from '../services/message-statuses.js';
 import {
   instagramAttachmentBody,
+  instagramQuickRepliesBody,
   instagramTextBody,
   sendGraphMessage,
   uploadGraphMedia,
@@ -75,6 +76,7 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
   }
   if (!contact.instagram_id) return { error: { code: 'contact_unreachable', message: 'The contact has no Instagram id.' } };
   if (message.template) return { error: { code: 'template_not_supported', message: 'Instagram has no message templates.' } };
+  if (message.quick_replies?.length) return { body: instagramQuickRepliesBody(contact.instagram_id, message.content!, message.quick_replies) };
   return { body: instagramTextBody(contact.instagram_id, message.content!) };
 }
 

@@ -1,4 +1,5 @@
-// Handlers of the Threads operations: changes and their history, NPS and funnel statistics included.
+// Handlers of the Threads operations: changes and their history, NPS (answers, the question asked in
+// the conversation) and funnel statistics included.
 import { funnelCounts } from '../db/funnel.js';
 import { apiKeyActor } from '../actor.js';
 import { listThreadHistory } from '../db/history.js';
@@ -7,6 +8,7 @@ import * as threads from '../db/threads.js';
 import { ApiError, invalidReference, isConstraintError, notFound } from '../errors.js';
 import { changeThread, openThread } from '../services/threads.js';
 import { answerNps, npsGroupStats, npsStats } from '../services/nps.js';
+import { requestNps } from '../services/nps-requests.js';
 import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant } from '../time.js';
 import { paging, type Handlers } from './handler.js';
 import { transact } from '../db/database.js';
@@ -46,7 +48,7 @@ const openPairConflict = (existingId: string | undefined, path: string): ApiErro
 
 export const threadHandlers: Pick<
   Handlers,
-  'listThreads' | 'getThread' | 'createThread' | 'updateThread' | 'listThreadHistory' | 'registerNps' | 'getNpsStats' | 'getFunnelStats'
+  'listThreads' | 'getThread' | 'createThread' | 'updateThread' | 'listThreadHistory' | 'registerNps' | 'requestNps' | 'getNpsStats' | 'getFunnelStats'
 > = {
   async listThreads({ db, auth, query }) {
     const { page, limit } = paging(query);
@@ -98,10 +100,14 @@ export const threadHandlers: Pick<
   async registerNps({ db, auth, params, body }) {
     const answeredAt = body.answeredAt === undefined ? new Date() : instantToDate(answerInstant(body.answeredAt, '/body/answeredAt'));
     if (answeredAt.getTime() > Date.now()) throw invalid('/body/answeredAt', 'must not be in the future');
-    const thread = await transact(db, (trx) => answerNps(trx, auth.workspaceId, params.id, body.score, answeredAt, apiKeyActor(auth.keyId)));
+    const thread = await transact(db, (trx) => answerNps(trx, auth.workspaceId, params.id, body.score, answeredAt, apiKeyActor(auth.keyId), 'api'));
     if (thread) return { status: 201, body: thread };
     if (!(await threads.threadExists(db, auth.workspaceId, params.id))) throw notFound('Thread');
     throw new ApiError(409, 'conflict', 'This thread already has an NPS answer.');
+  },
+
+  async requestNps({ db, auth, params }) {
+    return { status: 200, body: await requestNps(db, auth.workspaceId, params.id, apiKeyActor(auth.keyId)) };
   },
 
   async getNpsStats({ db, auth, query }) {

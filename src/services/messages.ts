@@ -7,7 +7,7 @@ import type { components } from '../../generated/api.js';
 import { withinMessagingWindow, templateContent } from '../channels/rules.js';
 import type { Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
-import { appendToOpenThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';
+import { appendToOpenThread, appendToThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';
 import type { MessageRow } from '../db/schema.js';
 import { contactIsLive } from '../db/threads.js';
 import { ApiError, invalidReference } from '../errors.js';
@@ -86,6 +86,26 @@ async function insertMore(trx: Db, workspaceId: string, threadId: string, messag
   const rows: MessageRow[] = [];
   for (const message of messages) rows.push(await insertMessage(trx, workspaceId, threadId, message, now));
   return rows;
+}
+
+/**
+ * Sends a message on a given thread, open or closed (the NPS question and its thanks belong to the
+ * thread that was asked), with its delivery job and its message.created, in the caller's
+ * transaction. Meta's rules are the caller's to check. Undefined when the contact was erased.
+ */
+export async function sendOnThread(
+  trx: Db,
+  workspaceId: string,
+  threadId: string,
+  message: OutboundMessage,
+  actor: Actor,
+  now: Date,
+): Promise<MessageRow | undefined> {
+  const row = await appendToThread(trx, workspaceId, threadId, message, now);
+  if (!row) return undefined;
+  await enqueueDelivery(trx, row);
+  await messageCreated(trx, workspaceId, row, actor, now);
+  return row;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import type { NpsGroupCounts } from '../db/nps-groups.js';
+import type { EventSource } from '../db/schema.js';
 import { setNpsAnswer, type NpsCounts, type Thread } from '../db/threads.js';
 import { recordEvent } from '../events/record.js';
 
@@ -12,11 +13,21 @@ export type NpsGroup = components['schemas']['NpsGroup'];
 
 /**
  * Records the thread's answer (db/threads.ts setNpsAnswer) with its nps.answered, the one emitter of
- * that type. Undefined when the thread is unknown or already answered. Run it in a transaction.
+ * that type; `source` says how it came (`api`: POST /threads/{id}/nps; `conversation`: a score the
+ * customer wrote, services/nps-requests.ts). Undefined when the thread is unknown or already
+ * answered. Run it in a transaction.
  */
-export async function answerNps(trx: Db, workspaceId: string, threadId: string, score: number, answeredAt: Date, actor: Actor): Promise<Thread | undefined> {
+export async function answerNps(
+  trx: Db,
+  workspaceId: string,
+  threadId: string,
+  score: number,
+  answeredAt: Date,
+  actor: Actor,
+  source: EventSource,
+): Promise<Thread | undefined> {
   const answered = await setNpsAnswer(trx, workspaceId, threadId, score, answeredAt);
-  if (answered) await recordEvent(trx, workspaceId, 'nps.answered', answered, actor);
+  if (answered) await recordEvent(trx, workspaceId, 'nps.answered', answered, actor, new Date(), { source });
   return answered;
 }
 

@@ -13,6 +13,7 @@ import { stageRowToStage } from '../../src/db/stages.js';
 import { insertAutomation } from '../../src/db/automations.js';
 import { setNpsAnswer, threadRowToThread } from '../../src/db/threads.js';
 import { openThread } from '../../src/services/threads.js';
+import { scoreOfText } from '../../src/services/nps-requests.js';
 import { SYSTEM } from '../../src/actor.js';
 import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
@@ -241,6 +242,11 @@ const REFUSALS: Partial<Record<OperationId, Array<Omit<Extract<Mode, { kind: 're
     { target: 'missing', field: 'id' },
   ],
   registerNps: [
+    { target: 'foreign', field: 'id' },
+    { target: 'missing', field: 'id' },
+    { target: 'duplicate', field: 'id' },
+  ],
+  requestNps: [
     { target: 'foreign', field: 'id' },
     { target: 'missing', field: 'id' },
     { target: 'duplicate', field: 'id' },
@@ -687,6 +693,48 @@ async function bindPair(ctx: Ctx, parts: Parts, knobs: Knobs, arrange: boolean):
   body.channelId = pick(ctx.model.channels, knobs.picks[1])!.id;
 }
 
+/**
+ * A sandbox inbound score that answered the pair's pending NPS request: stored on the asked thread
+ * (its status as it was), the answer registered, the thanks sent on that thread.
+ */
+async function answeredInConversation(ctx: Ctx, ex: Exchange, asked: Thread, score: number, message: Message, content: string): Promise<void> {
+  const { model } = ctx;
+  same(
+    ex,
+    message,
+    { ...message, threadId: asked.id, contactId: asked.contactId, channelId: asked.channelId, direction: 'inbound', content, status: 'delivered' },
+    'the score, an inbound message of the asked thread',
+  );
+  const read = await send(ctx, 'get', `/v1/threads/${asked.id}`);
+  const after = read.res.body as Thread;
+  const c = message.createdAt;
+  same(
+    ex,
+    after,
+    { ...asked, npsScore: score, npsCreatedAt: c, lastMessageAt: c, lastInboundAt: c, updatedAt: after.updatedAt },
+    'the asked thread with the answer, its status unchanged',
+  );
+  model.threads[model.threads.indexOf(asked)] = after;
+  model.answers.set(asked.id, { agentId: asked.agentId, stageId: asked.stageId });
+  const listed = await send(ctx, 'get', `/v1/threads/${asked.id}/messages?limit=100`);
+  const thanks = (listed.res.body as { data: Message[] }).data.find((m) => m.direction === 'outbound' && m.createdAt === c);
+  same(ex, thanks?.content, model.settings.nps.thanks, 'the thanks, an outbound message of the asked thread');
+  model.messages.set(asked.id, [...(model.messages.get(asked.id) ?? []), message, thanks!]);
+}
+
+/** The thread was asked and waits for its answer (younger than the workspace's nps.expiresAfterHours). */
+const npsPending = (model: Model, thread: Thread): boolean =>
+  thread.npsScore === null &&
+  thread.npsRequestedAt !== null &&
+  Date.now() - Date.parse(thread.npsRequestedAt) < model.settings.nps.expiresAfterHours * 3_600_000;
+
+/** The pair's thread asked last whose request is pending: a score the contact writes answers it. */
+const pendingRequestOf = (model: Model, contactId: string, channelId: string): Thread | undefined =>
+  model.threads
+    .filter((t) => t.contactId === contactId && t.channelId === channelId && t.npsRequestedAt !== null && t.npsScore === null)
+    .sort((a, b) => (a.npsRequestedAt! < b.npsRequestedAt! ? 1 : -1))
+    .find((t, i) => i === 0 && npsPending(model, t));
+
 const openThreadOf = (model: Model, contactId: string, channelId: string): Thread | undefined =>
   model.threads.find((t) => t.contactId === contactId.toLowerCase() && t.channelId === channelId.toLowerCase() && t.status === 'open');
 
@@ -973,6 +1021,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           closedAt: null,
           npsScore: null,
           npsCreatedAt: null,
+          npsRequestedAt: null,
           lastMessageAt: c,
           lastInboundAt: null,
           labels: [],
@@ -1133,6 +1182,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
         same(created, contact, expectedContact, 'a new contact named after the customer');
         model.contacts.push(contact);
       }
+      const asked = pendingRequestOf(model, contact.id, channel.id);
+      const score = asked && scoreOfText(input.content);
+      if (asked && score !== undefined) return answeredInConversation(ctx, ex, asked, score, message, input.content);
       const open = openThreadOf(model, contact.id, channel.id);
       if (!message.externalId?.startsWith('sandbox.')) fail(ex, 'a sandbox inbound message has a sandbox externalId');
       same(
@@ -1175,6 +1227,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           closedAt: null,
           npsScore: null,
           npsCreatedAt: null,
+          npsRequestedAt: null,
           lastMessageAt: c,
           lastInboundAt: c,
           labels: [],
@@ -1265,6 +1318,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         closedAt: null,
         npsScore: null,
         npsCreatedAt: null,
+        npsRequestedAt: null,
         lastMessageAt: null,
         lastInboundAt: null,
         labels: keptLabels(input.labels),
@@ -1389,6 +1443,85 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (stored < at - slack || stored > at + slack) fail(ex, `npsCreatedAt should be answeredAt to the millisecond (${input.answeredAt ?? 'now'})`);
       if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
       await readBack(ctx, `/v1/threads/${after.id}`, after, 'the answered thread');
+    },
+  },
+
+  requestNps: {
+    async bind(ctx, parts, knobs, arrange) {
+      const { model } = ctx;
+      // Anchored cases ask a thread that may be asked (unanswered, never asked, its contact not erased); fresh ones a new sandbox thread.
+      const askable = model.threads.filter((t) => t.npsScore === null && t.npsRequestedAt === null && !model.erased.includes(t.contactId));
+      const sandboxes = model.channels.filter((c) => c.provider === 'sandbox');
+      const thread =
+        arrange && knobs.fresh && sandboxes.length > 0
+          ? await freshThread(ctx, pick(sandboxes, knobs.picks[1])!)
+          : pick(knobs.anchor && askable.length > 0 ? askable : model.threads, knobs.picks[0])!;
+      parts.path.id = casing(thread.id, knobs.upper);
+    },
+    async refuse(ctx, parts, knobs, refusal) {
+      if (refusal.target !== 'duplicate') return refuseId('thread', 'id')!(ctx, parts, knobs, refusal);
+      let asked = pick(
+        ctx.model.threads.filter((t) => t.npsScore !== null || t.npsRequestedAt !== null),
+        knobs.picks[0],
+      );
+      if (!asked) {
+        const thread = await freshThread(ctx, ctx.model.channels.find((c) => c.provider === 'sandbox') ?? ctx.model.channels[0]!);
+        asked = (await setNpsAnswer(ctx.server.db, ctx.model.workspaceId, thread.id, 9, new Date()))!;
+        ctx.model.answers.set(thread.id, { agentId: thread.agentId, stageId: thread.stageId });
+        Object.assign(thread, asked);
+      }
+      parts.path.id = asked.id;
+      return (ex) => expectError(ex, 409, 'conflict', 'a thread answered, or asked and still pending');
+    },
+    async check(ctx, ex, { path }) {
+      const { model } = ctx;
+      const index = model.threads.findIndex((t) => t.id === path.id!.toLowerCase());
+      const before = model.threads[index]!;
+      if (before.npsScore !== null) return expectError(ex, 409, 'conflict', 'an answered thread');
+      if (npsPending(model, before)) return expectError(ex, 409, 'conflict', 'a thread asked and still pending', '/path/id');
+      const channel = model.channels.find((c) => c.id === before.channelId)!;
+      const contact = model.contacts.find((c) => c.id === before.contactId);
+      if (!contact) return expectError(ex, 422, 'invalid_reference', "the thread's contact was erased", '/path/id');
+      let template: S['NpsTemplate'] | null = null;
+      if (channel.provider === 'meta') {
+        if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId)) {
+          return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/path/id');
+        }
+        const wrote = model.threads
+          .filter((t) => t.contactId === contact.id && t.channelId === channel.id && t.lastInboundAt)
+          .map((t) => Date.parse(t.lastInboundAt!));
+        if (!(wrote.length > 0 && Date.now() - Math.max(...wrote) <= 24 * 3_600_000)) {
+          template = channel.type === 'whatsapp' ? model.settings.nps.template : null;
+          if (!template) return expectError(ex, 422, 'outside_messaging_window', 'outside the 24-hour window without an NPS template', '/path/id');
+        }
+      }
+      expectStatus(ex, 200, 'asking a thread that may be asked');
+      const after = ex.res.body as Thread;
+      const at = after.npsRequestedAt;
+      if (at === null || at < before.updatedAt) fail(ex, `npsRequestedAt should be set now (it is ${at})`);
+      const lastMessageAt = before.lastMessageAt && before.lastMessageAt > at ? before.lastMessageAt : at;
+      same(ex, after, { ...before, npsRequestedAt: at, lastMessageAt, updatedAt: at }, 'the thread asked');
+      model.threads[index] = after;
+      const read = await send(ctx, 'get', `/v1/threads/${after.id}/messages?limit=100`);
+      const question = (read.res.body as { data: Message[] }).data.find((m) => m.direction === 'outbound' && m.createdAt === at);
+      const expected: Message = {
+        id: question?.id ?? '(none)',
+        threadId: after.id,
+        contactId: contact.id,
+        channelId: channel.id,
+        direction: 'outbound',
+        content: template ? `[template ${template.name}]` : model.settings.nps.question,
+        status: 'queued',
+        externalId: null,
+        error: null,
+        template,
+        agentId: null,
+        attachments: [],
+        createdAt: at,
+      };
+      same(ex, question, expected, 'the question, an outbound message of the thread');
+      model.messages.set(after.id, [...(model.messages.get(after.id) ?? []), expected]);
+      await readBack(ctx, `/v1/threads/${after.id}`, after, 'the asked thread');
     },
   },
 
@@ -2276,6 +2409,7 @@ const ORDER: OperationId[] = [
   'sendMessage',
   'updateThread',
   'registerNps',
+  'requestNps',
   'deleteContact',
   'createWebhookEndpoint',
   'updateWebhookEndpoint',

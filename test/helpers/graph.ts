@@ -307,3 +307,20 @@ export function instagramText(accountId: string, customerId: string, text: strin
     event: { sender: { id: sender }, recipient: { id: recipient }, timestamp: Date.now(), message: { mid, text, ...(options.echo && { is_echo: true }) } },
   };
 }
+
+/**
+ * An Instagram messaging event of a tapped quick reply, as Meta documents it: the button's title as
+ * `message.text` and its payload as `message.quick_reply.payload`; `mid` when given, else a fresh one.
+ */
+export function instagramQuickReply(
+  accountId: string,
+  customerId: string,
+  title: string,
+  payload: string,
+  mid = `aWdfZAG1faXRlbToxOklH${randomBytes(12).toString('base64url')}`,
+): { event: unknown; mid: string } {
+  return {
+    mid,
+    event: { sender: { id: customerId }, recipient: { id: accountId }, timestamp: Date.now(), message: { mid, text: title, quick_reply: { payload } } },
+  };
+}
