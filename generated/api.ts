@@ -2419,7 +2419,7 @@ export interface components {
          *     and `send_template` send to the thread's contact on its channel as `POST /messages` does
          *     (on a closed thread, that opens a new one).
          */
-        AutomationAction: components["schemas"]["AssignAgentAction"] | components["schemas"]["AssignRoundRobinAction"] | components["schemas"]["UnassignAction"] | components["schemas"]["MoveStageAction"] | components["schemas"]["SetStatusAction"] | components["schemas"]["LabelsAction"] | components["schemas"]["SetAttributeAction"] | components["schemas"]["SendMessageAction"] | components["schemas"]["SendTemplateAction"] | components["schemas"]["StopAction"];
+        AutomationAction: components["schemas"]["AssignAgentAction"] | components["schemas"]["AssignRoundRobinAction"] | components["schemas"]["UnassignAction"] | components["schemas"]["MoveStageAction"] | components["schemas"]["SetStatusAction"] | components["schemas"]["LabelsAction"] | components["schemas"]["SetAttributeAction"] | components["schemas"]["SendMessageAction"] | components["schemas"]["SendTemplateAction"] | components["schemas"]["RequestNpsAction"] | components["schemas"]["StopAction"];
         /**
          * Assign an agent
          * @description Assigns the thread to this agent (checked at create; 422 when the workspace has none with this id).
@@ -2530,6 +2530,21 @@ export interface components {
             language: string;
             /** @description The values of the template body's `{{1}}`, `{{2}}`, ... */
             parameters?: string[];
+        };
+        /**
+         * Ask for the NPS
+         * @description Asks the workspace's NPS question on the thread, as `POST /threads/{id}/nps/request` does
+         *     (the classic use: on `thread.updated` with `thread.status` equals `closed`). On a thread
+         *     already answered, or asked and still pending, the action is `skipped` with reason
+         *     `conflict`; outside the messaging window with no NPS template set, `skipped` with reason
+         *     `outside_messaging_window` (the run stays `succeeded` either way).
+         */
+        RequestNpsAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "request_nps";
         };
         /**
          * Stop

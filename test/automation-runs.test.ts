@@ -306,6 +306,48 @@ describe('automations on events', () => {
     expect(await runsOf(ws, automation.id)).toMatchObject([{ threadId: null, status: 'succeeded' }]);
   });
 
+  it('when a thread is closed, then request_nps asks the NPS question; the customer answers "9" and the statistics count it', async () => {
+    const ws = await createWorkspace(server);
+    const person = (await ws.api.POST('/agents', { body: buildHuman({ availability: 'online' }) })).data!;
+    const automation = await create(ws, {
+      name: 'Pesquisa NPS ao encerrar',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
+      actions: [{ type: 'request_nps' }],
+    });
+    const { threadId } = await inbound(ws, 'Meu pedido chegou, obrigado!', '+5511922220001');
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { agentId: person.id } });
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'closed' } });
+    await settled(ws);
+
+    const asked = await thread(ws, threadId);
+    expect(asked).toMatchObject({ status: 'closed', npsRequestedAt: expect.any(String), npsScore: null });
+    expect((await runsOf(ws, automation.id)).map((r) => [r.status, r.actions])).toEqual([
+      ['succeeded', [{ type: 'request_nps', status: 'succeeded', reason: null }]],
+    ]);
+    const question = (await events(ws, 'message.created')).find((e) => e.data.actor?.type === 'automation');
+    expect(question).toMatchObject({ data: { object: { threadId, direction: 'outbound' }, actor: { type: 'automation', id: automation.id } } });
+
+    await inbound(ws, ' 9! ', '+5511922220001');
+    await settled(ws);
+
+    const answered = await thread(ws, threadId);
+    expect(answered).toMatchObject({ id: threadId, status: 'closed', npsScore: 9 });
+    const day = answered.npsCreatedAt!.slice(0, 10);
+    const window = { workspaceId: ws.workspaceId, dateFrom: `${day}T00:00:00.000Z`, dateTo: `${day}T23:59:59.999Z` };
+    expect((await ws.api.GET('/threads/stats/nps', { params: { query: window } })).data).toEqual({
+      promotores: 1,
+      neutros: 0,
+      detratores: 0,
+      total: 1,
+      npsScore: 100,
+    });
+    const byAgent = (await ws.api.GET('/threads/stats/nps', { params: { query: { ...window, groupBy: 'agent' } } })).data!;
+    expect(byAgent.groups).toEqual([{ key: person.id, promotores: 1, neutros: 0, detratores: 0, total: 1, npsScore: 100 }]);
+    // The score changed no status and recorded no thread.updated: the question went once.
+    expect(await runsOf(ws, automation.id)).toHaveLength(1);
+  });
+
   it('when the runs are asked of an automation or thread the workspace does not have, then 404', async () => {
     const ws = await createWorkspace(server);
     const other = await createWorkspace(server);

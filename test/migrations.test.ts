@@ -60,7 +60,7 @@ const ALL_MIGRATIONS = [
   '0020_automations',
   '0021_all_keys_gain_new_scopes',
   '0022_automation_runs',
-  '0024_nps_requests',
+  '0023_nps_requests',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -329,13 +329,13 @@ describe('migrations', () => {
     });
   });
 
-  describe('0024_nps_requests', () => {
+  describe('0023_nps_requests', () => {
     it('when a database at 0021 holds an nps.answered event and another event, then only the first gets source api', async () => {
       const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
       try {
         const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
         expect((await migrator.migrateTo('0021_all_keys_gain_new_scopes')).error).toBeUndefined();
-        const workspace = '01900000-0000-7000-8000-000000000024';
+        const workspace = '01900000-0000-7000-8000-000000000023';
         await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
         const events: Array<[string, string]> = [
           ['01900000-0000-7000-8000-0000000000e1', 'nps.answered'],
@@ -345,7 +345,7 @@ describe('migrations', () => {
           await sql`insert into events (workspace_id, id, type, data, created_at) values (${workspace}, ${id}, ${type}, '{}'::jsonb, now())`.execute(db);
         }
 
-        expect(await migrateToLatest(db)).toEqual(['0024_nps_requests']);
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0022_automation_runs')));
 
         const { rows } = await sql<{ id: string; source: string | null }>`select id, source from events order by id`.execute(db);
         expect(rows).toEqual([

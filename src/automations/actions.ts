@@ -13,6 +13,7 @@ import { ApiError } from '../errors.js';
 import { updateContact } from '../services/contacts.js';
 import { normalizeLabels } from '../services/labels.js';
 import { sendMessage } from '../services/messages.js';
+import { requestNps } from '../services/nps-requests.js';
 import { assignRoundRobin } from '../services/round-robin.js';
 import { changeThread, type ThreadChange } from '../services/threads.js';
 
@@ -109,9 +110,26 @@ async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: Aut
       return send(trx, workspaceId, target, actor, {
         template: { name: action.name, language: action.language, ...(action.parameters && { parameters: action.parameters }) },
       });
+    case 'request_nps':
+      if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
+      try {
+        await requestNps(trx, workspaceId, target.threadId, actor);
+        return;
+      } catch (err) {
+        // Asked already (or answered), or no way to ask now: nothing to do, as send_message outside its window.
+        if (err instanceof ApiError && (err.code === 'conflict' || err.code === 'outside_messaging_window')) throw new Skipped(err.code);
+        throw err;
+      }
     case 'stop':
       return;
+    default:
+      return unknownAction(action);
   }
+}
+
+/** Every action type of the contract is handled above: a new one fails the type check here. */
+function unknownAction(action: never): never {
+  throw new Error(`no such action: ${JSON.stringify(action)}`);
 }
 
 /** Applies `actions` in order in the run's transaction `trx`; what each did. */

@@ -45,6 +45,9 @@ export function wouldDo(action: Action, context: ConditionContext, names: Names)
         : `send the message "${action.content}" on the thread (outside the 24-hour window: skipped)`;
     case 'send_template':
       return `send the template ${action.name} (${action.language}) on the thread`;
+    case 'request_nps':
+      if (context.nps?.score !== null && context.nps?.score !== undefined) return `nothing: the thread already has its NPS answer (${context.nps.score})`;
+      return 'ask the NPS question on the thread (nothing if it is asked and still pending)';
     case 'stop':
       return 'stop: no later automation runs for this event';
   }

@@ -120,7 +120,7 @@ export interface ThreadTable {
   nps_stage_id: ColumnType<string | null, string | null | undefined, string | null>;
   last_message_at: NullableTimestamp;
   last_inbound_at: NullableTimestamp;
-  /** When its NPS question was last sent (migration 0024); pending until answered or expired. */
+  /** When its NPS question was last sent (migration 0023); pending until answered or expired. */
   nps_requested_at: NullableTimestamp;
   /** As a contact's (migration 0016). */
   labels: ColumnType<string[], string[] | undefined, string[]>;
@@ -358,7 +358,7 @@ export interface EventTable {
   /** Who made the change (migration 0013); null on events recorded before actors were. */
   actor_type: ActorType | null;
   actor_id: string | null;
-  /** Where an nps.answered came from (migration 0024): `api` or `conversation`; null for other types. */
+  /** Where an nps.answered came from (migration 0023): `api` or `conversation`; null for other types. */
   source: ColumnType<EventSource | null, EventSource | null | undefined, never>;
   created_at: ColumnType<Date, Date, never>;
   /** The writing transaction's id (xid8, as text), set by PostgreSQL: the live stream's order. */

@@ -3,7 +3,7 @@
 // a committed change always has its event and its webhooks, and a rolled-back one has neither.
 // Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
 // The event's actor is stored in columns of its own beside `data` (migration 0013), and so is where an
-// nps.answered came from (`source`: api or conversation, migration 0024), shown as `data.source`. An
+// nps.answered came from (`source`: api or conversation, migration 0023), shown as `data.source`. An
 // event that is an automation's trigger queues its run (or its idle timers) in the same statement
 // (automations/triggers.ts).
 import { sql, type RawBuilder } from 'kysely';
