@@ -11,8 +11,8 @@
 //   automation waiting on the side that must answer now; a thread.updated that closes the thread
 //   cancels them. No scan of threads ever looks for silences.
 import { sql, type RawBuilder } from 'kysely';
+import type { components } from '../../generated/api.js';
 import { causationOf, type Actor } from '../actor.js';
-import type { EventType } from '../events/record.js';
 import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 
 /** A UUIDv7 made by PostgreSQL, for rows a statement fans out. */
@@ -27,6 +27,8 @@ export interface TriggerQueries {
   /** Select-list items (leading comma included) that NOTIFY the queues that got jobs. */
   notify: RawBuilder<unknown>;
 }
+
+type EventType = components['schemas']['EventType'];
 
 const NONE: TriggerQueries = { with: sql``, notify: sql`` };
 
