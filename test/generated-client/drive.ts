@@ -5,6 +5,7 @@
 import { client } from './client/client.gen';
 import {
   createAutomation,
+  listAutomationRuns,
   createContact,
   getContact,
   getMe,
@@ -17,12 +18,13 @@ import {
   listThreadHistory,
   registerNps,
   sendMessage,
+  simulateSandboxInbound,
   testAutomation,
   uploadMedia,
   updateContact,
   updateThread,
 } from './client/sdk.gen';
-import type { Automation, AutomationAction, Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
+import type { Automation, AutomationAction, AutomationRun, Contact, ErrorResponse, Me, Thread, ThreadHistoryEntry } from './client/types.gen';
 
 function check(condition: unknown, what: string): asserts condition {
   if (!condition) throw new Error(`failed: ${what}`);
@@ -143,6 +145,19 @@ async function main(): Promise<void> {
   const dry = await testAutomation({ path: { id: automation.id }, body: { threadId: open.id } });
   check(dry.data?.matched === false && dry.data.actions.length === 2, `POST /automations/{id}/test ${JSON.stringify(dry.data)}`);
 
+  // The automation runs by itself on a customer's message about a refund; its run is in the log.
+  await simulateSandboxInbound({ path: { id: whatsapp.id }, body: { from: '+5511976543210', content: 'Quero o reembolso, por favor' } });
+  let runs: AutomationRun[] = [];
+  for (let tries = 0; tries < 50 && runs.length === 0; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    runs = (await listAutomationRuns({ path: { id: automation.id } })).data?.data ?? [];
+  }
+  const run = runs[0];
+  check(
+    run?.status === 'succeeded' && run.actions.map((a) => `${a.type}:${a.status}`).join() === 'move_stage:succeeded,add_labels:succeeded',
+    `GET /automations/{id}/runs ${JSON.stringify(runs)}`,
+  );
+
   // A file up (the body is the file, its own Content-Type) and down (the same bytes), unedited generated code.
   const bytes = new Uint8Array([0x25, 0x50, 0x44, 0x46, 0x2d, 0x31, 0x2e, 0x34, 0x0a, 0x25, 0x25, 0x45, 0x4f, 0x46]);
   const uploaded = await uploadMedia({
@@ -160,7 +175,7 @@ async function main(): Promise<void> {
   check(downloaded.response.status === 200 && got.length === bytes.length && got.every((b, i) => b === bytes[i]), 'GET /media/{id} gives the same bytes');
 
   process.stdout.write(
-    'generated client: calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100, automations, a file up and down)\n',
+    'generated client: calls answered as the contract says (401, 200, 201, 409, 400, 404, labels, NPS 100, automations and their runs, a file up and down)\n',
   );
 }
 
