@@ -10,6 +10,7 @@ import type { components } from '../generated/api.js';
 import { runEventAutomations } from '../src/automations/engine.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
+import { refunds, stageId } from './helpers/automations.js';
 import { createMetaChannel } from './helpers/channels.js';
 import { GraphDouble } from './helpers/graph.js';
 import { waitFor } from './helpers/processes.js';
@@ -40,11 +41,6 @@ async function create(ws: TestWorkspace, body: Schemas['AutomationCreate']): Pro
   const { data, response, error } = await ws.api.POST('/automations', { body });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!;
-}
-
-async function stageId(ws: TestWorkspace, name: string): Promise<string> {
-  const { data } = await ws.api.GET('/stages');
-  return data!.data.find((s) => s.name === name)!.id;
 }
 
 /** A customer's message on the workspace's sandbox channel; its thread's id. */
@@ -79,21 +75,6 @@ async function events(ws: TestWorkspace, type: Schemas['EventType']): Promise<Sc
 /** Waits until the workspace's automation jobs are all done (their effects committed with them). */
 const settled = (ws: TestWorkspace): Promise<void> =>
   waitFor('the automations to run', async () => (await jobsLeft(server.db, ws.workspaceId, 'automation-event')) === 0, 10_000);
-
-const refunds = (stage: string): Schemas['AutomationCreate'] => ({
-  name: 'Pedidos de reembolso',
-  trigger: { event: 'message.received' },
-  conditions: {
-    any: [
-      { field: 'message.content', operator: 'contains', value: 'reembolso' },
-      { field: 'message.content', operator: 'contains', value: 'estorno' },
-    ],
-  },
-  actions: [
-    { type: 'move_stage', stageId: stage },
-    { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
-  ],
-});
 
 describe('automations on events', () => {
   it('when the customer writes about a refund, then the thread moves and is labelled by the automation, with its history, events and run', async () => {

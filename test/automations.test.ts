@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildAgent, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
+import { refunds, stageId } from './helpers/automations.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 type Automation = components['schemas']['Automation'];
@@ -17,27 +18,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server.close();
-});
-
-async function stageId(ws: TestWorkspace, name: string): Promise<string> {
-  const { data } = await ws.api.GET('/stages');
-  return data!.data.find((stage) => stage.name === name)!.id;
-}
-
-/** The README's first worked example. */
-const refunds = (emAtendimento: string): AutomationCreate => ({
-  name: 'Pedidos de reembolso',
-  trigger: { event: 'message.received' },
-  conditions: {
-    any: [
-      { field: 'message.content', operator: 'contains', value: 'reembolso' },
-      { field: 'message.content', operator: 'contains', value: 'estorno' },
-    ],
-  },
-  actions: [
-    { type: 'move_stage', stageId: emAtendimento },
-    { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
-  ],
 });
 
 /** The README's second worked example. */

@@ -166,36 +166,35 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
 /** Retries of a run that threw (the database away, a deadlock): a few, then it is given up and logged. */
 const RUN_ATTEMPTS = 5;
 
-export function automationEventHandler(options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-event'> {
+type AutomationQueue = 'automation-event' | 'automation-idle';
+
+/** A queue handler for automations' jobs: `run` ends the job itself (or says when to try again), a job given up is logged and ended. */
+function automationHandler<Q extends AutomationQueue>(
+  queue: Q,
+  options: { db: Db; logger: Logger; retryBaseMs: number },
+  run: (job: Job<Q>) => Promise<Date | undefined>,
+): QueueHandler<Q> {
   const { db, logger } = options;
   return {
-    queue: 'automation-event',
+    queue,
     maxAttempts: RUN_ATTEMPTS,
     retryBaseMs: options.retryBaseMs,
     async run(job) {
-      await runEventAutomations(db, job);
-      return { kind: 'finished' };
+      const later = await run(job);
+      return later ? { kind: 'later', runAt: later } : { kind: 'finished' };
     },
     async giveUp(job, lastError) {
-      logger.error({ jobId: job.id, eventId: job.payload.eventId, error: lastError }, 'automations for an event given up');
+      logger.error({ jobId: job.id, queue, payload: job.payload, error: lastError }, 'an automation job given up');
       await finishJob(db, job);
     },
   };
 }
 
-export function automationIdleHandler(options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-idle'> {
-  const { db, logger } = options;
-  return {
-    queue: 'automation-idle',
-    maxAttempts: RUN_ATTEMPTS,
-    retryBaseMs: options.retryBaseMs,
-    async run(job) {
-      const later = await runIdleAutomation(db, job);
-      return later ? { kind: 'later', runAt: later } : { kind: 'finished' };
-    },
-    async giveUp(job, lastError) {
-      logger.error({ jobId: job.id, automationId: job.payload.automationId, threadId: job.payload.threadId, error: lastError }, 'a thread.idle timer given up');
-      await finishJob(db, job);
-    },
-  };
-}
+export const automationEventHandler = (options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-event'> =>
+  automationHandler('automation-event', options, async (job) => {
+    await runEventAutomations(options.db, job);
+    return undefined;
+  });
+
+export const automationIdleHandler = (options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'automation-idle'> =>
+  automationHandler('automation-idle', options, (job) => runIdleAutomation(options.db, job));
