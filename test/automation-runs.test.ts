@@ -160,15 +160,16 @@ describe('automations on events', () => {
     expect(contact!.labels).toEqual(['depois do stop']);
   });
 
-  it('when an action fails, then it alone is undone, the next ones run and the run is failed with its reason', async () => {
+  it('when an action fails, then it alone is undone, those before and after it apply once and the run is failed with its reason', async () => {
     const ws = await createWorkspace(server);
     const { data: gone } = await ws.api.POST('/stages', { body: { name: 'Temporária' } });
     const automation = await create(ws, {
       name: 'Etapa apagada',
       trigger: { event: 'message.received' },
       actions: [
-        { type: 'move_stage', stageId: gone!.id },
         { type: 'set_attribute', key: 'origem', value: 'whatsapp' },
+        { type: 'move_stage', stageId: gone!.id },
+        { type: 'add_labels', target: 'contact', labels: ['depois'] },
       ],
     });
     expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
@@ -179,11 +180,20 @@ describe('automations on events', () => {
     const [run] = await runsOf(ws, automation.id);
     expect(run).toMatchObject({ status: 'failed', reason: expect.stringMatching(/^invalid_reference: /) });
     expect(run!.actions.map((a) => [a.type, a.status])).toEqual([
-      ['move_stage', 'failed'],
       ['set_attribute', 'succeeded'],
+      ['move_stage', 'failed'],
+      ['add_labels', 'succeeded'],
     ]);
-    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: (await thread(ws, threadId)).contactId } } });
-    expect(contact!.attributes).toEqual({ origem: 'whatsapp' });
+    const contactId = (await thread(ws, threadId)).contactId;
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: contactId } } });
+    expect(contact).toMatchObject({ attributes: { origem: 'whatsapp' }, labels: ['depois'] });
+    // The first go (no savepoints) rolled back whole: each change has one event.
+    const updates = (await events(ws, 'contact.updated')).filter((e) => (e.data.object as Schemas['Contact']).id === contactId);
+    expect(updates.map((e) => e.data.actor)).toEqual([
+      { type: 'automation', id: automation.id },
+      { type: 'automation', id: automation.id },
+    ]);
+    expect((await events(ws, 'thread.updated')).filter((e) => e.data.actor?.type === 'automation')).toEqual([]);
   });
 
   it('when a message goes to a contact outside the 24-hour window, then it is skipped without a fallback and the template goes with one', async () => {

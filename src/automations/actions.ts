@@ -1,14 +1,16 @@
 // An automation's actions applied to a thread (or a contact), in the run's transaction, each by the
-// service that owns its change, with the automation as the actor. Each action is tried on its own
-// (a savepoint): one that fails (a stage deleted since the automation was written, a thread that
-// cannot reopen) is rolled back alone and reported, and the next ones still run.
+// service that owns its change, with the automation as the actor. Each action counts on its own:
+// one that fails (a stage deleted since the automation was written, a thread that cannot reopen)
+// is rolled back alone (a savepoint) and reported, and the next ones still run. Savepoints cost two
+// round trips an action, so a run first goes without; the rare run where an action does not
+// succeed is rolled back and run again with them (applyActions, engine.ts).
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { AutomationActor } from '../actor.js';
 import type { AutomationRunAction } from '../db/automation-runs.js';
 import { lockContact } from '../db/contacts.js';
 import type { Db } from '../db/database.js';
-import { readThreadForChange } from '../db/threads.js';
+import type { ThreadRow } from '../db/schema.js';
 import { ApiError } from '../errors.js';
 import { updateContact } from '../services/contacts.js';
 import { normalizeLabels } from '../services/labels.js';
@@ -41,7 +43,13 @@ function failure(err: unknown): string {
   return `internal_error: ${(err as Error).message ?? String(err)}`;
 }
 
-async function changeTheThread(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, change: ThreadChange): Promise<void> {
+async function changeTheThread(
+  trx: Db,
+  workspaceId: string,
+  target: RunTarget,
+  actor: AutomationActor,
+  change: ThreadChange | ((current: ThreadRow) => ThreadChange),
+): Promise<void> {
   if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
   const row = await changeThread(trx, workspaceId, target.threadId, change, { actor, reason: null });
   if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
@@ -64,10 +72,7 @@ async function changeLabels(
     await updateContact(trx, workspaceId, target.contactId, { labels: edit(contact.labels) }, actor);
     return;
   }
-  if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
-  const read = await readThreadForChange(trx, workspaceId, target.threadId, { lock: true });
-  if (!read) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
-  await changeTheThread(trx, workspaceId, target, actor, { labels: edit(read.row.labels) });
+  await changeTheThread(trx, workspaceId, target, actor, (thread) => ({ labels: edit(thread.labels) }));
 }
 
 async function send(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, content: { content: string } | { template: Template }) {
@@ -132,16 +137,37 @@ function unknownAction(action: never): never {
   throw new Error(`no such action: ${JSON.stringify(action)}`);
 }
 
-/** Applies `actions` in order in the run's transaction `trx`; what each did. */
+/**
+ * Thrown by applyActions without savepoints when an action did not succeed: the run's transaction
+ * must roll back and run again with them (engine.ts), so that the action is undone alone.
+ */
+export class ActionsNeedSavepoints extends Error {}
+
+/**
+ * Applies `actions` in order in the run's transaction `trx`; what each did. With `savepoints`, each
+ * action is tried on its own (a savepoint before it; one that fails or is skipped is rolled back
+ * alone). Without, the common case of actions that all succeed costs no round trip of savepoints
+ * (two an action): the first that does not succeed throws ActionsNeedSavepoints instead.
+ */
 export async function applyActions(
   trx: Db,
   workspaceId: string,
   target: RunTarget,
   actor: AutomationActor,
   actions: readonly Action[],
+  options: { savepoints: boolean },
 ): Promise<AutomationRunAction[]> {
   const done: AutomationRunAction[] = [];
   for (const action of actions) {
+    if (!options.savepoints) {
+      try {
+        await apply(trx, workspaceId, target, actor, action);
+      } catch (err) {
+        throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
+      }
+      done.push({ type: action.type, status: 'succeeded', reason: null });
+      continue;
+    }
     await sql`savepoint automation_action`.execute(trx);
     try {
       await apply(trx, workspaceId, target, actor, action);

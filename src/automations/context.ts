@@ -23,15 +23,11 @@ function attributesOf(value: unknown): Record<string, AttributeValue> {
 /** The message conditions see: the thread's latest inbound one, a given one, or none (a trigger without a message). */
 export type MessageSeen = 'latest-inbound' | { content: string | null } | undefined;
 
-/** The thread's context, or undefined when the workspace has no such thread. */
-export async function threadContext(
-  db: Db,
-  workspaceId: string,
-  threadId: string,
-  settings: Settings,
-  now: Date,
-  message: MessageSeen,
-): Promise<ConditionContext | undefined> {
+/** What conditions see of the records; the business hours are added for the instant of evaluation (withHours). */
+export type Facts = Omit<ConditionContext, 'businessHours'>;
+
+/** The thread's facts, or undefined when the workspace has no such thread. */
+export async function threadFacts(db: Db, workspaceId: string, threadId: string, message: MessageSeen): Promise<Facts | undefined> {
   const row = await readThreadContext(db, workspaceId, threadId);
   if (!row) return undefined;
   const seen = message === 'latest-inbound' ? (row.has_message ? { content: row.message_content } : undefined) : message;
@@ -41,18 +37,21 @@ export async function threadContext(
     contact: { labels: labelsOf(row.contact_labels), attributes: attributesOf(row.contact_attributes) },
     ...(seen && { message: seen }),
     nps: { score: row.nps_score },
-    businessHours: isBusinessHours(settings, now),
   };
 }
 
-/** A contact's context (contact.created has no thread), or undefined when the contact is gone. */
-export async function contactContext(db: Db, workspaceId: string, contactId: string, settings: Settings, now: Date): Promise<ConditionContext | undefined> {
+/** A contact's facts (contact.created has no thread), or undefined when the contact is gone. */
+export async function contactFacts(db: Db, workspaceId: string, contactId: string): Promise<Facts | undefined> {
   const row = await readContactContext(db, workspaceId, contactId);
   if (!row) return undefined;
-  return { contact: { labels: labelsOf(row.labels), attributes: attributesOf(row.attributes) }, businessHours: isBusinessHours(settings, now) };
+  return { contact: { labels: labelsOf(row.labels), attributes: attributesOf(row.attributes) } };
 }
+
+/** The context of `facts` at `now`: whether it is inside the workspace's business hours, in its time zone. */
+export const withHours = (facts: Facts, settings: Settings, now: Date): ConditionContext => ({ ...facts, businessHours: isBusinessHours(settings, now) });
 
 /** The dry run's context: the thread now, its latest inbound message. */
 export async function loadThreadContext(db: Db, workspaceId: string, threadId: string, now: Date): Promise<ConditionContext | undefined> {
-  return threadContext(db, workspaceId, threadId, await loadSettings(db, workspaceId), now, 'latest-inbound');
+  const [facts, settings] = await Promise.all([threadFacts(db, workspaceId, threadId, 'latest-inbound'), loadSettings(db, workspaceId)]);
+  return facts && withHours(facts, settings, now);
 }

@@ -10,17 +10,21 @@
 import { automationActor } from '../actor.js';
 import { enabledAutomations, lockThreadForRun, type AutomationRun } from '../db/automation-runs.js';
 import { findAutomation } from '../db/automations.js';
+import type { Transaction } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
 import { transact, type Db } from '../db/database.js';
+import { runAtCommit } from '../db/pg-driver.js';
+import type { Database } from '../db/schema.js';
 import type { AutomationRow } from '../db/schema.js';
 import { getEvent } from '../events/record.js';
-import { finishJob, type HeldJob, type Job } from '../jobs/queue.js';
+import { finishHeldJobQuery, finishJob, type HeldJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
-import { runRecorded, startRun } from '../services/automation-runs.js';
-import { loadSettings, type Settings } from '../services/settings.js';
-import { applyActions, type RunTarget } from './actions.js';
+import { recordRun } from '../services/automation-runs.js';
+import { loadSettings } from '../services/settings.js';
+import { ActionsNeedSavepoints, applyActions, type RunTarget } from './actions.js';
 import { evaluateConditions, type ConditionContext } from './conditions.js';
-import { contactContext, threadContext, type MessageSeen } from './context.js';
+import { contactFacts, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
 export const MAX_CAUSATION_DEPTH = 3;
@@ -36,8 +40,23 @@ interface Trigger {
   eventId: string | null;
   target: RunTarget;
   chain: readonly string[];
-  /** Loads what the conditions see now. */
-  context: (settings: Settings, now: Date) => Promise<ConditionContext | undefined>;
+  /** Reads what the conditions see of the records now. */
+  facts: () => Promise<Facts | undefined>;
+  /** Each action under a savepoint: the second go of a run where an action did not succeed. */
+  savepoints: boolean;
+}
+
+/**
+ * Runs `run` in a transaction without savepoints, and when an action did not succeed (the
+ * transaction rolled back with ActionsNeedSavepoints), once more with them.
+ */
+async function withRetryUnderSavepoints<T>(db: Db, run: (trx: Transaction<Database>, savepoints: boolean) => Promise<T>): Promise<T> {
+  try {
+    return await transact(db, (trx) => run(trx, false));
+  } catch (err) {
+    if (!(err instanceof ActionsNeedSavepoints)) throw err;
+    return transact(db, (trx) => run(trx, true));
+  }
 }
 
 /**
@@ -46,10 +65,11 @@ interface Trigger {
  */
 async function runAll(trx: Db, workspaceId: string, automations: readonly AutomationRow[], trigger: Trigger): Promise<void> {
   const settings = await loadSettings(trx, workspaceId);
-  let context: ConditionContext | undefined;
+  let facts: Facts | undefined;
   let stale = true;
   for (const automation of automations) {
-    if (stale) context = await trigger.context(settings, new Date());
+    if (stale) facts = await trigger.facts();
+    const context = facts && withHours(facts, settings, new Date());
     const outcome = await runOne(trx, workspaceId, automation, trigger, context);
     if (outcome.stop) return;
     stale = outcome.acted;
@@ -72,47 +92,45 @@ async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, t
   const now = new Date();
   if (!context || !evaluateConditions(automation.conditions, context).matched) return NOTHING;
   const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id);
-  const run = await startRun(
-    trx,
-    workspaceId,
-    {
-      automationId: automation.id,
-      triggerKey: trigger.key,
-      eventId: trigger.eventId,
-      threadId: trigger.target.threadId,
-      status: looping ? 'skipped' : 'succeeded',
-      reason: looping ? LOOP_PREVENTED : null,
-      actions: [],
-    },
-    now,
-  );
-  // Already run for this trigger: an earlier attempt committed it (and then ended the job, so only a rival holder gets here).
-  if (!run) throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
-  if (looping) {
-    await runRecorded(trx, workspaceId, run, now);
-    return NOTHING;
-  }
-  const actions = await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain), automation.actions);
+  const run: AutomationRun = {
+    id: uuidv7(),
+    automationId: automation.id,
+    eventId: trigger.eventId,
+    threadId: trigger.target.threadId,
+    status: 'skipped',
+    reason: LOOP_PREVENTED,
+    actions: [],
+    createdAt: now.toISOString(),
+  };
+  const actions = looping
+    ? []
+    : await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain), automation.actions, {
+        savepoints: trigger.savepoints,
+      });
   const failed = actions.find((action) => action.status === 'failed');
-  const outcome: AutomationRun = { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
-  await runRecorded(trx, workspaceId, outcome, new Date());
-  return { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
+  const outcome: AutomationRun = looping ? run : { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
+  // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets here).
+  if (!(await recordRun(trx, workspaceId, outcome, trigger.key))) throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
+  return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 
-/** Ends the job in the run's transaction; a lost claim rolls everything back. */
-async function finish(trx: Db, job: HeldJob): Promise<void> {
-  if (!(await finishJob(trx, job))) throw new ClaimLost(`job ${job.id} was taken by another instance`);
+/**
+ * Ends the job with the run's COMMIT (no round trip of its own); a claim lost meanwhile fails the
+ * commit, and everything the run did rolls back.
+ */
+function finish(trx: Transaction<Database>, job: HeldJob): Promise<void> {
+  return runAtCommit(trx, finishHeldJobQuery(job));
 }
 
 /** The automations an event triggers, in position order, until one runs `stop`. */
 export async function runEventAutomations(db: Db, job: Job<'automation-event'>): Promise<void> {
   const { workspace_id: workspaceId, payload } = job;
-  await transact(db, async (trx) => {
+  await withRetryUnderSavepoints(db, async (trx, savepoints) => {
     const thread = payload.threadId ? await lockThreadForRun(trx, workspaceId, payload.threadId) : undefined;
-    const contactId = thread?.contact_id ?? payload.contactId;
     const automations = await enabledAutomations(trx, workspaceId, payload.trigger);
+    const event = automations.length > 0 ? await getEvent(trx, workspaceId, payload.eventId) : undefined;
+    const contactId = thread?.contact_id ?? payload.contactId;
     if (automations.length > 0 && contactId && (thread || !payload.threadId)) {
-      const event = await getEvent(trx, workspaceId, payload.eventId);
       const object = event?.data.object as { content?: string | null } | undefined;
       const message: MessageSeen = payload.trigger.startsWith('message.') ? { content: object?.content ?? null } : undefined;
       const trigger: Trigger = {
@@ -120,8 +138,8 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         eventId: payload.eventId,
         target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
         chain: payload.chain,
-        context: (settings, now) =>
-          thread ? threadContext(trx, workspaceId, thread.id, settings, now, message) : contactContext(trx, workspaceId, contactId, settings, now),
+        facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
+        savepoints,
       };
       await runAll(trx, workspaceId, automations, trigger);
     }
@@ -137,7 +155,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
  */
 export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Promise<Date | undefined> {
   const { workspace_id: workspaceId, payload } = job;
-  return transact(db, async (trx) => {
+  return withRetryUnderSavepoints(db, async (trx, savepoints) => {
     const thread = await lockThreadForRun(trx, workspaceId, payload.threadId);
     const automation = await findAutomation(trx, workspaceId, payload.automationId);
     const trigger = automation?.trigger;
@@ -155,7 +173,8 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
         eventId: null,
         target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
         chain: [],
-        context: (settings, now) => threadContext(trx, workspaceId, thread.id, settings, now, undefined),
+        facts: () => threadFacts(trx, workspaceId, thread.id, undefined),
+        savepoints,
       });
     }
     await finish(trx, job);

@@ -1,8 +1,8 @@
 // Automations' runs, and what the engine reads to run them: the enabled automations of a trigger,
 // a thread locked for a run with its last message, a contact's context. A run's row is written at
-// most once per (automation, trigger key): the unique index of migration 0022 is the guard.
-import { sql } from 'kysely';
-import { v7 as uuidv7 } from 'uuid';
+// most once per (automation, trigger key): the unique index of migration 0022 is the guard, and
+// insertRunQuery's conflict writes nothing.
+import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import { listPage, listSource, type PageText } from './pagination.js';
@@ -26,57 +26,19 @@ export async function enabledAutomations(db: Db, workspaceId: string, trigger: s
     .execute();
 }
 
-export interface NewRun {
-  automationId: string;
-  triggerKey: string;
-  eventId: string | null;
-  threadId: string | null;
-  status: AutomationRun['status'];
-  reason: string | null;
-  actions: AutomationRunAction[];
-}
-
-/** Records a run; undefined when the automation already has one for this trigger key (it was applied before). */
-export async function insertRun(db: Db, workspaceId: string, run: NewRun, now: Date): Promise<AutomationRun | undefined> {
-  const row = await db
-    .insertInto('automation_runs')
-    .values({
-      workspace_id: workspaceId,
-      id: uuidv7(),
-      automation_id: run.automationId,
-      trigger_key: run.triggerKey,
-      event_id: run.eventId,
-      thread_id: run.threadId,
-      status: run.status,
-      reason: run.reason,
-      actions: JSON.stringify(run.actions),
-      created_at: now,
-    })
-    .onConflict((oc) => oc.columns(['workspace_id', 'automation_id', 'trigger_key']).doNothing())
-    .returningAll()
-    .executeTakeFirst();
-  return (
-    row && {
-      id: row.id,
-      automationId: row.automation_id,
-      eventId: row.event_id,
-      threadId: row.thread_id,
-      status: row.status,
-      reason: row.reason,
-      actions: row.actions,
-      createdAt: row.created_at.toISOString(),
-    }
-  );
-}
-
-/** Sets a recorded run's outcome. */
-export async function finishRun(trx: Db, workspaceId: string, run: AutomationRun): Promise<void> {
-  await trx
-    .updateTable('automation_runs')
-    .set({ status: run.status, reason: run.reason, actions: JSON.stringify(run.actions) })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', run.id)
-    .execute();
+/**
+ * Statement builder: the WITH query `run` that inserts `run` (ids and instant given), returning a
+ * row only when the automation had no run for this trigger key: embed it in the statement that
+ * records its event.
+ */
+export function insertRunQuery(workspaceId: string, run: AutomationRun, triggerKey: string): RawBuilder<unknown> {
+  return sql`run as (
+      insert into automation_runs (workspace_id, id, automation_id, trigger_key, event_id, thread_id, status, reason, actions, created_at)
+      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${triggerKey}, ${run.eventId}::uuid, ${run.threadId}::uuid,
+              ${run.status}, ${run.reason}, ${JSON.stringify(run.actions)}::jsonb, ${run.createdAt}::timestamptz)
+      on conflict (workspace_id, automation_id, trigger_key) do nothing
+      returning id
+    )`;
 }
 
 const runList = listSource<AutomationRun>('automation_runs', {

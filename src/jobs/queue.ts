@@ -230,6 +230,17 @@ export function finishJobQuery(job: HeldJob): RawBuilder<unknown> {
 }
 
 /**
+ * The statement that deletes a finished job as its transaction's last one (runAtCommit sends it
+ * with the COMMIT, no round trip of its own), and fails when this claim no longer holds the job (its
+ * lease ran out and another instance took it): the error fails the commit, so the effects recorded
+ * with it roll back and the new holder's run is the one that counts.
+ */
+export function finishHeldJobQuery(job: HeldJob): RawBuilder<unknown> {
+  return sql`with finished as (delete from jobs where ${held(job)} returning 1)
+    select 1 / (select count(*) from finished)::int as held`;
+}
+
+/**
  * Statement builder: a job's next step decided by its effect, as two WITH queries (`job_retried`,
  * `job_finished`) of the statement that records the effect. `retryAt` is an expression over `from`
  * (a WITH query of that statement with one row): a time puts the job back to run again then,

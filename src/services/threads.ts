@@ -97,7 +97,8 @@ export async function threadUpdated(trx: Db, workspaceId: string, row: ThreadRow
 const MAX_ATTEMPTS = 50;
 
 /**
- * Applies `change` to the thread and records it in its history: read, plan, then a write that
+ * Applies `change` (or the change a function makes of the thread as read: labels added to those it
+ * has) to the thread and records it in its history: read, plan, then a write that
  * holds only if the thread is still the version read; a concurrent change makes it read and plan
  * again, so changes of one thread apply one after another, each entry's `from` being the value it
  * replaced, with its thread.updated event in the same transaction. Undefined when there is no such thread.
@@ -106,14 +107,14 @@ export async function changeThread(
   db: Db,
   workspaceId: string,
   id: string,
-  change: ThreadChange,
+  change: ThreadChange | ((current: ThreadRow) => ThreadChange),
   who: { actor: Actor; reason: string | null },
 ): Promise<ThreadRow | undefined> {
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const read = await readThreadForChange(db, workspaceId, id);
     if (!read) return undefined;
     const now = new Date();
-    const { set, changes } = planThreadChange(read.row, change, now);
+    const { set, changes } = planThreadChange(read.row, typeof change === 'function' ? change(read.row) : change, now);
     if (changes.length === 0) return read.row;
     const written = await transact(db, async (trx) => {
       const row = await writeThreadChange(trx, workspaceId, read, set, changes, who, now);
