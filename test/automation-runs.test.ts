@@ -282,6 +282,34 @@ describe('automations on events', () => {
     expect((await runsOf(ws, d.id)).map((r) => [r.status, r.reason])).toEqual([['skipped', 'loop_prevented']]);
   });
 
+  it('when the workspace is open all week, then time.businessHours is true for its runs (its own settings, not the defaults)', async () => {
+    const ws = await createWorkspace(server);
+    const allDay = [['00:00', '24:00']] as Array<[string, string]>;
+    const { response } = await ws.api.PATCH('/settings', {
+      body: { timezone: 'America/Manaus', businessHours: { mon: allDay, tue: allDay, wed: allDay, thu: allDay, fri: allDay, sat: allDay, sun: allDay } },
+    });
+    expect(response.status).toBe(200);
+    const within = await create(ws, {
+      name: 'Dentro do horário',
+      trigger: { event: 'message.received' },
+      conditions: { all: [{ field: 'time.businessHours', operator: 'equals', value: true }] },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['no horário'] }],
+    });
+    const outside = await create(ws, {
+      name: 'Fora do horário',
+      trigger: { event: 'message.received' },
+      conditions: { all: [{ field: 'time.businessHours', operator: 'equals', value: false }] },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['fora do horário'] }],
+    });
+
+    const { threadId } = await inbound(ws, 'Oi', '+5511933330001');
+    await settled(ws);
+
+    expect((await thread(ws, threadId)).labels).toEqual(['no horário']);
+    expect(await runsOf(ws, within.id)).toHaveLength(1);
+    expect(await runsOf(ws, outside.id)).toEqual([]);
+  });
+
   it('when a contact is created, then its automation labels the contact', async () => {
     const ws = await createWorkspace(server);
     const automation = await create(ws, {

@@ -8,20 +8,18 @@
 // The loop guard: an event carries the chain of automations that caused it; an automation already
 // in it, or one at a chain MAX_CAUSATION_DEPTH long, records a `skipped: loop_prevented` run.
 import { automationActor } from '../actor.js';
-import { enabledAutomations, lockThreadForRun, type AutomationRun } from '../db/automation-runs.js';
+import { lockThreadForRun, startEventRun, type AutomationRun, type RunnableAutomation } from '../db/automation-runs.js';
 import { findAutomation } from '../db/automations.js';
 import type { Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
-import type { AutomationRow } from '../db/schema.js';
-import { getEvent } from '../events/record.js';
 import { finishHeldJobQuery, finishJob, type HeldJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { recordRun } from '../services/automation-runs.js';
-import { loadSettings } from '../services/settings.js';
+import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, type RunTarget } from './actions.js';
 import { evaluateConditions, type ConditionContext } from './conditions.js';
 import { contactFacts, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
@@ -63,8 +61,7 @@ async function withRetryUnderSavepoints<T>(db: Db, run: (trx: Transaction<Databa
  * The trigger's automations in order, until one runs `stop`. The context is loaded once, and again
  * only after an automation acted: each sees the changes of those before it.
  */
-async function runAll(trx: Db, workspaceId: string, automations: readonly AutomationRow[], trigger: Trigger): Promise<void> {
-  const settings = await loadSettings(trx, workspaceId);
+async function runAll(trx: Db, workspaceId: string, automations: readonly RunnableAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
   let facts: Facts | undefined;
   let stale = true;
   for (const automation of automations) {
@@ -88,7 +85,7 @@ const NOTHING: Outcome = { acted: false, stop: false };
  * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
  * the loop guard or with its actions applied.
  */
-async function runOne(trx: Db, workspaceId: string, automation: AutomationRow, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
+async function runOne(trx: Db, workspaceId: string, automation: RunnableAutomation, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
   const now = new Date();
   if (!context || !evaluateConditions(automation.conditions, context).matched) return NOTHING;
   const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id);
@@ -126,12 +123,11 @@ function finish(trx: Transaction<Database>, job: HeldJob): Promise<void> {
 export async function runEventAutomations(db: Db, job: Job<'automation-event'>): Promise<void> {
   const { workspace_id: workspaceId, payload } = job;
   await withRetryUnderSavepoints(db, async (trx, savepoints) => {
-    const thread = payload.threadId ? await lockThreadForRun(trx, workspaceId, payload.threadId) : undefined;
-    const automations = await enabledAutomations(trx, workspaceId, payload.trigger);
-    const event = automations.length > 0 ? await getEvent(trx, workspaceId, payload.eventId) : undefined;
+    const start = await startEventRun(trx, workspaceId, payload);
+    const { thread, automations } = start;
     const contactId = thread?.contact_id ?? payload.contactId;
     if (automations.length > 0 && contactId && (thread || !payload.threadId)) {
-      const object = event?.data.object as { content?: string | null } | undefined;
+      const object = start.event as { content?: string | null } | undefined;
       const message: MessageSeen = payload.trigger.startsWith('message.') ? { content: object?.content ?? null } : undefined;
       const trigger: Trigger = {
         key: payload.eventId,
@@ -141,7 +137,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
         savepoints,
       };
-      await runAll(trx, workspaceId, automations, trigger);
+      await runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));
     }
     await finish(trx, job);
   });
@@ -168,14 +164,21 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
     if (holds && thread.last_message_at) {
       const due = new Date(thread.last_message_at.getTime() + trigger.minutes * 60_000);
       if (due.getTime() > Date.now()) return due;
-      await runAll(trx, workspaceId, [automation], {
-        key: `idle:${payload.messageId}`,
-        eventId: null,
-        target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
-        chain: [],
-        facts: () => threadFacts(trx, workspaceId, thread.id, undefined),
-        savepoints,
-      });
+      const settings = await loadSettings(trx, workspaceId);
+      await runAll(
+        trx,
+        workspaceId,
+        [automation],
+        {
+          key: `idle:${payload.messageId}`,
+          eventId: null,
+          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
+          chain: [],
+          facts: () => threadFacts(trx, workspaceId, thread.id, undefined),
+          savepoints,
+        },
+        settings,
+      );
     }
     await finish(trx, job);
     return undefined;

@@ -6,6 +6,9 @@ import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import { listPage, listSource, type PageText } from './pagination.js';
+import { rowToStoredSettings, type Settings } from './settings.js';
+
+type StoredSettingsRow = Parameters<typeof rowToStoredSettings>[0] & object;
 import type { AutomationRow } from './schema.js';
 
 export type AutomationRun = components['schemas']['AutomationRun'];
@@ -13,18 +16,6 @@ export type AutomationRunAction = components['schemas']['AutomationRunAction'];
 
 /** How long runs are kept. */
 export const RUN_RETENTION_DAYS = 30;
-
-/** The workspace's enabled automations whose trigger is `trigger`, in position order. */
-export async function enabledAutomations(db: Db, workspaceId: string, trigger: string): Promise<AutomationRow[]> {
-  return db
-    .selectFrom('automations')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('enabled', '=', true)
-    .where(sql<boolean>`trigger->>'event' = ${trigger}`)
-    .orderBy('position')
-    .execute();
-}
 
 /**
  * Statement builder: the WITH query `run` that inserts `run` (ids and instant given), returning a
@@ -113,6 +104,53 @@ export async function lockThreadForRun(trx: Db, workspaceId: string, threadId: s
      where t.workspace_id = ${workspaceId} and t.id = ${threadId}
        for update of t`.execute(trx);
   return rows[0];
+}
+
+/** An enabled automation as a run reads it. */
+export type RunnableAutomation = Pick<AutomationRow, 'id' | 'enabled' | 'trigger' | 'conditions' | 'actions'>;
+
+/** What an event's run starts from, read in one statement. */
+export interface EventRunStart {
+  /** The event's thread, locked for the run (undefined: no thread, or none any more). */
+  thread: LockedThread | undefined;
+  /** The workspace's enabled automations of the trigger, in position order. */
+  automations: RunnableAutomation[];
+  /** The triggering event's object; undefined when it is gone (purged). */
+  event: unknown;
+  /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
+  settings: Partial<Settings>;
+}
+
+/**
+ * In ONE statement (a run's round trips are its cost): the thread locked for the run's transaction
+ * with its last message (lockThreadForRun), the enabled automations of `trigger`, the event's
+ * object and the workspace's settings row.
+ */
+export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
+  const { rows } = await sql<{ thread: LockedThread | null; automations: RunnableAutomation[]; event: unknown; settings: StoredSettingsRow | null }>`
+    with locked as (
+      select t.id, t.status, t.contact_id, t.channel_id
+        from threads t
+       where t.workspace_id = ${workspaceId} and t.id = ${run.threadId}::uuid
+         for update of t
+    )
+    select (select row_to_json(x) from (
+              select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
+                     m.direction as last_message_direction
+                from locked l
+                left join lateral (
+                  select id, created_at, direction from messages
+                   where workspace_id = ${workspaceId} and thread_id = l.id
+                   order by created_at desc, id desc limit 1) m on true) x) as thread,
+           coalesce((select json_agg(json_build_object('id', a.id, 'enabled', a.enabled, 'trigger', a.trigger, 'conditions', a.conditions, 'actions', a.actions)
+                                     order by a.position)
+                       from automations a
+                      where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}), '[]'::json) as automations,
+           (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
+           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings`.execute(trx);
+  const row = rows[0]!;
+  const thread = row.thread && { ...row.thread, last_message_at: row.thread.last_message_at && new Date(row.thread.last_message_at) };
+  return { thread: thread ?? undefined, automations: row.automations, event: row.event ?? undefined, settings: rowToStoredSettings(row.settings ?? undefined) };
 }
 
 /** A contact's labels and attributes, as a contact.created run evaluates them; undefined when gone. */

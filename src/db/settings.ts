@@ -13,7 +13,7 @@ type Hours = Settings['businessHours'];
 type Nps = Settings['nps'];
 
 /** The keys the row holds, in the API's shape and order (jsonb keeps keys in an order of its own). */
-function rowToStoredSettings(row: Row | undefined): Partial<Settings> {
+export function rowToStoredSettings(row: Pick<Row, 'timezone' | 'business_hours' | 'nps'> | undefined): Partial<Settings> {
   const stored: Partial<Settings> = {};
   if (!row) return stored;
   if (row.timezone !== null) stored.timezone = row.timezone;

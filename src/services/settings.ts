@@ -31,7 +31,7 @@ export const DEFAULT_SETTINGS: Readonly<Settings> = deepFreeze({
 });
 
 /** Every key, the workspace's own where it set one, else the default (a fresh copy the caller may change). */
-function withDefaults(stored: Partial<Settings>): Settings {
+export function withDefaults(stored: Partial<Settings>): Settings {
   return structuredClone({ ...DEFAULT_SETTINGS, ...stored });
 }
 
