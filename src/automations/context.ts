@@ -3,7 +3,7 @@
 // its NPS answer), the workspace's own business hours in its time zone, and the message: a run's
 // is its triggering message (message triggers only), the dry run's the thread's latest inbound one.
 import type { Db } from '../db/database.js';
-import { readThreadContext } from '../db/automations.js';
+import { readThreadContext, type ThreadContextRow } from '../db/automations.js';
 import { readContactContext } from '../db/automation-runs.js';
 import { isBusinessHours } from '../business-hours.js';
 import { loadSettings, type Settings } from '../services/settings.js';
@@ -29,7 +29,11 @@ export type Facts = Omit<ConditionContext, 'businessHours'>;
 /** The thread's facts, or undefined when the workspace has no such thread. */
 export async function threadFacts(db: Db, workspaceId: string, threadId: string, message: MessageSeen): Promise<Facts | undefined> {
   const row = await readThreadContext(db, workspaceId, threadId);
-  if (!row) return undefined;
+  return row && factsOf(row, message);
+}
+
+/** The facts of a thread's context row (readThreadContext's). */
+export function factsOf(row: ThreadContextRow, message: MessageSeen): Facts {
   const seen = message === 'latest-inbound' ? (row.has_message ? { content: row.message_content } : undefined) : message;
   return {
     thread: { status: row.status, stageId: row.stage_id, agentId: row.agent_id, channelId: row.channel_id, labels: labelsOf(row.thread_labels) },

@@ -22,7 +22,7 @@ import { recordRun } from '../services/automation-runs.js';
 import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, type RunTarget } from './actions.js';
 import { evaluateConditions, type ConditionContext } from './conditions.js';
-import { contactFacts, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
+import { contactFacts, factsOf, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
 export const MAX_CAUSATION_DEPTH = 3;
@@ -40,6 +40,8 @@ interface Trigger {
   chain: readonly string[];
   /** Reads what the conditions see of the records now. */
   facts: () => Promise<Facts | undefined>;
+  /** The facts as the run's first statement read them, when it did. */
+  first?: Facts | undefined;
   /** Each action under a savepoint: the second go of a run where an action did not succeed. */
   savepoints: boolean;
 }
@@ -62,8 +64,8 @@ async function withRetryUnderSavepoints<T>(db: Db, run: (trx: Transaction<Databa
  * only after an automation acted: each sees the changes of those before it.
  */
 async function runAll(trx: Db, workspaceId: string, automations: readonly RunnableAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
-  let facts: Facts | undefined;
-  let stale = true;
+  let facts = trigger.first;
+  let stale = facts === undefined;
   for (const automation of automations) {
     if (stale) facts = await trigger.facts();
     const context = facts && withHours(facts, settings, new Date());
@@ -135,6 +137,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
         chain: payload.chain,
         facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
+        first: start.context && factsOf(start.context, message),
         savepoints,
       };
       await runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));

@@ -7,6 +7,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 import { rowToStoredSettings, type Settings } from './settings.js';
+import { threadContextQuery, type ThreadContextRow } from './automations.js';
 
 type StoredSettingsRow = Parameters<typeof rowToStoredSettings>[0] & object;
 import type { AutomationRow } from './schema.js';
@@ -119,6 +120,11 @@ export interface EventRunStart {
   event: unknown;
   /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
   settings: Partial<Settings>;
+  /**
+   * What conditions see of the thread (readThreadContext), when the statement's snapshot saw the
+   * version it locked; undefined without a thread, or when the lock waited for a change (then read it again).
+   */
+  context: ThreadContextRow | undefined;
 }
 
 /**
@@ -127,9 +133,15 @@ export interface EventRunStart {
  * object and the workspace's settings row.
  */
 export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
-  const { rows } = await sql<{ thread: LockedThread | null; automations: RunnableAutomation[]; event: unknown; settings: StoredSettingsRow | null }>`
+  const { rows } = await sql<{
+    thread: LockedThread | null;
+    automations: RunnableAutomation[];
+    event: unknown;
+    settings: StoredSettingsRow | null;
+    context: ThreadContextRow | null;
+  }>`
     with locked as (
-      select t.id, t.status, t.contact_id, t.channel_id
+      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
         from threads t
        where t.workspace_id = ${workspaceId} and t.id = ${run.threadId}::uuid
          for update of t
@@ -147,10 +159,20 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
                        from automations a
                       where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
-           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings`.execute(trx);
+           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
+           -- The statement's snapshot predates a wait for the lock: the context counts only when it read the version locked.
+           (select row_to_json(c) from (${threadContextQuery(workspaceId, run.threadId)}) c
+             where exists (select 1 from locked l, threads t
+                            where t.workspace_id = ${workspaceId} and t.id = l.id and t.xmin::text = l.version)) as context`.execute(trx);
   const row = rows[0]!;
   const thread = row.thread && { ...row.thread, last_message_at: row.thread.last_message_at && new Date(row.thread.last_message_at) };
-  return { thread: thread ?? undefined, automations: row.automations, event: row.event ?? undefined, settings: rowToStoredSettings(row.settings ?? undefined) };
+  return {
+    thread: thread ?? undefined,
+    automations: row.automations,
+    event: row.event ?? undefined,
+    settings: rowToStoredSettings(row.settings ?? undefined),
+    context: row.context ?? undefined,
+  };
 }
 
 /** A contact's labels and attributes, as a contact.created run evaluates them; undefined when gone. */

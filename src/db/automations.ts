@@ -2,7 +2,7 @@
 // positions runs in a transaction that first takes the workspace's automations lock
 // (lockAutomations), so two changes never compute positions from the same state; a deferred unique
 // constraint on (workspace_id, position) checks the result at commit.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -183,8 +183,9 @@ export interface ThreadContextRow {
   has_message: boolean;
 }
 
-export async function readThreadContext(db: Db, workspaceId: string, threadId: string): Promise<ThreadContextRow | undefined> {
-  const { rows } = await sql<ThreadContextRow>`
+/** The select of readThreadContext, to embed (a run's first statement reads it with the rest). */
+export function threadContextQuery(workspaceId: string, threadId: string | null): RawBuilder<ThreadContextRow> {
+  return sql<ThreadContextRow>`
     select t.status, t.stage_id, t.agent_id, t.channel_id, t.nps_score, ch.type as channel_type,
            t.labels as thread_labels, c.labels as contact_labels, c.attributes as contact_attributes,
            m.content as message_content, m.id is not null as has_message
@@ -195,6 +196,10 @@ export async function readThreadContext(db: Db, workspaceId: string, threadId: s
         select id, content from messages
          where workspace_id = t.workspace_id and thread_id = t.id and direction = 'inbound'
          order by created_at desc, id desc limit 1) m on true
-     where t.workspace_id = ${workspaceId} and t.id = ${threadId}`.execute(db);
+     where t.workspace_id = ${workspaceId} and t.id = ${threadId}::uuid`;
+}
+
+export async function readThreadContext(db: Db, workspaceId: string, threadId: string): Promise<ThreadContextRow | undefined> {
+  const { rows } = await threadContextQuery(workspaceId, threadId).execute(db);
   return rows[0];
 }
