@@ -1,17 +1,18 @@
 // Running automations: the queue handlers of `automation-event` (the automations an event
 // triggers, in position order) and `automation-idle` (a thread.idle timer falling due). Each job
-// runs in ONE transaction that holds the thread's row, records each run (unique per automation and
-// event or silence), applies its actions and deletes the job (finishJob): a run's effects commit
-// once or not at all, whatever instance runs it, restarts or dies (the job's lease hands it to
-// another instance, whose transaction starts from nothing; a claim that was lost meanwhile fails
-// finishJob and rolls back).
+// runs in ONE transaction that holds the thread's row, applies each run's actions, records the run
+// (unique per automation and event or silence) and deletes the job with its COMMIT: a run's effects
+// commit once or not at all, whatever instance runs it, restarts or dies (the job's lease hands it
+// to another instance, whose transaction starts from nothing; a claim that was lost meanwhile fails
+// the COMMIT, and it all rolls back). Round trips are what a run costs, so it reads what it starts
+// from in one statement and writes each run with its event in one more.
 // The loop guard: an event carries the chain of automations that caused it; an automation already
 // in it, or one at a chain MAX_CAUSATION_DEPTH long, records a `skipped: loop_prevented` run.
+import type { Transaction } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
 import { automationActor } from '../actor.js';
 import { lockThreadForRun, startEventRun, type AutomationRun, type RunnableAutomation } from '../db/automation-runs.js';
 import { findAutomation } from '../db/automations.js';
-import type { Transaction } from 'kysely';
-import { v7 as uuidv7 } from 'uuid';
 import { transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
@@ -54,9 +55,14 @@ async function withRetryUnderSavepoints<T>(db: Db, run: (trx: Transaction<Databa
   try {
     return await transact(db, (trx) => run(trx, false));
   } catch (err) {
-    if (!(err instanceof ActionsNeedSavepoints)) throw err;
-    return transact(db, (trx) => run(trx, true));
+    if (!(err instanceof ActionsNeedSavepoints)) throw claimLostOr(err);
+    return transact(db, (trx) => run(trx, true)).catch((again: unknown) => Promise.reject(claimLostOr(again)));
   }
+}
+
+/** finishHeldJobQuery's failure (22012, its division by zero rows finished) says what it means. */
+function claimLostOr(err: unknown): unknown {
+  return (err as { code?: string }).code === '22012' ? new ClaimLost('the job was taken by another instance; this run rolled back', { cause: err }) : err;
 }
 
 /**
