@@ -96,8 +96,12 @@ export async function serveFile(store: MediaStore, row: MediaRow & { storage_key
   // A store that fails midway leaves a response cut short (its Content-Length says so to the client):
   // a warning. A client that goes away first is no fault of ours, even one that read every byte and
   // closed before the store's stream said it had ended (the end comes one read later): debug.
+  // Which came first tells them apart: when the client goes, pipeline then destroys the store's
+  // stream with an error of its own (Node 22 and later), after the response's close.
+  let clientLeft = false;
+  res.once('close', () => (clientLeft ||= !res.writableFinished));
   let storeFailed = false;
-  body.once('error', () => (storeFailed = true));
+  body.once('error', () => (storeFailed ||= !clientLeft));
   await pipeline(body, res).catch((err: unknown) =>
     storeFailed
       ? req.log.warn({ err, mediaId: row.id }, 'media download cut short')
