@@ -2362,7 +2362,13 @@ export interface components {
         /**
          * @description `all`: every condition holds; `any`: at least one does. Both given: both must hold. `{}`
          *     (or left out): always. At most 20 conditions in all (`all` and `any` together; more is a
-         *     400 at `/body/conditions`).
+         *     400 at `/body/conditions`). A run evaluates them on its event: `thread.*` fields of
+         *     `thread.created`, `thread.updated` and `nps.answered` are the thread as the event carries
+         *     it (`data.object`), `contact.*` of `contact.created` the contact as created; every other
+         *     field (and every field of the other triggers) is read from the records when the run
+         *     starts. So a run's outcome depends on the events, not on how soon it ran: "thread.updated
+         *     where `thread.status` equals `closed`" runs for the change that closed the thread (and any
+         *     later change while it stays closed), never for an earlier one that ran late.
          */
         AutomationConditions: {
             all?: components["schemas"]["AutomationCondition"][];

@@ -526,6 +526,58 @@ describe('exactly once', () => {
     expect(await jobsLeft(quiet.db, ws.workspaceId, 'automation-event')).toBe(0);
   });
 
+  it('when a thread is assigned and then closed before either event ran, then a rule on closed threads runs for the closing only: conditions see the thread as its event has it', async () => {
+    const ws = await createWorkspace(quiet);
+    const person = (await ws.api.POST('/agents', { body: buildHuman({ availability: 'online' }) })).data!;
+    const automation = await create(ws, {
+      name: 'Pesquisa NPS ao encerrar',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
+      actions: [{ type: 'request_nps' }],
+    });
+    const { threadId } = await inbound(ws, 'Obrigado!', '+5511900000003');
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { agentId: person.id } });
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'closed' } });
+
+    // Both changes committed before any of their runs: the assignment's run finds the thread closed already.
+    for (;;) {
+      const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
+      if (jobs.length === 0) break;
+      await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
+    }
+
+    const updates = await events(ws, 'thread.updated');
+    const closing = updates.find((e) => (e.data.object as Schemas['Thread']).status === 'closed');
+    expect(updates).toHaveLength(2);
+    expect((await runsOf(ws, automation.id)).map((r) => [r.eventId, r.status, r.actions])).toEqual([
+      [closing!.id, 'succeeded', [{ type: 'request_nps', status: 'succeeded', reason: null }]],
+    ]);
+  });
+
+  it('when a contact is created and labelled before its run, then contact.created conditions see the labels it was created with', async () => {
+    const ws = await createWorkspace(quiet);
+    const automation = await create(ws, {
+      name: 'Novo contato VIP',
+      trigger: { event: 'contact.created' },
+      conditions: { all: [{ field: 'contact.labels', operator: 'contains', value: 'vip' }] },
+      actions: [{ type: 'set_attribute', key: 'boas_vindas', value: true }],
+    });
+    const { data: plain } = await ws.api.POST('/contacts', { body: buildContact() });
+    const { data: vip } = await ws.api.POST('/contacts', { body: { ...buildContact(), labels: ['VIP'] } });
+    await ws.api.PATCH('/contacts/{id}', { params: { path: { id: plain!.id } }, body: { labels: ['vip'] } });
+    await ws.api.PATCH('/contacts/{id}', { params: { path: { id: vip!.id } }, body: { labels: [] } });
+
+    for (;;) {
+      const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
+      if (jobs.length === 0) break;
+      await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
+    }
+
+    const created = await events(ws, 'contact.created');
+    const vipCreated = created.find((e) => (e.data.object as Schemas['Contact']).id === vip!.id);
+    expect((await runsOf(ws, automation.id)).map((r) => [r.eventId, r.status])).toEqual([[vipCreated!.id, 'succeeded']]);
+  });
+
   it('when the same job is run again after it committed (a process died before it said so), then nothing more happens', async () => {
     const ws = await createWorkspace(quiet);
     const automation = await create(ws, {

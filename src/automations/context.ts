@@ -2,6 +2,8 @@
 // dry run alike. A thread as it is now (its channel's type, its contact's labels and attributes,
 // its NPS answer), the workspace's own business hours in its time zone, and the message: a run's
 // is its triggering message (message triggers only), the dry run's the thread's latest inbound one.
+// A run of a thread event (or contact.created) sees the thread (the contact) as its event carries
+// it, not as later changes left it: what a run does depends on the events, never on how soon it ran.
 import type { Db } from '../db/database.js';
 import { readThreadContext, type ThreadContextRow } from '../db/automations.js';
 import { readContactContext } from '../db/automation-runs.js';
@@ -49,6 +51,44 @@ export async function contactFacts(db: Db, workspaceId: string, contactId: strin
   const row = await readContactContext(db, workspaceId, contactId);
   if (!row) return undefined;
   return { contact: { labels: labelsOf(row.labels), attributes: attributesOf(row.attributes) } };
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Triggers whose event's object is the thread (thread.* conditions then see it as the event has it). */
+const THREAD_EVENTS: ReadonlySet<string> = new Set(['thread.created', 'thread.updated', 'nps.answered']);
+
+/**
+ * The facts the triggering event's object gives: a thread event's thread, contact.created's
+ * contact; nothing for the other triggers (their conditions see the records as the run finds them).
+ */
+export function eventFacts(trigger: string, object: unknown): Partial<Facts> {
+  if (!isRecord(object)) return {};
+  if (THREAD_EVENTS.has(trigger)) {
+    const { status, stageId, agentId, channelId, labels } = object;
+    if (typeof status !== 'string' || typeof stageId !== 'string' || typeof channelId !== 'string') return {};
+    return { thread: { status, stageId, channelId, agentId: typeof agentId === 'string' ? agentId : null, labels: labelsOf(labels) } };
+  }
+  if (trigger === 'contact.created') return { contact: { labels: labelsOf(object.labels), attributes: attributesOf(object.attributes) } };
+  return {};
+}
+
+const sameValue = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** `seen`'s object with each field that changed from `before` to `after` taken from `after`. */
+function carried<T extends object>(seen: T | undefined, before: T | undefined, after: T | undefined): T | undefined {
+  if (!seen || !before || !after) return after;
+  const fields = Object.keys(after) as (keyof T)[];
+  return Object.fromEntries(fields.map((field) => [field, sameValue(before[field], after[field]) ? seen[field] : after[field]])) as T;
+}
+
+/**
+ * What conditions see after an automation acted: the records as they are now (`after`), but for
+ * the thread and the contact, the fields this run did not change (equal in `before` and `after`;
+ * the thread is locked by the run) keep what `seen` had, the event's version of them.
+ */
+export function carryChanges(seen: Facts, before: Facts, after: Facts): Facts {
+  return { ...after, thread: carried(seen.thread, before.thread, after.thread), contact: carried(seen.contact, before.contact, after.contact) };
 }
 
 /** The context of `facts` at `now`: whether it is inside the workspace's business hours, in its time zone. */

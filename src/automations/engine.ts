@@ -23,7 +23,7 @@ import { recordRun } from '../services/automation-runs.js';
 import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, type RunTarget } from './actions.js';
 import { evaluateConditions, type ConditionContext } from './conditions.js';
-import { contactFacts, factsOf, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
+import { carryChanges, contactFacts, eventFacts, factsOf, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
 export const MAX_CAUSATION_DEPTH = 3;
@@ -43,6 +43,8 @@ interface Trigger {
   facts: () => Promise<Facts | undefined>;
   /** The facts as the run's first statement read them, when it did. */
   first?: Facts | undefined;
+  /** What the event's object says of the thread or contact (eventFacts): seen instead of the records' current values. */
+  event?: Partial<Facts>;
   /** Each action under a savepoint: the second go of a run where an action did not succeed. */
   savepoints: boolean;
 }
@@ -66,15 +68,21 @@ function claimLostOr(err: unknown): unknown {
 }
 
 /**
- * The trigger's automations in order, until one runs `stop`. The context is loaded once, and again
- * only after an automation acted: each sees the changes of those before it.
+ * The trigger's automations in order, until one runs `stop`. The context is the event's version of
+ * its thread or contact over the records as the run found them, loaded once, and again only after
+ * an automation acted: each sees the changes of those before it (carryChanges).
  */
 async function runAll(trx: Db, workspaceId: string, automations: readonly RunnableAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
-  let facts = trigger.first;
-  let stale = facts === undefined;
+  let records: Facts | undefined;
+  let seen: Facts | undefined;
+  let stale = true;
   for (const automation of automations) {
-    if (stale) facts = await trigger.facts();
-    const context = facts && withHours(facts, settings, new Date());
+    if (stale) {
+      const now = records === undefined ? (trigger.first ?? (await trigger.facts())) : await trigger.facts();
+      seen = now && (records === undefined || seen === undefined ? { ...now, ...trigger.event } : carryChanges(seen, records, now));
+      records = now;
+    }
+    const context = seen && withHours(seen, settings, new Date());
     const outcome = await runOne(trx, workspaceId, automation, trigger, context);
     if (outcome.stop) return;
     stale = outcome.acted;
@@ -144,6 +152,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         chain: payload.chain,
         facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
         first: start.context && factsOf(start.context, message),
+        event: eventFacts(payload.trigger, object),
         savepoints,
       };
       await runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));
