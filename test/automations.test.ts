@@ -385,8 +385,8 @@ describe('POST /automations/{id}/test', () => {
     expect(data).toEqual({
       matched: true,
       conditions: [
-        { group: 'any', field: 'message.content', operator: 'contains', value: 'reembolso', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: true },
-        { group: 'any', field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: false },
+        { field: 'message.content', operator: 'contains', value: 'reembolso', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: true },
+        { field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: false },
       ],
       actions: [
         { type: 'move_stage', wouldDo: 'move the thread from stage Novo to stage Em atendimento' },
@@ -420,8 +420,8 @@ describe('POST /automations/{id}/test', () => {
     expect(data).toEqual({
       matched: false,
       conditions: [
-        { group: 'all', field: 'thread.stageId', operator: 'equals', value: novo, actual: novo, result: true },
-        { group: 'all', field: 'channel.type', operator: 'equals', value: 'instagram', actual: 'whatsapp', result: false },
+        { field: 'thread.stageId', operator: 'equals', value: novo, actual: novo, result: true },
+        { field: 'channel.type', operator: 'equals', value: 'instagram', actual: 'whatsapp', result: false },
       ],
       actions: [
         { type: 'move_stage', wouldDo: 'nothing: the thread is already in stage Novo' },
