@@ -38,7 +38,7 @@ import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES, type Provisioned } from '../src/provisioning.js';
 import { createScratchDatabase } from '../scripts/lib/real-server.js';
-import { GraphDouble, metaSignature, sentAnswer } from '../test/helpers/graph.js';
+import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
 import { connectClient } from './lib/pg-client.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
@@ -189,27 +189,8 @@ async function main(): Promise<void> {
     const webhook = (content = 'Oi, quero saber do meu pedido') => {
       const n = seq++;
       const phone = `55119${String(n).padStart(8, '0')}`;
-      const body = JSON.stringify({
-        object: 'whatsapp_business_account',
-        entry: [
-          {
-            id: 'waba',
-            changes: [
-              {
-                field: 'messages',
-                value: {
-                  messaging_product: 'whatsapp',
-                  metadata: { display_phone_number: '15550783881', phone_number_id: meta.externalId },
-                  contacts: [{ profile: { name: `Cliente ${n}` }, wa_id: phone }],
-                  messages: [
-                    { from: phone, id: `wamid.bench.${stamp}.${n}`, timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', text: { body: content } },
-                  ],
-                },
-              },
-            ],
-          },
-        ],
-      });
+      const inbound = whatsappText(phone, content, `Cliente ${n}`, `wamid.bench.${stamp}.${n}`);
+      const body = JSON.stringify(whatsappDelivery(meta.externalId, { messages: inbound.messages, contacts: inbound.contacts }));
       return { url: `${service.base}/webhooks/meta/${channel.id}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
     };
 

@@ -13,7 +13,7 @@ import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { NO_WORKSPACE } from '../src/jobs/recurring.js';
 import { provision, SCOPES } from '../src/provisioning.js';
-import { GraphDouble, metaSignature, sentAnswer } from '../test/helpers/graph.js';
+import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
 import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
 
@@ -124,33 +124,8 @@ async function main(): Promise<void> {
     const webhook = () => {
       const n = seq++;
       const phone = contacts[n % contacts.length]!.phone.slice(1);
-      const body = JSON.stringify({
-        object: 'whatsapp_business_account',
-        entry: [
-          {
-            id: 'waba',
-            changes: [
-              {
-                field: 'messages',
-                value: {
-                  messaging_product: 'whatsapp',
-                  metadata: { display_phone_number: '15550783881', phone_number_id: meta.externalId },
-                  contacts: [{ profile: { name: 'Cliente' }, wa_id: phone }],
-                  messages: [
-                    {
-                      from: phone,
-                      id: `wamid.bench.${stamp}.${n}`,
-                      timestamp: String(Math.floor(Date.now() / 1000)),
-                      type: 'text',
-                      text: { body: `Mensagem ${n}` },
-                    },
-                  ],
-                },
-              },
-            ],
-          },
-        ],
-      });
+      const inbound = whatsappText(phone, `Mensagem ${n}`, 'Cliente', `wamid.bench.${stamp}.${n}`);
+      const body = JSON.stringify(whatsappDelivery(meta.externalId, { messages: inbound.messages, contacts: inbound.contacts }));
       return { url: `${base}/webhooks/meta/${channelId}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
     };
     let out = 0;

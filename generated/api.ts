@@ -2640,9 +2640,8 @@ export interface components {
             data: components["schemas"]["AutomationRun"][];
             pagination: components["schemas"]["Pagination"];
         };
+        /** @description One condition of the automation (`conditions` lists those of `all` first, then those of `any`, each in its order), with what it saw. */
         AutomationConditionResult: {
-            /** @enum {string} */
-            group: "all" | "any";
             field: string;
             operator: components["schemas"]["AutomationOperator"];
             /** @description The condition's value, as written (absent for `is_set` and `is_not_set`). */
@@ -4708,7 +4707,6 @@ export interface operations {
                      *       "matched": true,
                      *       "conditions": [
                      *         {
-                     *           "group": "any",
                      *           "field": "message.content",
                      *           "operator": "contains",
                      *           "value": "reembolso",
@@ -4716,7 +4714,6 @@ export interface operations {
                      *           "result": true
                      *         },
                      *         {
-                     *           "group": "any",
                      *           "field": "message.content",
                      *           "operator": "contains",
                      *           "value": "estorno",

@@ -80,6 +80,8 @@ export interface Config {
   readonly aiReplyDelayMs: number;
   /** AI calls one process makes at once. */
   readonly aiConcurrency: number;
+  /** Automation jobs of each kind (an event's automations, a thread.idle timer) one process runs at once. */
+  readonly automationConcurrency: number;
   /** The waits (ms) after the 1st, 2nd, ... failed webhook attempt (WEBHOOK_RETRY_DELAYS, in seconds); then the delivery is failed. */
   readonly webhookRetryDelaysMs: readonly number[];
   /** Whether webhook URLs may be http:// or reach private addresses (WEBHOOK_ALLOW_PRIVATE_URLS; default only on the embedded database). */
@@ -261,6 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     aiTimeoutMs,
     aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 50, 0, 600_000),
     aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
+    automationConcurrency: integer(env, 'AUTOMATION_CONCURRENCY', 8, 1, 1_000),
     webhookRetryDelaysMs: Object.freeze(retryDelays(env)),
     webhookAllowPrivateUrls: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),

@@ -23,7 +23,7 @@ const context: ConditionContext = {
   businessHours: false,
 };
 
-const result = (condition: Condition, ctx: ConditionContext = context): boolean => evaluateCondition(condition, ctx, 'all').result;
+const result = (condition: Condition, ctx: ConditionContext = context): boolean => evaluateCondition(condition, ctx).result;
 
 describe('foldText', () => {
   it('when text has accents and capitals, then it compares as plain lower case', () => {
@@ -116,7 +116,7 @@ describe('attributes: contact.attributes.<key>', () => {
 
   it('when the attribute is missing, then comparisons are false, negations true, is_not_set true, and actual is null', () => {
     const missing = (operator: Condition['operator'], value?: Condition['value']) =>
-      evaluateCondition({ field: 'contact.attributes.cidade', operator, ...(value !== undefined && { value }) }, context, 'all');
+      evaluateCondition({ field: 'contact.attributes.cidade', operator, ...(value !== undefined && { value }) }, context);
 
     expect(missing('equals', 'recife')).toMatchObject({ actual: null, result: false });
     expect(missing('not_equals', 'recife').result).toBe(true);
@@ -159,8 +159,7 @@ describe('ids, choices, scores and business hours', () => {
   it('when the context lacks the object (no message, no thread), then the field is null and comparisons are false', () => {
     const bare: ConditionContext = { contact: { labels: [], attributes: {} }, businessHours: true };
 
-    expect(evaluateCondition({ field: 'message.content', operator: 'contains', value: 'x' }, bare, 'any')).toEqual({
-      group: 'any',
+    expect(evaluateCondition({ field: 'message.content', operator: 'contains', value: 'x' }, bare)).toEqual({
       field: 'message.content',
       operator: 'contains',
       value: 'x',
@@ -188,7 +187,7 @@ describe('all and any', () => {
     expect(evaluateConditions(conditions, context).matched).toBe(matched);
   });
 
-  it('when explained, then every condition is listed with its group, value, actual value and result, all first', () => {
+  it('when explained, then every condition is listed with its field, operator, value, actual value and result (the documented shape, nothing more), all first', () => {
     const evaluation = evaluateConditions(
       {
         any: [{ field: 'message.content', operator: 'contains', value: 'estorno' }],
@@ -203,9 +202,9 @@ describe('all and any', () => {
     expect(evaluation).toEqual({
       matched: false,
       conditions: [
-        { group: 'all', field: 'thread.labels', operator: 'is_set', actual: ['Reembolso', 'VIP'], result: true },
-        { group: 'all', field: 'contact.attributes.pedidos', operator: 'gte', value: 10, actual: 7, result: false },
-        { group: 'any', field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi meu pedido, quero o REEMBOLSO!', result: false },
+        { field: 'thread.labels', operator: 'is_set', actual: ['Reembolso', 'VIP'], result: true },
+        { field: 'contact.attributes.pedidos', operator: 'gte', value: 10, actual: 7, result: false },
+        { field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi meu pedido, quero o REEMBOLSO!', result: false },
       ],
     });
   });

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildAgent, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { refunds, stageId } from './helpers/automations.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
@@ -384,8 +385,8 @@ describe('POST /automations/{id}/test', () => {
     expect(data).toEqual({
       matched: true,
       conditions: [
-        { group: 'any', field: 'message.content', operator: 'contains', value: 'reembolso', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: true },
-        { group: 'any', field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: false },
+        { field: 'message.content', operator: 'contains', value: 'reembolso', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: true },
+        { field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi o pedido, quero um REEMBOLSO', result: false },
       ],
       actions: [
         { type: 'move_stage', wouldDo: 'move the thread from stage Novo to stage Em atendimento' },
@@ -419,8 +420,8 @@ describe('POST /automations/{id}/test', () => {
     expect(data).toEqual({
       matched: false,
       conditions: [
-        { group: 'all', field: 'thread.stageId', operator: 'equals', value: novo, actual: novo, result: true },
-        { group: 'all', field: 'channel.type', operator: 'equals', value: 'instagram', actual: 'whatsapp', result: false },
+        { field: 'thread.stageId', operator: 'equals', value: novo, actual: novo, result: true },
+        { field: 'channel.type', operator: 'equals', value: 'instagram', actual: 'whatsapp', result: false },
       ],
       actions: [
         { type: 'move_stage', wouldDo: 'nothing: the thread is already in stage Novo' },
@@ -445,5 +446,14 @@ describe('POST /automations/{id}/test', () => {
       expect(response.status).toBe(422);
       expect(error!.error).toMatchObject({ code: 'invalid_reference', details: [{ path: '/body/threadId', message: 'no thread with this id' }] });
     }
+  });
+});
+
+describe('AUTOMATION_CONCURRENCY', () => {
+  it('when it is read, then unset is the documented 8, a number sets it, and anything outside 1..1000 is refused', () => {
+    expect(loadConfig({}).automationConcurrency).toBe(8);
+    expect(loadConfig({ AUTOMATION_CONCURRENCY: '2' }).automationConcurrency).toBe(2);
+    expect(() => loadConfig({ AUTOMATION_CONCURRENCY: '0' })).toThrow(ConfigError);
+    expect(() => loadConfig({ AUTOMATION_CONCURRENCY: 'many' })).toThrow(ConfigError);
   });
 });

@@ -114,12 +114,11 @@ function holds(comparison: string, operator: Operator, actual: unknown, value: u
 }
 
 /** One condition against the context, explained. A field the table does not know is false (validate.ts refuses it first). */
-export function evaluateCondition(condition: Condition, context: ConditionContext, group: 'all' | 'any'): ConditionResult {
+export function evaluateCondition(condition: Condition, context: ConditionContext): ConditionResult {
   const rule = fieldRule(condition.field);
   const actual = actualValue(condition.field, context);
   const result = rule !== undefined && holds(rule.comparison, condition.operator, actual, condition.value);
   return {
-    group,
     field: condition.field,
     operator: condition.operator,
     ...(condition.value !== undefined && { value: condition.value }),
@@ -133,8 +132,8 @@ export function evaluateCondition(condition: Condition, context: ConditionContex
  * matched. Every condition is evaluated, so each is explained.
  */
 export function evaluateConditions(conditions: Conditions, context: ConditionContext): Evaluation {
-  const all = (conditions.all ?? []).map((c) => evaluateCondition(c, context, 'all'));
-  const any = (conditions.any ?? []).map((c) => evaluateCondition(c, context, 'any'));
+  const all = (conditions.all ?? []).map((c) => evaluateCondition(c, context));
+  const any = (conditions.any ?? []).map((c) => evaluateCondition(c, context));
   const matched = all.every((r) => r.result) && (conditions.any === undefined || any.some((r) => r.result));
   return { matched, conditions: [...all, ...any] };
 }

@@ -40,6 +40,7 @@ export type JobsConfig = Pick<
   | 'aiApiKey'
   | 'aiTimeoutMs'
   | 'aiConcurrency'
+  | 'automationConcurrency'
   | 'webhookRetryDelaysMs'
   | 'webhookAllowPrivateUrls'
   | 'webhookConcurrency'
@@ -116,8 +117,14 @@ export function startJobs(options: {
       handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),
       concurrency: 2,
     },
-    'automation-event': { handler: automationEventHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 8 },
-    'automation-idle': { handler: automationIdleHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }), concurrency: 8 },
+    'automation-event': {
+      handler: automationEventHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      concurrency: config.automationConcurrency,
+    },
+    'automation-idle': {
+      handler: automationIdleHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      concurrency: config.automationConcurrency,
+    },
     recurring: {
       handler: recurringHandler({
         db,
