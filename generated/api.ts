@@ -2343,10 +2343,11 @@ export interface components {
          *     has not; "close after 3 days without an answer" is 4320 minutes waiting on the customer).
          *     `waitingOn: agent`: the last message is inbound (the customer is waiting for the team). A
          *     newer message, or closing the thread, cancels it. Its actions run within 5 seconds of the
-         *     time it falls due. A silence is timed from the message that begins it, by the automations
-         *     enabled then: an automation created (or enabled) later acts on silences that begin after
-         *     it, and a thread reopened without a new message starts no timer until its next message.
-         *     If `minutes` is raised meanwhile, a waiting timer fires at the new time.
+         *     time it falls due. A silence is timed from the message that begins it. An automation
+         *     created, enabled or changed while silences are under way times them too, each once (one
+         *     already `minutes` old fires at once; one it already ran for is not timed again); a
+         *     disabled or deleted one times none. A thread reopened without a new message starts no
+         *     timer until its next message.
          */
         AutomationIdleTrigger: {
             /**

@@ -450,6 +450,76 @@ describe('thread.idle', () => {
     expect(await timers(ws)).toEqual([]);
   });
 
+  it('when an idle automation is created while threads are already silent, then each silence under way on its side is timed (an overdue one fires at once), and no other thread is', async () => {
+    const ws = await createWorkspace(server);
+    const waiting = await inbound(ws, 'Oi', '+5511911110004');
+    const opened = await thread(ws, waiting.threadId);
+    const { data: answer } = await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+    const unanswered = await inbound(ws, 'Alguém aí?', '+5511911110005');
+    const closed = await inbound(ws, 'Tchau', '+5511911110006');
+    const closedThread = await thread(ws, closed.threadId);
+    await ws.api.POST('/messages', { body: { contactId: closedThread.contactId, channelId: closedThread.channelId, content: 'Até mais!' } });
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: closed.threadId } }, body: { status: 'closed' } });
+
+    const later = await create(ws, {
+      ...closeWhenSilent,
+      name: 'Encerrar sem resposta (2 h)',
+      trigger: { event: 'thread.idle', minutes: 120, waitingOn: 'customer' },
+    });
+    expect(await timers(ws)).toEqual([
+      { automationId: later.id, threadId: waiting.threadId, messageId: answer!.id, due: Date.parse(answer!.createdAt) + 120 * 60_000 },
+    ]);
+
+    await ws.api.DELETE('/automations/{id}', { params: { path: { id: later.id } } });
+    await travel(ws, waiting.threadId, 121 * 60_000);
+    const overdue = await create(ws, closeWhenSilent);
+    await waitFor('the overdue silence to close the thread', async () => (await thread(ws, waiting.threadId)).status === 'closed', 5_000);
+    expect(await runsOf(ws, overdue.id)).toMatchObject([{ eventId: null, threadId: waiting.threadId, status: 'succeeded' }]);
+    expect((await thread(ws, unanswered.threadId)).status).toBe('open');
+    expect(await timers(ws)).toEqual([]);
+  });
+
+  it('when an idle automation is changed, disabled, enabled or deleted, then its waiting timers follow, and a silence it already ran for is not timed again', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, {
+      name: 'Lembrar o cliente',
+      trigger: { event: 'thread.idle', minutes: 30, waitingOn: 'customer' },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['lembrete'] }],
+    });
+    const { threadId } = await inbound(ws, 'Oi', '+5511911110007');
+    const opened = await thread(ws, threadId);
+    const { data: answer } = await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+    const sent = Date.parse(answer!.createdAt);
+    const patch = async (body: Schemas['AutomationUpdate']): Promise<void> => {
+      const { response } = await ws.api.PATCH('/automations/{id}', { params: { path: { id: automation.id } }, body });
+      expect(response.status).toBe(200);
+    };
+    expect((await timers(ws)).map((t) => t.due)).toEqual([sent + 30 * 60_000]);
+
+    await patch({ trigger: { event: 'thread.idle', minutes: 10, waitingOn: 'customer' } });
+    expect((await timers(ws)).map((t) => t.due)).toEqual([sent + 10 * 60_000]);
+    await patch({ name: 'Lembrar o cliente (10 min)' });
+    expect((await timers(ws)).map((t) => t.due)).toEqual([sent + 10 * 60_000]);
+    await patch({ enabled: false });
+    expect(await timers(ws)).toEqual([]);
+    await patch({ enabled: true });
+    expect(await timers(ws)).toEqual([{ automationId: automation.id, threadId, messageId: answer!.id, due: sent + 10 * 60_000 }]);
+
+    await travel(ws, threadId, 11 * 60_000);
+    await waitFor('the reminder', async () => (await thread(ws, threadId)).labels.includes('lembrete'), 5_000);
+    await waitFor('the fired timer to end', async () => (await timers(ws)).length === 0, 5_000);
+    await patch({ enabled: false });
+    await patch({ enabled: true });
+    expect(await timers(ws)).toEqual([]);
+    expect(await runsOf(ws, automation.id)).toHaveLength(1);
+
+    const other = await create(ws, { ...closeWhenSilent, trigger: { event: 'thread.idle', minutes: 60, waitingOn: 'customer' } });
+    expect((await timers(ws)).map((t) => t.automationId)).toEqual([other.id]);
+    const { response } = await ws.api.DELETE('/automations/{id}', { params: { path: { id: other.id } } });
+    expect(response.status).toBe(204);
+    expect(await timers(ws)).toEqual([]);
+  });
+
   it('when the silence ended while its timer was held, then the timer does nothing', async () => {
     const ws = await createWorkspace(server);
     const automation = await create(ws, closeWhenSilent);

@@ -9,11 +9,14 @@
 //   `idle:<thread id>` (due time as their place in the key's order, so the earliest fires first):
 //   a message.created cancels the thread's waiting timers and schedules one per enabled idle
 //   automation waiting on the side that must answer now; a thread.updated that closes the thread
-//   cancels them. No scan of threads ever looks for silences.
+//   cancels them. No scan of threads ever looks for silences when timers fire; an idle automation
+//   that starts waiting (created, enabled, its trigger changed) schedules, once, a timer for each
+//   silence already under way, and one that stops waiting deletes its waiting timers.
 import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
 import { causationOf, type Actor } from '../actor.js';
-import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
+import type { Db } from '../db/database.js';
+import { cancelWaitingQuery, cancelWaitingWhereQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 
 /** A UUIDv7 made by PostgreSQL, for rows a statement fans out. */
 const UUID_V7 = sql.raw(
@@ -117,4 +120,55 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
     )`);
   }
   return { with: sql`, ${sql.join(parts, sql`, `)}`, notify: sql.join(notify, sql``) };
+}
+
+type IdleTrigger = components['schemas']['AutomationIdleTrigger'];
+
+/**
+ * An idle automation's timers after it changed: its waiting timers are deleted, and when it now
+ * waits (`trigger`: it is enabled with this thread.idle trigger) one is scheduled per silence
+ * already under way (an open thread whose last message leaves it waiting on that side), unless
+ * this automation already ran for that silence or a timer of it for that silence is running. A
+ * silence older than `minutes` already falls due at once. One statement, in the change's
+ * transaction; it reads the workspace's open threads once, never when timers fire.
+ */
+export async function resetIdleTimers(trx: Db, workspaceId: string, automationId: string, trigger: IdleTrigger | undefined): Promise<void> {
+  const cancelled = sql`idle_cancelled as (
+    ${cancelWaitingWhereQuery('automation-idle', workspaceId, sql`jobs.payload->>'automationId' = ${automationId}::text`)}
+  )`;
+  if (!trigger) {
+    await sql`with ${cancelled} select count(*) from idle_cancelled`.execute(trx);
+    return;
+  }
+  const lastDirection = trigger.waitingOn === 'customer' ? 'outbound' : 'inbound';
+  // Jobs deleted by idle_cancelled are still seen by this statement's snapshot: only a held (running) timer counts as scheduled.
+  await sql`
+    with ${cancelled}, idle_targets as materialized (
+      select t.id::text as thread_id, m.id::text as message_id, m.created_at + ${trigger.minutes}::int * interval '1 minute' as due_at,
+             ${UUID_V7} as job_id
+        from threads t
+       cross join lateral (
+         select id, created_at, direction from messages
+          where workspace_id = t.workspace_id and thread_id = t.id
+          order by created_at desc, id desc limit 1) m
+       where t.workspace_id = ${workspaceId}::uuid and t.status = 'open' and m.direction = ${lastDirection}
+         and not exists (select 1 from automation_runs r
+                          where r.workspace_id = ${workspaceId}::uuid and r.automation_id = ${automationId}::uuid
+                            and r.trigger_key = 'idle:' || m.id::text)
+         and not exists (select 1 from jobs j
+                          where j.queue = 'automation-idle' and j.ordering_key = 'idle:' || t.id::text
+                            and j.payload->>'automationId' = ${automationId}::text and j.payload->>'messageId' = m.id::text
+                            and j.locked_until >= now())
+    ), idle_scheduled as (
+      ${enqueueEachQuery('automation-idle', {
+        workspaceId,
+        from: sql`idle_targets t`,
+        id: sql`t.job_id`,
+        orderingKey: sql`'idle:' || t.thread_id`,
+        payload: { automationId: sql`${automationId}::text`, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
+        runAt: sql`t.due_at`,
+        createdAt: sql`t.due_at`,
+      })}
+    )
+    select ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
 }

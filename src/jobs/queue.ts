@@ -133,8 +133,13 @@ export function enqueueEachQuery<K extends JobKind>(
  * stays; its handler must see for itself that its reason is gone.
  */
 export function cancelWaitingQuery(kind: JobKind, workspaceId: string, orderingKey: RawBuilder<unknown>): RawBuilder<unknown> {
+  return cancelWaitingWhereQuery(kind, workspaceId, sql`jobs.ordering_key = ${orderingKey}::text`);
+}
+
+/** Statement builder: as cancelWaitingQuery, for the waiting jobs of `kind` of which `where` (over `jobs`) holds. */
+export function cancelWaitingWhereQuery(kind: JobKind, workspaceId: string, where: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`delete from jobs
-       where jobs.queue = ${kind} and jobs.ordering_key = ${orderingKey}::text and jobs.workspace_id = ${workspaceId}::uuid and ${waiting}
+       where jobs.queue = ${kind} and ${where} and jobs.workspace_id = ${workspaceId}::uuid and ${waiting}
       returning 1`;
 }
 

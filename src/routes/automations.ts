@@ -5,8 +5,10 @@
 import { evaluateConditions } from '../automations/conditions.js';
 import { loadThreadContext } from '../automations/context.js';
 import { wouldDo } from '../automations/dry-run.js';
+import { resetIdleTimers } from '../automations/triggers.js';
 import { assertReferences, assertSound, MAX_AUTOMATIONS, referencesOf, type Definition } from '../automations/validate.js';
 import * as automations from '../db/automations.js';
+import type { Automation } from '../db/automations.js';
 import { listAutomationRuns, listThreadRuns } from '../db/automation-runs.js';
 import { threadExists } from '../db/threads.js';
 import { ApiError, invalidReference, notFound } from '../errors.js';
@@ -24,6 +26,11 @@ type Operations =
   | 'testAutomation'
   | 'listAutomationRuns'
   | 'listThreadAutomationRuns';
+
+/** An enabled thread.idle automation: it has timers for the silences under way (automations/triggers.ts). */
+function waitsForSilences(automation: Automation): automation is Automation & { trigger: { event: 'thread.idle' } } {
+  return automation.enabled && automation.trigger.event === 'thread.idle';
+}
 
 export const automationHandlers: Pick<Handlers, Operations> = {
   async listAutomations({ db, auth, query }) {
@@ -54,7 +61,14 @@ export const automationHandlers: Pick<Handlers, Operations> = {
         throw new ApiError(422, 'limit_reached', `A workspace has at most ${MAX_AUTOMATIONS} automations; delete one first.`);
       }
       await assertReferences(trx, auth.workspaceId, definition);
-      return automations.insertAutomation(trx, auth.workspaceId, { ...definition, name: body.name, enabled: body.enabled ?? true, position }, new Date());
+      const created = await automations.insertAutomation(
+        trx,
+        auth.workspaceId,
+        { ...definition, name: body.name, enabled: body.enabled ?? true, position },
+        new Date(),
+      );
+      if (waitsForSilences(created)) await resetIdleTimers(trx, auth.workspaceId, created.id, created.trigger);
+      return created;
     });
     return { status: 201, body: automation };
   },
@@ -80,7 +94,13 @@ export const automationHandlers: Pick<Handlers, Operations> = {
         assertSound(definition);
         await assertReferences(trx, auth.workspaceId, definition);
       }
-      return automations.updateAutomation(trx, auth.workspaceId, current, body, new Date());
+      const updated = await automations.updateAutomation(trx, auth.workspaceId, current, body, new Date());
+      const before = automations.automationRowToAutomation(current);
+      const waitsChanged = before.enabled !== updated.enabled || JSON.stringify(before.trigger) !== JSON.stringify(updated.trigger);
+      if (waitsChanged && (waitsForSilences(before) || waitsForSilences(updated))) {
+        await resetIdleTimers(trx, auth.workspaceId, updated.id, waitsForSilences(updated) ? updated.trigger : undefined);
+      }
+      return updated;
     });
     return { status: 200, body: automation };
   },
@@ -91,6 +111,7 @@ export const automationHandlers: Pick<Handlers, Operations> = {
       const current = await automations.findAutomation(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('Automation');
       await automations.deleteAutomation(trx, auth.workspaceId, current, new Date());
+      if (current.trigger.event === 'thread.idle') await resetIdleTimers(trx, auth.workspaceId, current.id, undefined);
     });
     return { status: 204 };
   },
