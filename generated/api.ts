@@ -813,8 +813,11 @@ export interface paths {
          *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
          *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
          *     default agent (`reason: channel_default_agent`) or an agent is deleted
-         *     (`reason: agent_deleted`). Threads opened before the funnel existed have no entries from
-         *     before it.
+         *     (`reason: agent_deleted`). An AI agent's handoff is one `agentId` entry by that agent with
+         *     the reason it gave: to the person the round robin chose, or to `null` when nobody was
+         *     eligible. A round robin with nobody eligible and no reason of its caller's (an automation's
+         *     `assign_round_robin`) records `reason: no_agent_available`, from `null` to `null` when the
+         *     thread had no agent. Threads opened before the funnel existed have no entries from before it.
          *     Needs the `messages:read` scope.
          */
         get: operations["listThreadHistory"];
@@ -6300,10 +6303,22 @@ export interface operations {
                      *           },
                      *           "reason": "Cliente pediu a segunda via do boleto.",
                      *           "createdAt": "2026-11-20T14:41:12.006Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f66-1c2d-7e3f-8a4b-5c6d7e8f9a0b",
+                     *           "field": "agentId",
+                     *           "from": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "to": "01935f4e-9b3c-7d4e-8f5a-6b7c8d9e0f1a",
+                     *           "actor": {
+                     *             "type": "agent",
+                     *             "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f"
+                     *           },
+                     *           "reason": "Cliente pediu para falar com uma pessoa.",
+                     *           "createdAt": "2026-11-20T14:44:03.517Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 5,
+                     *         "total": 6,
                      *         "page": 1,
                      *         "limit": 20
                      *       }
