@@ -3235,7 +3235,16 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), e.g. a person with `model` or `instructions`, an AI agent without them or with `availability` or `capacity`; or it is malformed (`invalid_json`). Nothing is stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["IdempotencyKeyInProgress"];
@@ -3370,7 +3379,16 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), or names a field the agent's type does not have (`availability` or `capacity` of an AI agent, `instructions` or `model` of a person); or it is malformed (`invalid_json`). Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
