@@ -285,7 +285,7 @@ describe('?label= filters', () => {
     const contact = await createContact(ws, { labels });
     const thread = await openThread(ws, labels);
 
-    const query = new URLSearchParams(labels.map((label) => ['label', label])).toString();
+    const query = new URLSearchParams(labels.map((label): [string, string] => ['label', label])).toString();
     expect(query).toContain('label=Cliente+VIP');
     expect(await contactIds(ws, query)).toEqual([contact.id]);
     expect(await threadIds(ws, query)).toEqual([thread.id]);
