@@ -810,8 +810,8 @@ export interface paths {
          *     null`): its status, its first stage and, when it had them, its agent and its labels. A
          *     `labels` entry's `from` and `to` are the whole lists before and after. A change of several
          *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
-         *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
-         *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
+         *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id), an automation
+         *     (`automation`, its id) or the service itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
          *     default agent (`reason: channel_default_agent`) or an agent is deleted
          *     (`reason: agent_deleted`). An AI agent's handoff is one `agentId` entry by that agent with
          *     the reason it gave: to the person the round robin chose, or to `null` when nobody was

@@ -205,6 +205,7 @@ describe('what openapi.yaml tells of it', () => {
     const example = history.responses['200'].content['application/json'].example as components['schemas']['ThreadHistoryList'];
 
     expect(history.description).toContain(NO_AGENT_AVAILABLE);
+    for (const actor of spec.components.schemas.HistoryActor.properties.type.enum as string[]) expect(history.description).toContain(`(\`${actor}\``);
     expect(example.data).toContainEqual(
       expect.objectContaining({ field: 'agentId', actor: { type: 'agent', id: expect.any(String) }, to: expect.any(String) }),
     );
