@@ -810,11 +810,14 @@ export interface paths {
          *     null`): its status, its first stage and, when it had them, its agent and its labels. A
          *     `labels` entry's `from` and `to` are the whole lists before and after. A change of several
          *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
-         *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id) or the service
-         *     itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
+         *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id), an automation
+         *     (`automation`, its id) or the service itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
          *     default agent (`reason: channel_default_agent`) or an agent is deleted
-         *     (`reason: agent_deleted`). Threads opened before the funnel existed have no entries from
-         *     before it.
+         *     (`reason: agent_deleted`). An AI agent's handoff is one `agentId` entry by that agent with
+         *     the reason it gave: to the person the round robin chose, or to `null` when nobody was
+         *     eligible. A round robin with nobody eligible and no reason of its caller's (an automation's
+         *     `assign_round_robin`) records `reason: no_agent_available`, from `null` to `null` when the
+         *     thread had no agent. Threads opened before the funnel existed have no entries from before it.
          *     Needs the `messages:read` scope.
          */
         get: operations["listThreadHistory"];
@@ -3232,7 +3235,16 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), e.g. a person with `model` or `instructions`, an AI agent without them or with `availability` or `capacity`; or it is malformed (`invalid_json`). Nothing is stored. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["IdempotencyKeyInProgress"];
@@ -3367,7 +3379,16 @@ export interface operations {
                     "application/json": components["schemas"]["Agent"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The body breaks the contract (`validation_error`, one detail per problem), or names a field the agent's type does not have (`availability` or `capacity` of an AI agent, `instructions` or `model` of a person); or it is malformed (`invalid_json`). Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -6298,10 +6319,22 @@ export interface operations {
                      *           },
                      *           "reason": "Cliente pediu a segunda via do boleto.",
                      *           "createdAt": "2026-11-20T14:41:12.006Z"
+                     *         },
+                     *         {
+                     *           "id": "01935f66-1c2d-7e3f-8a4b-5c6d7e8f9a0b",
+                     *           "field": "agentId",
+                     *           "from": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "to": "01935f4e-9b3c-7d4e-8f5a-6b7c8d9e0f1a",
+                     *           "actor": {
+                     *             "type": "agent",
+                     *             "id": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f"
+                     *           },
+                     *           "reason": "Cliente pediu para falar com uma pessoa.",
+                     *           "createdAt": "2026-11-20T14:44:03.517Z"
                      *         }
                      *       ],
                      *       "pagination": {
-                     *         "total": 5,
+                     *         "total": 6,
                      *         "page": 1,
                      *         "limit": 20
                      *       }

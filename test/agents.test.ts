@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildAgent, buildContact, buildHuman, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
+import { spec } from '../src/contract.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 type Agent = components['schemas']['Agent'];
@@ -572,6 +573,36 @@ describe('people on the team (type human)', () => {
 
     expect(response.status).toBe(404);
     expect(error).toEqual(AGENT_NOT_FOUND);
+  });
+});
+
+describe('the 400 examples of openapi.yaml', () => {
+  /** An operation's named 400 example as the server would answer it, its requestId aside. */
+  const example400 = (path: string, method: 'post' | 'patch', name: string): unknown => {
+    const examples = spec.paths[path][method].responses['400'].content?.['application/json']?.examples;
+    return { error: { ...examples?.[name]?.value?.error, requestId: expect.any(String) } };
+  };
+
+  it('when the mix-ups the examples show are sent, then the answers are the examples, and nothing is stored', async () => {
+    const { apiKey, workspaceId } = await createWorkspace(server);
+    const { body: ai } = await request(server, 'POST', '/v1/agents', { apiKey, body: buildAgent() });
+    const { body: person } = await request(server, 'POST', '/v1/agents', { apiKey, body: buildHuman() });
+    const before = await storedAgents(workspaceId);
+
+    const answers = [
+      await request(server, 'POST', '/v1/agents', { apiKey, body: { ...buildHuman(), model: 'gpt-4o-mini' } }),
+      await request(server, 'POST', '/v1/agents', { apiKey, body: { name: 'Ana', instructions: 'Seja gentil.' } }),
+      await request(server, 'PATCH', `/v1/agents/${ai.id}`, { apiKey, body: { availability: 'online' } }),
+      await request(server, 'PATCH', `/v1/agents/${person.id}`, { apiKey, body: { model: 'gpt-4o' } }),
+    ];
+
+    expect(answers.map((a) => [a.status, a.body])).toEqual([
+      [400, example400('/agents', 'post', 'humanWithModel')],
+      [400, example400('/agents', 'post', 'aiWithoutModel')],
+      [400, example400('/agents/{id}', 'patch', 'aiAvailability')],
+      [400, example400('/agents/{id}', 'patch', 'humanModel')],
+    ]);
+    expect(await storedAgents(workspaceId)).toEqual(before);
   });
 });
 

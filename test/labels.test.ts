@@ -279,6 +279,21 @@ describe('?label= filters', () => {
     expect(await threadIds(ws, 'label=boleto&label=urgente')).toEqual([second.id, first.id]);
   });
 
+  it('when a label is written as forms and URLSearchParams write it (a space as +, : / , $ left as they are), then it matches, on contacts and threads', async () => {
+    const ws = await createWorkspace(server);
+    const labels = ['Cliente VIP', 'prio:alta', 'SP/RJ', 'a,b', 'R$ 100'];
+    const contact = await createContact(ws, { labels });
+    const thread = await openThread(ws, labels);
+
+    const query = new URLSearchParams(labels.map((label): [string, string] => ['label', label])).toString();
+    expect(query).toContain('label=Cliente+VIP');
+    expect(await contactIds(ws, query)).toEqual([contact.id]);
+    expect(await threadIds(ws, query)).toEqual([thread.id]);
+    expect(await contactIds(ws, 'label=prio:alta&label=SP/RJ&label=a,b&label=R$+100')).toEqual([contact.id]);
+    // A + written as %2B is a +, not a space.
+    expect(await contactIds(ws, 'label=Cliente%2BVIP')).toEqual([]);
+  });
+
   it.each([
     ['/v1/contacts', `label=${fifty}x`],
     ['/v1/threads', 'label=%20%20'],

@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { apiKeyActor, type Actor } from '../src/actor.js';
 import type { Db } from '../src/db/database.js';
-import { assignRoundRobin } from '../src/services/round-robin.js';
+import { AI_UNAVAILABLE } from '../src/ai/chat.js';
+import { spec } from '../src/contract.js';
+import { assignRoundRobin, NO_AGENT_AVAILABLE } from '../src/services/round-robin.js';
 import { buildAgent, buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { databaseUrl, openDatabase, startServer, type TestServer } from './helpers/server.js';
 
@@ -194,6 +196,26 @@ describe('assignRoundRobin', () => {
 
     expect(row).toBeUndefined();
     expect(await getThread(other, foreign.id)).toEqual(foreign);
+  });
+});
+
+describe('what openapi.yaml tells of it', () => {
+  it('when a client reads the history operation, then it names the reasons a round robin records and shows a handoff landing on a person', () => {
+    const history = spec.paths['/threads/{id}/history'].get;
+    const example = history.responses['200'].content['application/json'].example as components['schemas']['ThreadHistoryList'];
+
+    expect(history.description).toContain(NO_AGENT_AVAILABLE);
+    for (const actor of spec.components.schemas.HistoryActor.properties.type.enum as string[]) expect(history.description).toContain(`(\`${actor}\``);
+    expect(example.data).toContainEqual(
+      expect.objectContaining({ field: 'agentId', actor: { type: 'agent', id: expect.any(String) }, to: expect.any(String) }),
+    );
+  });
+
+  it('when a client reads the Agents tag, then a handoff goes to a person by round robin (the thread no longer just loses its agent)', () => {
+    const agents = (spec.tags as { name: string; description: string }[]).find((tag) => tag.name === 'Agents')!.description;
+
+    expect(agents).toContain(AI_UNAVAILABLE);
+    expect(agents).not.toMatch(/agentId`\s+becomes null/);
   });
 });
 
