@@ -8,9 +8,10 @@ import { revokeApiKey } from '../src/db/api-keys.js';
 import { recordEvent } from '../src/events/record.js';
 import { SYSTEM } from '../src/actor.js';
 import { createStreamToken } from '../src/stream/tokens.js';
+import { createDatabase } from '../src/db/database.js';
 import { buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { waitFor } from './helpers/processes.js';
-import { startServer, type TestServer } from './helpers/server.js';
+import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 import { openStream, type SseStream } from './helpers/sse.js';
 
 let server: TestServer;
@@ -67,6 +68,32 @@ describe('GET /events/stream', () => {
       expect(frame).toEqual({ id: eventId, event: 'contact.created', data: JSON.stringify(logged) });
     } finally {
       stream.close();
+    }
+  });
+
+  // PGlite has one connection: the open transaction would hold back the stream's own queries.
+  it.skipIf(!databaseUrl)("when an event commits as a stream's headers arrive on a busy instance, then it is on the stream (needs DATABASE_URL)", async () => {
+    const ws = await createWorkspace(server);
+    // One connection for the instance: eight streams opening at once queue their queries on it.
+    const small = createDatabase({ databaseUrl, pgliteDir: 'memory://', poolSize: 1 });
+    const busy = await startServer({ db: small });
+    let opening: Promise<SseStream>[] = [];
+    try {
+      let eventId = '';
+      let first!: SseStream;
+      await server.db.transaction().execute(async (trx) => {
+        eventId = await recordEvent(trx, ws.workspaceId, 'nps.answered', { id: 'as-it-opens', score: 7 }, SYSTEM);
+        opening = Array.from({ length: 8 }, () => openStream(busy.baseUrl, { key: ws.apiKey }));
+        first = await Promise.race(opening);
+      });
+      // The event committed after the first stream said it was open: that stream must send it.
+      await waitForEvents(first, 1);
+
+      expect(first.events().map((f) => f.id)).toEqual([eventId]);
+    } finally {
+      for (const stream of await Promise.all(opening)) stream.close();
+      await busy.close();
+      await small.destroy();
     }
   });
 

@@ -61,7 +61,14 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   const wanted = (event: LiveEvent): boolean =>
     (!filter || filter.types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
 
-  // Headers first: an event delivered as soon as the subscription starts is written after them.
+  res.once('close', () => {
+    open = false;
+    unsubscribe();
+  });
+
+  // The headers are set now (an event delivered as soon as the subscription starts is written after
+  // them) and sent once the subscription has fixed where the live events start: a client told the
+  // stream is open (EventSource's `open`) gets every event that commits from then on.
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
   res.setHeader('X-Accel-Buffering', 'no');
@@ -70,7 +77,6 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   res.setHeader('Connection', 'close');
   res.removeHeader('Transfer-Encoding');
   res.setHeader('Access-Control-Allow-Origin', '*');
-  res.flushHeaders();
 
   const subscription = await streams
     .subscribe({
@@ -96,7 +102,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       close,
     })
     .catch((err: unknown) => {
-      // The headers are out: say it in the stream (the instance is stopping, or the database is down).
+      // The answer is a stream already: say it in the stream (the instance is stopping, or the database is down).
       if (err instanceof StreamsClosedError) {
         close(SHUTDOWN_REASON);
         return undefined;
@@ -106,11 +112,13 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       return undefined;
     });
   if (!subscription) return;
+  if (!open) {
+    // The client left (or the hub closed the stream) while the subscription started.
+    subscription.unsubscribe();
+    return;
+  }
   unsubscribe = () => subscription.unsubscribe();
-  res.once('close', () => {
-    open = false;
-    unsubscribe();
-  });
+  if (!res.headersSent) res.flushHeaders();
 
   if (after === 'reset') send(RESET_FRAME);
   if (after === undefined || after === 'reset') return;
