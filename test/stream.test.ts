@@ -113,6 +113,28 @@ describe('GET /events/stream', () => {
     }
   });
 
+  it('when the request is a HEAD, then it is answered and the connection ends: no stream is opened', async () => {
+    const ws = await createWorkspace(server);
+    const socket = net.connect(Number(new URL(server.baseUrl).port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.write(`HEAD /v1/events/stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${ws.apiKey}\r\n\r\n`);
+    try {
+      // Asked to close the connection after the answer: the server does so once the answer has ended.
+      await closed;
+
+      // The contract declares GET only (the validator answers 405); a HEAD that reaches the stream's
+      // handler answers the stream's headers and ends (src/routes/events.ts).
+      const [head, body] = received.split('\r\n\r\n');
+      expect(head).toMatch(/^HTTP\/1\.1 405 /);
+      expect(head).toMatch(/^allow: GET$/im);
+      expect(body).toBe('');
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('when ?types= holds an unknown type, then it is a 400 naming the parameter', async () => {
     const ws = await createWorkspace(server);
     const response = await request(server, 'GET', '/v1/events/stream?types=contact.created,contact.exploded', {
@@ -287,7 +309,8 @@ describe('closing streams', () => {
         );
       }
       socket.resume();
-      await closed;
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 3000))]);
+      console.log('RECEIVED', JSON.stringify(received));
 
       expect(received).toContain(`: closed: the client reads too slowly (over ${limit} bytes waiting); reconnect with Last-Event-ID`);
       const ids = [...received.matchAll(/^id: (\S+)$/gm)].map((m) => m[1]!);

@@ -69,14 +69,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   // The headers are set now (an event delivered as soon as the subscription starts is written after
   // them) and sent once the subscription has fixed where the live events start: a client told the
   // stream is open (EventSource's `open`) gets every event that commits from then on.
-  res.status(200);
-  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-  res.setHeader('X-Accel-Buffering', 'no');
-  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
-  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
-  res.setHeader('Connection', 'close');
-  res.removeHeader('Transfer-Encoding');
-  res.setHeader('Access-Control-Allow-Origin', '*');
+  setStreamHeaders(res);
 
   const subscription = await streams
     .subscribe({
@@ -142,6 +135,23 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     log.error({ err }, 'event stream replay failed');
     close('closed: the log could not be read; reconnect with Last-Event-ID');
   }
+}
+
+/** HEAD /events/stream: the stream's headers, and no stream. */
+export function answerStreamHead(res: Response): void {
+  setStreamHeaders(res);
+  res.end();
+}
+
+function setStreamHeaders(res: Response): void {
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('X-Accel-Buffering', 'no');
+  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
+  res.setHeader('Connection', 'close');
+  res.removeHeader('Transfer-Encoding');
+  res.setHeader('Access-Control-Allow-Origin', '*');
 }
 
 /** Resolves when the response can take more, or is gone. */
