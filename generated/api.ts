@@ -913,8 +913,9 @@ export interface paths {
          * Stream events live (Server-Sent Events)
          * @description The workspace's events as they commit, as a `text/event-stream` (Server-Sent Events): each
          *     event is one frame with `id:` (the event id), `event:` (its type) and `data:` (the event
-         *     as `GET /events/{id}` answers it, one line of JSON). The headers are sent at once; a
-         *     `: keepalive` comment comes every 15 seconds. An event reaches streams on the instance that
+         *     as `GET /events/{id}` answers it, one line of JSON). The headers are sent as soon as the
+         *     stream has started (every event that commits after them is on it); a `: keepalive` comment
+         *     comes every 15 seconds. An event reaches streams on the instance that
          *     recorded it within 1 second of its commit, and streams on other instances within 2 seconds.
          *
          *     **Resuming.** Send `Last-Event-ID` (EventSource does so itself when it reconnects) with the

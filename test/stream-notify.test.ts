@@ -11,10 +11,10 @@ import { recordEvent } from '../src/events/record.js';
 import { createJobListener, type JobListener } from '../src/jobs/listen.js';
 import { createLogger } from '../src/logger.js';
 import { EVENTS_CHANNEL } from '../src/stream/hub.js';
-import type { Db } from '../src/db/database.js';
+import { createDatabase, type Db } from '../src/db/database.js';
 import { createWorkspace } from './helpers/api.js';
 import { waitFor } from './helpers/processes.js';
-import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
+import { databaseUrl, ownDatabase, startServer, type TestServer } from './helpers/server.js';
 import { openStream, type SseStream } from './helpers/sse.js';
 
 let server: TestServer;
@@ -22,20 +22,25 @@ let listener: JobListener;
 /** Every `events_added` payload heard, in order. */
 const heard: string[] = [];
 
-beforeAll(async () => {
-  // Leases renewed every 100 ms, so a workspace left without streams is let go at once.
-  server = await startServer({ streams: { leaseMs: 300 } });
-  listener = createJobListener({ db: server.db, databaseUrl, logger: createLogger('silent'), channel: EVENTS_CHANNEL });
-  listener.subscribe((payload) => void heard.push(payload));
+/** A listener on `events_added` of `db`'s database, heard into `into`, ready (its own notification heard). */
+async function listenTo(db: Db, url: string | undefined, into: string[]): Promise<JobListener> {
+  const listening = createJobListener({ db, databaseUrl: url, logger: createLogger('silent'), channel: EVENTS_CHANNEL });
+  listening.subscribe((payload) => void into.push(payload));
   // Listening starts on a connection of its own: markers until one is heard.
   for (let attempt = 0; ; attempt++) {
     try {
-      await mark(500);
-      break;
+      await mark(500, db, into);
+      return listening;
     } catch (err) {
       if (attempt === 20) throw err;
     }
   }
+}
+
+beforeAll(async () => {
+  // Leases renewed every 100 ms, so a workspace left without streams is let go at once.
+  server = await startServer({ streams: { leaseMs: 300 } });
+  listener = await listenTo(server.db, databaseUrl, heard);
 });
 afterAll(async () => {
   await listener.close();
@@ -46,10 +51,10 @@ afterAll(async () => {
  * Sends a notification of its own and waits for it: PostgreSQL delivers a channel's notifications
  * in commit order, so any notification of a transaction committed before has been heard by then.
  */
-async function mark(timeoutMs = 5_000): Promise<void> {
+async function mark(timeoutMs = 5_000, db = server.db, into = heard): Promise<void> {
   const marker = `marker-${randomUUID()}`;
-  await sql`select pg_notify(${EVENTS_CHANNEL}, ${marker})`.execute(server.db);
-  await waitFor('our own notification', () => heard.includes(marker), timeoutMs);
+  await sql`select pg_notify(${EVENTS_CHANNEL}, ${marker})`.execute(db);
+  await waitFor('our own notification', () => into.includes(marker), timeoutMs);
 }
 
 /** The transaction that wrote the event, as its notification names it. */
@@ -60,10 +65,10 @@ async function writerOf(db: Db, eventId: string): Promise<string> {
 
 const record = (workspaceId: string, i: number): Promise<string> => recordEvent(server.db, workspaceId, 'nps.answered', { id: `n-${i}`, score: 9 }, SYSTEM);
 
-const leaseOf = async (workspaceId: string): Promise<number> =>
+const leaseOf = async (workspaceId: string, db = server.db): Promise<number> =>
   Number(
-    (await sql<{ n: string }>`select count(*) as n from stream_listeners where workspace_id = ${workspaceId}::uuid and expires_at > now()`.execute(server.db))
-      .rows[0]!.n,
+    (await sql<{ n: string }>`select count(*) as n from stream_listeners where workspace_id = ${workspaceId}::uuid and expires_at > now()`.execute(db)).rows[0]!
+      .n,
   );
 
 const waitForEvents = (stream: SseStream, count: number, timeoutMs = 10_000): Promise<void> =>
@@ -145,16 +150,22 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
   it.skipIf(!databaseUrl)(
     'when an event was written before the lease was taken and commits after, then it arrives at once though no notification names it (needs DATABASE_URL)',
     async () => {
+      // In a database of its own: the open transaction holds back every stream of its database, and
+      // the run's is shared by the test files running alongside (their streams' timed checks).
+      const own = await ownDatabase();
+      const db = createDatabase({ databaseUrl: own.url, pgliteDir: 'memory://', poolSize: 3 });
+      const ownHeard: string[] = [];
+      const ownListener = await listenTo(db, own.url, ownHeard);
       // The log is read every minute only: the event can come only from the look the lease asks for.
-      const slow = await startServer({ db: server.db, streams: { fallbackPollMs: 60_000 } });
+      const slow = await startServer({ db, databaseUrl: own.url, streams: { fallbackPollMs: 60_000 } });
       try {
         const ws = await createWorkspace(slow);
         let stream: SseStream | undefined;
         let eventId = '';
-        await slow.db.transaction().execute(async (trx) => {
+        await db.transaction().execute(async (trx) => {
           eventId = await recordEvent(trx, ws.workspaceId, 'nps.answered', { id: 'early', score: 7 }, SYSTEM);
           stream = await openStream(slow.baseUrl, { key: ws.apiKey });
-          await waitFor('the lease', async () => (await leaseOf(ws.workspaceId)) === 1, 5_000);
+          await waitFor('the lease', async () => (await leaseOf(ws.workspaceId, db)) === 1, 5_000);
         });
         const committedAt = Date.now();
         await waitForEvents(stream!, 1, 5_000);
@@ -162,10 +173,13 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
 
         expect(Date.now() - committedAt).toBeLessThan(1_000);
         expect(stream!.events().map((f) => f.id)).toEqual([eventId]);
-        await mark();
-        expect(heard).not.toContain(await writerOf(server.db, eventId));
+        await mark(5_000, db, ownHeard);
+        expect(ownHeard).not.toContain(await writerOf(db, eventId));
       } finally {
         await slow.close();
+        await ownListener.close();
+        await db.destroy();
+        await own.drop();
       }
     },
   );

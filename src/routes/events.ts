@@ -1,7 +1,7 @@
 // Handlers of the Events operations: the event log, and its live stream (src/stream/).
 import { getEvent, listEvents } from '../events/record.js';
 import { ApiError, notFound } from '../errors.js';
-import { serveStream } from '../stream/connection.js';
+import { answerStreamHead, serveStream } from '../stream/connection.js';
 import { createStreamToken } from '../stream/tokens.js';
 import { paging, type Handlers } from './handler.js';
 
@@ -23,18 +23,20 @@ export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEv
     if (!streams) throw new ApiError(503, 'service_unavailable', 'Event streams are not available on this instance.');
     return {
       status: 200,
-      stream: (req, res) =>
-        serveStream(
-          streams,
-          res,
-          {
-            workspaceId: auth.workspaceId,
-            keyId: auth.keyId,
-            types: query.types,
-            lastEventId: req.get('last-event-id') ?? query.lastEventId,
-          },
-          log,
-        ),
+      stream: async (req, res) =>
+        req.method === 'HEAD'
+          ? answerStreamHead(res)
+          : serveStream(
+              streams,
+              res,
+              {
+                workspaceId: auth.workspaceId,
+                keyId: auth.keyId,
+                types: query.types,
+                lastEventId: req.get('last-event-id') ?? query.lastEventId,
+              },
+              log,
+            ),
     };
   },
 

@@ -61,16 +61,15 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
   const wanted = (event: LiveEvent): boolean =>
     (!filter || filter.types.has(event.type)) && (after === undefined || after === 'reset' || isAfter(event, after));
 
-  // Headers first: an event delivered as soon as the subscription starts is written after them.
-  res.status(200);
-  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
-  res.setHeader('X-Accel-Buffering', 'no');
-  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
-  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
-  res.setHeader('Connection', 'close');
-  res.removeHeader('Transfer-Encoding');
-  res.setHeader('Access-Control-Allow-Origin', '*');
-  res.flushHeaders();
+  res.once('close', () => {
+    open = false;
+    unsubscribe();
+  });
+
+  // The headers are set now (an event delivered as soon as the subscription starts is written after
+  // them) and sent once the subscription has fixed where the live events start: a client told the
+  // stream is open (EventSource's `open`) gets every event that commits from then on.
+  setStreamHeaders(res);
 
   const subscription = await streams
     .subscribe({
@@ -96,7 +95,7 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       close,
     })
     .catch((err: unknown) => {
-      // The headers are out: say it in the stream (the instance is stopping, or the database is down).
+      // The answer is a stream already: say it in the stream (the instance is stopping, or the database is down).
       if (err instanceof StreamsClosedError) {
         close(SHUTDOWN_REASON);
         return undefined;
@@ -106,11 +105,13 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
       return undefined;
     });
   if (!subscription) return;
+  if (!open) {
+    // The client left (or the hub closed the stream) while the subscription started.
+    subscription.unsubscribe();
+    return;
+  }
   unsubscribe = () => subscription.unsubscribe();
-  res.once('close', () => {
-    open = false;
-    unsubscribe();
-  });
+  if (!res.headersSent) res.flushHeaders();
 
   if (after === 'reset') send(RESET_FRAME);
   if (after === undefined || after === 'reset') return;
@@ -134,6 +135,23 @@ export async function serveStream(streams: EventStreams, res: Response, stream: 
     log.error({ err }, 'event stream replay failed');
     close('closed: the log could not be read; reconnect with Last-Event-ID');
   }
+}
+
+/** HEAD /events/stream: the stream's headers, and no stream. */
+export function answerStreamHead(res: Response): void {
+  setStreamHeaders(res);
+  res.end();
+}
+
+function setStreamHeaders(res: Response): void {
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('X-Accel-Buffering', 'no');
+  // The connection is the stream's: when the server ends the stream, the client reconnects anew.
+  // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
+  res.setHeader('Connection', 'close');
+  res.removeHeader('Transfer-Encoding');
+  res.setHeader('Access-Control-Allow-Origin', '*');
 }
 
 /** Resolves when the response can take more, or is gone. */
