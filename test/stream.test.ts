@@ -49,29 +49,27 @@ const waitForEvents = (stream: SseStream, count: number, timeoutMs = 10_000): Pr
 
 describe('GET /events/stream', () => {
   it('when a change commits, then the stream sends its event at once as id/event/data, the data as GET /events/{id} answers it', async () => {
-    const ws = await createWorkspace(server);
-    // The time below runs from before the request: a first POST /contacts of the server (the
-    // validator compiles the operation's schemas on first use) took 0.7 to 1.2 s in a loaded run,
-    // and its event came 30 ms after the answer. Another workspace's contact makes it warm.
-    await createContact(await createWorkspace(server));
-    const stream = await openStream(server.baseUrl, { key: ws.apiKey });
+    // "At once" without timing the machine: this instance reads the log by itself only once a
+    // minute, so within the wait below only the commit's notification can bring the event.
+    const notified = await startServer({ db: server.db, streams: { fallbackPollMs: 60_000 } });
+    const ws = await createWorkspace(notified);
+    const stream = await openStream(notified.baseUrl, { key: ws.apiKey });
     try {
       expect(stream.status).toBe(200);
       expect(stream.headers['content-type']).toBe('text/event-stream; charset=utf-8');
       expect(stream.headers['cache-control']).toBe('no-store');
       expect(stream.headers['access-control-allow-origin']).toBe('*');
 
-      const committed = Date.now();
       const contactId = await createContact(ws);
-      await waitForEvents(stream, 1, 2_000);
+      await waitForEvents(stream, 1);
 
-      expect(Date.now() - committed).toBeLessThan(1_000);
       const [frame] = stream.events();
       const eventId = await eventOfContact(ws, contactId);
       const { data: logged } = await ws.api.GET('/events/{id}', { params: { path: { id: eventId } } });
       expect(frame).toEqual({ id: eventId, event: 'contact.created', data: JSON.stringify(logged) });
     } finally {
       stream.close();
+      await notified.close();
     }
   });
 
