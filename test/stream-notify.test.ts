@@ -167,11 +167,10 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
           stream = await openStream(slow.baseUrl, { key: ws.apiKey });
           await waitFor('the lease', async () => (await leaseOf(ws.workspaceId, db)) === 1, 5_000);
         });
-        const committedAt = Date.now();
+        // Within the wait, well before the instance's once-a-minute read: the lease's own look brought it.
         await waitForEvents(stream!, 1, 5_000);
         stream!.close();
 
-        expect(Date.now() - committedAt).toBeLessThan(1_000);
         expect(stream!.events().map((f) => f.id)).toEqual([eventId]);
         await mark(5_000, db, ownHeard);
         expect(ownHeard).not.toContain(await writerOf(db, eventId));

@@ -247,17 +247,16 @@ describe('GET /events/stream', () => {
 });
 
 describe('GET /events/stream across instances', () => {
-  it('when a change commits through one instance, then a stream on another instance sharing the database gets it within 2 s', async () => {
-    const second = await startServer({ db: server.db });
+  it("when a change commits through one instance, then a stream on another instance sharing the database gets it by the commit's notification", async () => {
+    // The second instance reads the log by itself once a minute: within the wait, only the notification brings the event.
+    const second = await startServer({ db: server.db, streams: { fallbackPollMs: 60_000 } });
     try {
       const ws = await createWorkspace(server);
       const stream = await openStream(second.baseUrl, { key: ws.apiKey });
       try {
-        const committed = Date.now();
         const contactId = await createContact(ws);
-        await waitForEvents(stream, 1, 3_000);
+        await waitForEvents(stream, 1);
 
-        expect(Date.now() - committed).toBeLessThan(2_000);
         expect(stream.events()[0]!.id).toBe(await eventOfContact(ws, contactId));
       } finally {
         stream.close();
