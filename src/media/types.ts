@@ -52,14 +52,21 @@ export function mediaTypeOf(contentType: string | undefined): MediaType | undefi
 }
 
 /**
+ * What Instagram (Messenger Platform attachment upload) takes of the types above: images png and
+ * jpeg, audio aac and m4a/mp4, video mp4, files PDF; not amr, mpeg or ogg audio, 3gpp video or stickers.
+ */
+const INSTAGRAM_MIME_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'audio/aac', 'audio/mp4', 'video/mp4', 'application/pdf']);
+
+/**
  * What a channel's type refuses of an attachment, in words, or undefined when it takes it.
- * Instagram (Messenger Platform) takes images, video, audio and files (PDF), up to 8 MB for
- * images and 25 MB otherwise, and no stickers; WhatsApp takes every type within the limits above.
+ * Instagram takes the formats of INSTAGRAM_MIME_TYPES, up to 8 MB for images and 25 MB otherwise,
+ * and no stickers; WhatsApp takes every type within the limits above.
  */
 export function channelRefuses(channelType: 'whatsapp' | 'instagram', media: { type: MediaType; mimeType: string; size: number }): string | undefined {
   if (channelType === 'whatsapp') return undefined;
   if (media.type === 'sticker') return 'Instagram does not take stickers';
   if (media.type === 'document' && media.mimeType !== 'application/pdf') return 'Instagram takes only PDF documents';
+  if (!INSTAGRAM_MIME_TYPES.has(media.mimeType)) return `Instagram does not take ${media.type} files of type ${media.mimeType}`;
   if (media.size > 25 * MB) return 'Instagram takes files of at most 25 MB';
   return undefined;
 }
