@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { createWorkspace, request, UUID, type TestWorkspace } from './helpers/api.js';
@@ -180,6 +181,59 @@ describe('inbound media on WhatsApp', () => {
     expect(message.attachments[0]!.caption).toBeNull();
     const events = (await eventsOf(erasing, 'message.created')).filter((e) => (e.data.object as Message).id === first.id);
     expect((events[0]!.data.object as Message).attachments[0]!.caption).toBeNull();
+  });
+});
+
+describe('inbound media when the store or the commit fails', () => {
+  it('when the store refuses every attempt, then the file ends failed and no spooled part is left behind', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'whatsapp');
+    // A file where the workspace's directory would go: every put into the store fails.
+    await fs.writeFile(path.join(dir, ws.workspaceId), 'not a directory');
+    const bytes = randomBytes(3_000);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+    const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType: 'application/pdf', sha256: sha256(bytes), filename: 'nota.pdf' });
+
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    expect((await messageNow(ws, first)).attachments[0]).toMatchObject({ status: 'failed' });
+    expect(graph.requests.filter((r) => r.path === `/v23.0/${mediaId}`)).toHaveLength(4);
+    expect(await fs.readdir(path.join(dir, '.spool'))).toEqual([]);
+  });
+
+  it('when the commit fails after the bytes were stored, then the file ends failed and its bytes leave the store', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'whatsapp');
+    // The database refuses to mark this one file stored: each attempt stores its bytes, then its commit fails.
+    await sql`create function refuse_stored_media() returns trigger language plpgsql as $$
+      begin
+        if new.status = 'stored' and new.filename = 'never-committed.pdf' then raise exception 'the commit fails'; end if;
+        return new;
+      end $$`.execute(server.db);
+    await sql`create trigger refuse_stored_media before update on media for each row execute function refuse_stored_media()`.execute(server.db);
+    try {
+      const bytes = randomBytes(3_000);
+      const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+      const inbound = whatsappMedia(phone(), 'document', {
+        id: mediaId,
+        mimeType: 'application/pdf',
+        sha256: sha256(bytes),
+        filename: 'never-committed.pdf',
+      });
+
+      await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+      const first = await inboundMessage(ws, inbound.id);
+      await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+      expect((await messageNow(ws, first)).attachments[0]).toMatchObject({ status: 'failed' });
+      expect(graph.requests.filter((r) => r.path === `/v23.0/${mediaId}`)).toHaveLength(4);
+      await expect(fs.access(path.join(dir, ws.workspaceId, first.attachments[0]!.id))).rejects.toThrow();
+    } finally {
+      await sql`drop trigger refuse_stored_media on media`.execute(server.db);
+      await sql`drop function refuse_stored_media()`.execute(server.db);
+    }
   });
 });
 

@@ -167,12 +167,21 @@ async function fetchFile(
 export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<typeof MEDIA_FETCH_QUEUE> {
   const { db, store } = options;
 
-  /** The file failed: its row, the message's attachment and message.updated, with the job's end, in one statement. */
+  /**
+   * The file failed: its row, the message's attachment and message.updated, with the job's end, in one
+   * statement. Bytes an earlier attempt stored before its commit failed go too, unless that commit
+   * did happen (the row is `stored`).
+   */
   const fail = async (job: HeldJob, payload: { mediaId: string; messageId: string }, reason: string): Promise<JobResult> => {
     options.logger.warn({ mediaId: payload.mediaId, reason }, 'media fetch failed');
     await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, payload.messageId, payload.mediaId, { status: 'failed' }), SYSTEM, {
       also: sql`failed as (${markMediaFailed(db, job.workspace_id, payload.mediaId)}), finished as (${finishJobQuery(job)})`,
     });
+    if ((await findMedia(db, job.workspace_id, payload.mediaId))?.status !== 'stored') {
+      await store.delete(mediaKey(job.workspace_id, payload.mediaId)).catch((err: unknown) => {
+        options.logger.warn({ err, mediaId: payload.mediaId }, 'the bytes of a failed media fetch could not be deleted from the store');
+      });
+    }
     return { kind: 'finished' };
   };
 
@@ -194,7 +203,11 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
       if ('fail' in outcome) return fail(job, job.payload, outcome.fail);
       const { spooled, mimeType } = outcome;
       const key = mediaKey(job.workspace_id, mediaId);
-      await store.putFile(key, spooled.path, spooled.size, mimeType);
+      // A store that refuses the file leaves its spooled part here (a rename that failed): it goes now.
+      await store.putFile(key, spooled.path, spooled.size, mimeType).catch(async (err: unknown) => {
+        await rm(spooled.path, { force: true });
+        throw err;
+      });
       const facts = { size: spooled.size, sha256: spooled.sha256, mimeType };
       await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, messageId, mediaId, { status: 'stored', ...facts }), SYSTEM, {
         also: sql`stored as (${markMediaStored(db, job.workspace_id, mediaId, { ...facts, storageKey: key })}), finished as (${finishJobQuery(job)})`,
