@@ -145,6 +145,20 @@ describe('inbound media on WhatsApp', () => {
     await waitFor('the spool to be empty', async () => (await fs.readdir(path.join(dir, '.spool'))).length === 0);
   });
 
+  it('when a document has a filename over 255 characters, then it is kept cut to 255 and the file is stored', async () => {
+    const bytes = randomBytes(1_500);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+    const filename = `${'relatório-'.repeat(30)}.pdf`;
+    const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType: 'application/pdf', sha256: sha256(bytes), filename });
+
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret })).status).toBe(200);
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(message.attachments[0]).toMatchObject({ type: 'document', filename: [...filename].slice(0, 255).join(''), status: 'stored' });
+  });
+
   it('when Graph refuses the media id for good, then the attachment fails without retrying', async () => {
     graph.answer((req) => (req.path === '/v23.0/999000111222' ? graphError(100, 'Unsupported get request', 400) : undefined));
     const inbound = whatsappMedia(phone(), 'sticker', { id: '999000111222', mimeType: 'image/webp', sha256: sha256(Buffer.from('x')) });
