@@ -275,4 +275,35 @@ describe('inbound media on Instagram', () => {
       expect.objectContaining({ type: 'video', mimeType: 'video/mp4', size: 9_000, sha256: sha256(video), status: 'stored' }),
     ]);
   });
+
+  it('when a customer sends a 20 MB video (Instagram carries 25 MB), then it is stored, and WhatsApp, which carries 16 MB, refuses to send it on', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const whatsapp = await createMetaChannel(ws, 'whatsapp');
+    const video = randomBytes(20 * 2 ** 20);
+    const { event, mid } = instagramAttachments(meta.externalId, '7412365811', [
+      { type: 'video', url: graph.addInstagramMedia({ bytes: video, mimeType: 'video/mp4' }) },
+    ]);
+
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [event]), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, mid);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const stored = (await messageNow(ws, first)).attachments[0]!;
+    expect(stored).toMatchObject({ type: 'video', size: video.length, sha256: sha256(video), status: 'stored' });
+    const photo = randomBytes(10);
+    const customer = whatsappMedia(phone(), 'image', {
+      id: graph.addMedia({ bytes: photo, mimeType: 'image/png' }),
+      mimeType: 'image/png',
+      sha256: sha256(photo),
+    });
+    await postWebhook(server, whatsapp.channel.id, whatsappDelivery(whatsapp.externalId, customer), { appSecret: whatsapp.appSecret });
+    const contact = (await inboundMessage(ws, customer.id)).contactId;
+    const refused = await ws.api.POST('/messages', { body: { contactId: contact, channelId: whatsapp.channel.id, attachments: [{ mediaId: stored.id }] } });
+    expect(refused.response.status).toBe(422);
+    expect(refused.error!.error).toMatchObject({
+      code: 'attachment_not_supported',
+      details: [{ path: '/body/attachments/0/mediaId', message: 'WhatsApp takes a video of at most 16 MB' }],
+    });
+  });
 });

@@ -3,8 +3,9 @@
 // sha256, file_size}`, then `GET url` with the token (the URL lives minutes: asked again on every
 // attempt). Instagram: the attachment's `payload.url`, through the SSRF guard. The bytes stream to
 // the spool with their SHA-256, are checked against what Meta announced (digest bytes compared:
-// Meta writes the hash in hex or base64) and the type's size limit, and stored; then the media row,
-// the message's attachment and its message.updated event move in one statement with the job's end.
+// Meta writes the hash in hex or base64) and the size limit (the type's, or Instagram's when larger),
+// and stored; then the media row, the message's attachment and its message.updated event move in one
+// statement with the job's end.
 // Network errors, timeouts, 429 and 5xx are retried (DELIVERY_RETRY_BASE_MS, DELIVERY_MAX_ATTEMPTS);
 // a mismatch or any other refusal fails the file at once.
 import { rm } from 'node:fs/promises';
@@ -25,7 +26,7 @@ import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import { moveMessage } from '../services/message-statuses.js';
 import { CutShortError, spool, TooLargeError, type Spooled } from './spool.js';
 import { mediaKey, type MediaStore } from './store.js';
-import { bareMimeType, MEDIA_LIMITS, mediaTypeOf } from './types.js';
+import { bareMimeType, inboundLimit, mediaTypeOf } from './types.js';
 
 export const MEDIA_FETCH_QUEUE = 'media-fetch';
 
@@ -137,7 +138,7 @@ async function fetchFile(
   }
   let spooled: Spooled;
   try {
-    spooled = await spool(answer.body, options.store.spoolDir, MEDIA_LIMITS[media.type]);
+    spooled = await spool(answer.body, options.store.spoolDir, inboundLimit(channel.type, media.type));
   } catch (err) {
     answer.body.destroy();
     if (err instanceof TooLargeError) return { fail: `the file is larger than ${err.limit} bytes, the limit of a ${media.type}` };
