@@ -1,7 +1,8 @@
 // A file received as a stream (an upload's body, a download from Meta) written to the spool
 // directory while its size is counted and its SHA-256 computed: never held in memory whole. It
 // stops at the size limit; a stream that fails or ends early leaves no file behind. A process
-// killed mid-file (SIGKILL, OOM) does leave its part: the sweep at start-up, and every hour after, removes it.
+// killed mid-file (SIGKILL, OOM) does leave its part: the sweep at start-up, and every hour after,
+// removes it.
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
