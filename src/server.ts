@@ -11,7 +11,7 @@ import { migrateToLatest } from './db/migrate.js';
 import { ensureDemoKey } from './demo.js';
 import { createLogger, type Logger } from './logger.js';
 import { openMediaStore } from './media/open-store.js';
-import { sweepSpool } from './media/spool.js';
+import { sweepSpool, sweepSpoolEvery } from './media/spool.js';
 import { createRedis } from './redis.js';
 import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
@@ -74,6 +74,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   if (!secrets) logger.warn('SECRETS_KEY is not set: only sandbox channels can be created');
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger) : undefined;
   const background = createBackgroundWork(logger);
+  background.register('spool-sweep', sweepSpoolEvery(spoolDir, logger));
   // Its LISTEN needs a session of its own, as the job workers' does (not through a transaction pooler).
   const streams = createEventStreams({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   // Streams never finish on their own: the drain would wait for them until its deadline.

@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { createWorkspace, request, UUID, type TestWorkspace } from './helpers/api.js';
@@ -144,6 +145,20 @@ describe('inbound media on WhatsApp', () => {
     await waitFor('the spool to be empty', async () => (await fs.readdir(path.join(dir, '.spool'))).length === 0);
   });
 
+  it('when a document has a filename over 255 characters, then it is kept cut to 255 and the file is stored', async () => {
+    const bytes = randomBytes(1_500);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+    const filename = `${'relatório-'.repeat(30)}.pdf`;
+    const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType: 'application/pdf', sha256: sha256(bytes), filename });
+
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret })).status).toBe(200);
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(message.attachments[0]).toMatchObject({ type: 'document', filename: [...filename].slice(0, 255).join(''), status: 'stored' });
+  });
+
   it('when Graph refuses the media id for good, then the attachment fails without retrying', async () => {
     graph.answer((req) => (req.path === '/v23.0/999000111222' ? graphError(100, 'Unsupported get request', 400) : undefined));
     const inbound = whatsappMedia(phone(), 'sticker', { id: '999000111222', mimeType: 'image/webp', sha256: sha256(Buffer.from('x')) });
@@ -183,6 +198,59 @@ describe('inbound media on WhatsApp', () => {
   });
 });
 
+describe('inbound media when the store or the commit fails', () => {
+  it('when the store refuses every attempt, then the file ends failed and no spooled part is left behind', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'whatsapp');
+    // A file where the workspace's directory would go: every put into the store fails.
+    await fs.writeFile(path.join(dir, ws.workspaceId), 'not a directory');
+    const bytes = randomBytes(3_000);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+    const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType: 'application/pdf', sha256: sha256(bytes), filename: 'nota.pdf' });
+
+    await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    expect((await messageNow(ws, first)).attachments[0]).toMatchObject({ status: 'failed' });
+    expect(graph.requests.filter((r) => r.path === `/v23.0/${mediaId}`)).toHaveLength(4);
+    expect(await fs.readdir(path.join(dir, '.spool'))).toEqual([]);
+  });
+
+  it('when the commit fails after the bytes were stored, then the file ends failed and its bytes leave the store', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'whatsapp');
+    // The database refuses to mark this one file stored: each attempt stores its bytes, then its commit fails.
+    await sql`create function refuse_stored_media() returns trigger language plpgsql as $$
+      begin
+        if new.status = 'stored' and new.filename = 'never-committed.pdf' then raise exception 'the commit fails'; end if;
+        return new;
+      end $$`.execute(server.db);
+    await sql`create trigger refuse_stored_media before update on media for each row execute function refuse_stored_media()`.execute(server.db);
+    try {
+      const bytes = randomBytes(3_000);
+      const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+      const inbound = whatsappMedia(phone(), 'document', {
+        id: mediaId,
+        mimeType: 'application/pdf',
+        sha256: sha256(bytes),
+        filename: 'never-committed.pdf',
+      });
+
+      await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret });
+      const first = await inboundMessage(ws, inbound.id);
+      await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+      expect((await messageNow(ws, first)).attachments[0]).toMatchObject({ status: 'failed' });
+      expect(graph.requests.filter((r) => r.path === `/v23.0/${mediaId}`)).toHaveLength(4);
+      await expect(fs.access(path.join(dir, ws.workspaceId, first.attachments[0]!.id))).rejects.toThrow();
+    } finally {
+      await sql`drop trigger refuse_stored_media on media`.execute(server.db);
+      await sql`drop function refuse_stored_media()`.execute(server.db);
+    }
+  });
+});
+
 describe('inbound media on Instagram', () => {
   it('when a message carries an image and a video, then each is fetched from its URL and stored with the served type', async () => {
     const ws = await createWorkspace(server);
@@ -206,5 +274,36 @@ describe('inbound media on Instagram', () => {
       expect.objectContaining({ type: 'image', mimeType: 'image/png', size: 3_000, sha256: sha256(image), status: 'stored' }),
       expect.objectContaining({ type: 'video', mimeType: 'video/mp4', size: 9_000, sha256: sha256(video), status: 'stored' }),
     ]);
+  });
+
+  it('when a customer sends a 20 MB video (Instagram carries 25 MB), then it is stored, and WhatsApp, which carries 16 MB, refuses to send it on', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const whatsapp = await createMetaChannel(ws, 'whatsapp');
+    const video = randomBytes(20 * 2 ** 20);
+    const { event, mid } = instagramAttachments(meta.externalId, '7412365811', [
+      { type: 'video', url: graph.addInstagramMedia({ bytes: video, mimeType: 'video/mp4' }) },
+    ]);
+
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [event]), { appSecret: meta.appSecret });
+    const first = await inboundMessage(ws, mid);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const stored = (await messageNow(ws, first)).attachments[0]!;
+    expect(stored).toMatchObject({ type: 'video', size: video.length, sha256: sha256(video), status: 'stored' });
+    const photo = randomBytes(10);
+    const customer = whatsappMedia(phone(), 'image', {
+      id: graph.addMedia({ bytes: photo, mimeType: 'image/png' }),
+      mimeType: 'image/png',
+      sha256: sha256(photo),
+    });
+    await postWebhook(server, whatsapp.channel.id, whatsappDelivery(whatsapp.externalId, customer), { appSecret: whatsapp.appSecret });
+    const contact = (await inboundMessage(ws, customer.id)).contactId;
+    const refused = await ws.api.POST('/messages', { body: { contactId: contact, channelId: whatsapp.channel.id, attachments: [{ mediaId: stored.id }] } });
+    expect(refused.response.status).toBe(422);
+    expect(refused.error!.error).toMatchObject({
+      code: 'attachment_not_supported',
+      details: [{ path: '/body/attachments/0/mediaId', message: 'WhatsApp takes a video of at most 16 MB' }],
+    });
   });
 });

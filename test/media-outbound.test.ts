@@ -104,6 +104,7 @@ describe('POST /messages with attachments', () => {
     const sent = graph.to(meta.externalId).filter((r) => r.method === 'POST');
     expect(sent.map((r) => r.path.split('/').pop())).toEqual(['message_attachments', 'messages']);
     expect(sent[0]!.raw.toString('latin1')).toContain('{"attachment":{"type":"video","payload":{"is_reusable":true}}}');
+    expect(sent[0]!.raw.toString('latin1')).toContain('name="platform"\r\n\r\ninstagram\r\n');
     expect(sent[1]!.body).toEqual({
       recipient: { id: '8812345678' },
       message: { attachment: { type: 'video', payload: { attachment_id: (sent[0]!.answer as { body: { attachment_id: string } }).body.attachment_id } } },
@@ -150,6 +151,24 @@ describe('POST /messages with attachments', () => {
       details: [{ path: '/body/attachments/0/mediaId', message: 'Instagram takes only PDF documents' }],
     });
     expect(eleven.response.status).toBe(400);
+    const { data: threads } = await ws.api.GET('/threads');
+    expect((await threadMessages(ws, threads!.data[0]!.id)).filter((m) => m.direction === 'outbound')).toEqual([]);
+  });
+
+  it('when a voice note or video is of a format Instagram does not play (ogg, amr, mpeg, 3gpp), then 422 and nothing is queued', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const { event } = instagramText(meta.externalId, '8877665544', 'Oi!');
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [event]), { appSecret: meta.appSecret });
+    const { data: contacts } = await ws.api.GET('/contacts', { params: { query: { instagramId: '8877665544' } } });
+    const pair = { contactId: contacts!.data[0]!.id, channelId: meta.channel.id };
+
+    for (const type of ['audio/ogg', 'audio/amr', 'audio/mpeg', 'video/3gpp']) {
+      const file = await upload(ws, randomBytes(100), type);
+      const refused = await ws.api.POST('/messages', { body: { ...pair, attachments: [{ mediaId: file.id }] } });
+      expect(refused.response.status, type).toBe(422);
+      expect(refused.error!.error).toMatchObject({ code: 'attachment_not_supported', details: [{ path: '/body/attachments/0/mediaId' }] });
+    }
     const { data: threads } = await ws.api.GET('/threads');
     expect((await threadMessages(ws, threads!.data[0]!.id)).filter((m) => m.direction === 'outbound')).toEqual([]);
   });

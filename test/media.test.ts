@@ -6,8 +6,11 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { Transform } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorkspace, request, UUID } from './helpers/api.js';
+import { fileStore } from '../src/media/file-store.js';
+import type { MediaStore } from '../src/media/store.js';
 import { LogCapture } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
@@ -128,6 +131,8 @@ describe('POST /media', () => {
   });
 
   it('when clients leave downloads (after every byte, or midway), then nothing is logged as a fault of the store', async () => {
+    // What the server logged before (at its start: REDIS_URL unset, say) is not this test's.
+    const logged = logs.lines.length;
     const ws = await createWorkspace(server);
     const bytes = randomBytes(2_000_000);
     const created = await upload(ws.apiKey, bytes, 'application/pdf');
@@ -148,7 +153,59 @@ describe('POST /media', () => {
     for (let i = 0; i < 10; i++) expect(await leaveAfter(bytes.length)).toBe(bytes.length);
     expect(await leaveAfter(64 * 1024)).toBeLessThan(bytes.length);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg)).toEqual([]);
+    expect(
+      logs.lines
+        .slice(logged)
+        .filter((line) => line.level >= 40)
+        .map((line) => line.msg),
+    ).toEqual([]);
+  });
+
+  it('when the store fails in the middle of a download, then the response is cut short of its Content-Length and a warning is logged', async () => {
+    const ws = await createWorkspace(server);
+    const bytes = randomBytes(300_000);
+    const created = await upload(ws.apiKey, bytes, 'application/pdf');
+    // A store that serves the first 64 KiB of a file, then fails (a disk error, an S3 connection reset).
+    const real = fileStore(dir);
+    const failing: MediaStore = {
+      ...real,
+      async get(key, range) {
+        const source = await real.get(key, range);
+        let sent = 0;
+        return source.pipe(
+          new Transform({
+            transform(chunk: Buffer, _encoding, done) {
+              sent += chunk.length;
+              if (sent > 64 * 1024) {
+                source.destroy();
+                return done(new Error('the store failed midway'));
+              }
+              done(null, chunk);
+            },
+          }),
+        );
+      },
+    };
+    const storeLogs = new LogCapture();
+    const second = await startServer({ db: server.db, config: { mediaStore: { kind: 'file', dir } }, media: failing, logs: storeLogs.destination });
+    try {
+      const answer = await new Promise<{ status: number; length: string | undefined; got: number; complete: boolean }>((resolve, reject) => {
+        http
+          .get(`${second.baseUrl}/v1/media/${created.body.id}`, { headers: { authorization: `Bearer ${ws.apiKey}` }, agent: false }, (res) => {
+            let got = 0;
+            res.on('data', (chunk: Buffer) => (got += chunk.length));
+            res.on('close', () => resolve({ status: res.statusCode!, length: res.headers['content-length'], got, complete: res.complete }));
+          })
+          .on('error', (err) => (err.message === 'aborted' || err.message === 'socket hang up' ? undefined : reject(err)));
+      });
+
+      expect(answer).toMatchObject({ status: 200, length: String(bytes.length), complete: false });
+      expect(answer.got).toBeLessThan(bytes.length);
+      await until(async () => storeLogs.lines.some((line) => line.level === 40 && line.msg === 'media download cut short'), 'the warning');
+      expect(storeLogs.lines.find((line) => line.msg === 'media download cut short')).toMatchObject({ mediaId: created.body.id });
+    } finally {
+      await second.close();
+    }
   });
 
   it('when another workspace asks for the id, then 404, as for an unknown id', async () => {

@@ -1,6 +1,7 @@
 // The pipeline's own answers (openapi.yaml's "Order of checks" and "Errors"): error codes and bodies, request ids, the service
 // endpoints, and what the service says when its database is broken or unreachable.
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { specYaml } from '../src/contract.js';
@@ -69,6 +70,31 @@ describe('error codes', () => {
 
     expect(response.status).toBe(413);
     expect(response.body).toEqual(error('payload_too_large', 'The request body is larger than 1 MiB.'));
+  });
+
+  it('when the Content-Length declares over 1 MiB, then 413 at once, before the body is read, and the connection closes', async () => {
+    // Declares 1 MiB + 1 and sends a few bytes: the answer cannot wait for the rest.
+    const answer = await new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+      const req = http.request(
+        `${server.baseUrl}/v1/agents`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${workspace.apiKey}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024 + 1) },
+        },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, body }));
+        },
+      );
+      req.on('error', reject);
+      req.write('{"name": "');
+    });
+
+    expect(answer.status).toBe(413);
+    expect(answer.connection).toBe('close');
+    expect(JSON.parse(answer.body)).toEqual(error('payload_too_large', 'The request body is larger than 1 MiB.'));
   });
 
   it('when the body breaks the contract, then 400 validation_error with a detail per problem', async () => {

@@ -158,8 +158,8 @@ const INSTAGRAM_TYPES: Readonly<Record<Attachment['type'], string>> = { image: '
 
 /**
  * Uploads a file for a message: WhatsApp `POST /{phone-number-id}/media` (`messaging_product`,
- * `type`, `file`) answers its media `id`; Instagram `POST /{ig-id}/message_attachments` (`message`
- * with `is_reusable`, `filedata`) its `attachment_id`. Never throws but for `signal`.
+ * `type`, `file`) answers its media `id`; Instagram `POST /{ig-id}/message_attachments` (`platform`
+ * instagram, `message` with `is_reusable`, `filedata`) its `attachment_id`. Never throws but for `signal`.
  */
 export async function uploadGraphMedia(options: {
   baseUrl: string;
@@ -176,7 +176,7 @@ export async function uploadGraphMedia(options: {
   const form = multipart(
     whatsapp
       ? { messaging_product: 'whatsapp', type: attachment.mimeType }
-      : { message: JSON.stringify({ attachment: { type: INSTAGRAM_TYPES[attachment.type], payload: { is_reusable: true } } }) },
+      : { platform: 'instagram', message: JSON.stringify({ attachment: { type: INSTAGRAM_TYPES[attachment.type], payload: { is_reusable: true } } }) },
     {
       field: whatsapp ? 'file' : 'filedata',
       filename: attachment.filename ?? `${attachment.id}`,

@@ -128,6 +128,7 @@ export function whatsappContent(message: Json): string {
   }
 }
 
+const MAX_FILENAME_CHARS = 255;
 const WHATSAPP_MEDIA: ReadonlySet<string> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
 const MEDIA_ID = /^[0-9A-Za-z_.-]{1,128}$/;
 
@@ -139,11 +140,13 @@ function whatsappMedia(message: Json): InboundMedia | undefined {
   const id = text(part.id);
   if (!id || !MEDIA_ID.test(id)) return undefined;
   const sha256 = text(part.sha256);
+  const filename = text(part.filename);
   return {
     type: type as MediaType,
     mimeType: (text(part.mime_type) ?? 'application/octet-stream').split(';', 1)[0]!.trim().toLowerCase(),
     ...(sha256 && { sha256 }),
-    ...(text(part.filename) && { filename: text(part.filename) }),
+    // An Attachment's filename has at most 255 characters (openapi.yaml); a longer one is cut, its start kept.
+    ...(filename && { filename: [...filename].slice(0, MAX_FILENAME_CHARS).join('') }),
     ...(text(part.caption) && { caption: text(part.caption) }),
     source: { whatsappMediaId: id },
   };

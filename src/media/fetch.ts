@@ -3,8 +3,9 @@
 // sha256, file_size}`, then `GET url` with the token (the URL lives minutes: asked again on every
 // attempt). Instagram: the attachment's `payload.url`, through the SSRF guard. The bytes stream to
 // the spool with their SHA-256, are checked against what Meta announced (digest bytes compared:
-// Meta writes the hash in hex or base64) and the type's size limit, and stored; then the media row,
-// the message's attachment and its message.updated event move in one statement with the job's end.
+// Meta writes the hash in hex or base64) and the size limit (the type's, or Instagram's when larger),
+// and stored; then the media row, the message's attachment and its message.updated event move in one
+// statement with the job's end.
 // Network errors, timeouts, 429 and 5xx are retried (DELIVERY_RETRY_BASE_MS, DELIVERY_MAX_ATTEMPTS);
 // a mismatch or any other refusal fails the file at once.
 import { rm } from 'node:fs/promises';
@@ -25,7 +26,7 @@ import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import { moveMessage } from '../services/message-statuses.js';
 import { CutShortError, spool, TooLargeError, type Spooled } from './spool.js';
 import { mediaKey, type MediaStore } from './store.js';
-import { bareMimeType, MEDIA_LIMITS, mediaTypeOf } from './types.js';
+import { bareMimeType, inboundLimit, mediaTypeOf } from './types.js';
 
 export const MEDIA_FETCH_QUEUE = 'media-fetch';
 
@@ -137,7 +138,7 @@ async function fetchFile(
   }
   let spooled: Spooled;
   try {
-    spooled = await spool(answer.body, options.store.spoolDir, MEDIA_LIMITS[media.type]);
+    spooled = await spool(answer.body, options.store.spoolDir, inboundLimit(channel.type, media.type));
   } catch (err) {
     answer.body.destroy();
     if (err instanceof TooLargeError) return { fail: `the file is larger than ${err.limit} bytes, the limit of a ${media.type}` };
@@ -167,12 +168,21 @@ async function fetchFile(
 export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<typeof MEDIA_FETCH_QUEUE> {
   const { db, store } = options;
 
-  /** The file failed: its row, the message's attachment and message.updated, with the job's end, in one statement. */
+  /**
+   * The file failed: its row, the message's attachment and message.updated, with the job's end, in one
+   * statement. Bytes an earlier attempt stored before its commit failed go too, unless that commit
+   * did happen (the row is `stored`).
+   */
   const fail = async (job: HeldJob, payload: { mediaId: string; messageId: string }, reason: string): Promise<JobResult> => {
     options.logger.warn({ mediaId: payload.mediaId, reason }, 'media fetch failed');
     await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, payload.messageId, payload.mediaId, { status: 'failed' }), SYSTEM, {
       also: sql`failed as (${markMediaFailed(db, job.workspace_id, payload.mediaId)}), finished as (${finishJobQuery(job)})`,
     });
+    if ((await findMedia(db, job.workspace_id, payload.mediaId))?.status !== 'stored') {
+      await store.delete(mediaKey(job.workspace_id, payload.mediaId)).catch((err: unknown) => {
+        options.logger.warn({ err, mediaId: payload.mediaId }, 'the bytes of a failed media fetch could not be deleted from the store');
+      });
+    }
     return { kind: 'finished' };
   };
 
@@ -194,7 +204,11 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
       if ('fail' in outcome) return fail(job, job.payload, outcome.fail);
       const { spooled, mimeType } = outcome;
       const key = mediaKey(job.workspace_id, mediaId);
-      await store.putFile(key, spooled.path, spooled.size, mimeType);
+      // A store that refuses the file leaves its spooled part here (a rename that failed): it goes now.
+      await store.putFile(key, spooled.path, spooled.size, mimeType).catch(async (err: unknown) => {
+        await rm(spooled.path, { force: true });
+        throw err;
+      });
       const facts = { size: spooled.size, sha256: spooled.sha256, mimeType };
       await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, messageId, mediaId, { status: 'stored', ...facts }), SYSTEM, {
         also: sql`stored as (${markMediaStored(db, job.workspace_id, mediaId, { ...facts, storageKey: key })}), finished as (${finishJobQuery(job)})`,

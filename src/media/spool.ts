@@ -1,12 +1,14 @@
 // A file received as a stream (an upload's body, a download from Meta) written to the spool
 // directory while its size is counted and its SHA-256 computed: never held in memory whole. It
 // stops at the size limit; a stream that fails or ends early leaves no file behind. A process
-// killed mid-file (SIGKILL, OOM) does leave its part: the sweep at start-up removes it.
+// killed mid-file (SIGKILL, OOM) does leave its part: the sweep at start-up, and every hour after,
+// removes it.
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import type { Logger } from '../logger.js';
 
 /**
  * How long a spool file goes unwritten before it is taken for a dead process's. A live one is written
@@ -40,6 +42,31 @@ export async function sweepSpool(dir: string, olderThanMs = ABANDONED_SPOOL_MS):
     removed++;
   }
   return removed;
+}
+
+/**
+ * Sweeps `dir` again every `everyMs` (by default ABANDONED_SPOOL_MS), so what a process killed after
+ * this one started left goes too, without waiting for the next start. Returns its stop.
+ */
+export function sweepSpoolEvery(
+  dir: string,
+  logger: Logger,
+  { everyMs = ABANDONED_SPOOL_MS, olderThanMs = ABANDONED_SPOOL_MS }: { everyMs?: number; olderThanMs?: number } = {},
+): () => Promise<void> {
+  let sweeping: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    sweeping = sweepSpool(dir, olderThanMs).then(
+      (files) => {
+        if (files > 0) logger.warn({ spoolDir: dir, files }, 'abandoned spool files removed');
+      },
+      (err: unknown) => logger.warn({ err, spoolDir: dir }, 'the spool directory could not be swept'),
+    );
+  }, everyMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await sweeping;
+  };
 }
 
 export interface Spooled {

@@ -52,14 +52,36 @@ export function mediaTypeOf(contentType: string | undefined): MediaType | undefi
 }
 
 /**
+ * What Instagram (Messenger Platform attachment upload) takes of the types above: images png and
+ * jpeg, audio aac and m4a/mp4, video mp4, files PDF; not amr, mpeg or ogg audio, 3gpp video or stickers.
+ */
+const INSTAGRAM_MIME_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'audio/aac', 'audio/mp4', 'video/mp4', 'application/pdf']);
+
+/** The most bytes Instagram takes (and sends) of a file: 8 MB for an image, 25 MB otherwise. */
+const instagramLimit = (type: MediaType): number => (type === 'image' ? 8 * MB : 25 * MB);
+
+/**
+ * The most bytes an inbound file of the channel may have: the type's limit above, or more when the
+ * channel carries more (an Instagram video of 20 MB is the customer's, and is kept).
+ */
+export function inboundLimit(channelType: 'whatsapp' | 'instagram', type: MediaType): number {
+  return channelType === 'instagram' ? Math.max(MEDIA_LIMITS[type], instagramLimit(type)) : MEDIA_LIMITS[type];
+}
+
+/**
  * What a channel's type refuses of an attachment, in words, or undefined when it takes it.
- * Instagram (Messenger Platform) takes images, video, audio and files (PDF), up to 8 MB for
- * images and 25 MB otherwise, and no stickers; WhatsApp takes every type within the limits above.
+ * Instagram takes the formats of INSTAGRAM_MIME_TYPES, up to 8 MB for images and 25 MB otherwise,
+ * and no stickers; WhatsApp the types and limits above (a file received on Instagram may pass them).
  */
 export function channelRefuses(channelType: 'whatsapp' | 'instagram', media: { type: MediaType; mimeType: string; size: number }): string | undefined {
-  if (channelType === 'whatsapp') return undefined;
+  if (channelType === 'whatsapp') {
+    if (!MEDIA_TYPES.has(media.mimeType)) return `WhatsApp does not take files of type ${media.mimeType}`;
+    if (media.size > MEDIA_LIMITS[media.type]) return `WhatsApp takes a ${media.type} of at most ${MEDIA_LIMITS[media.type] / MB} MB`;
+    return undefined;
+  }
   if (media.type === 'sticker') return 'Instagram does not take stickers';
   if (media.type === 'document' && media.mimeType !== 'application/pdf') return 'Instagram takes only PDF documents';
-  if (media.size > 25 * MB) return 'Instagram takes files of at most 25 MB';
+  if (!INSTAGRAM_MIME_TYPES.has(media.mimeType)) return `Instagram does not take ${media.type} files of type ${media.mimeType}`;
+  if (media.size > instagramLimit(media.type)) return `Instagram takes a ${media.type} of at most ${instagramLimit(media.type) / MB} MB`;
   return undefined;
 }

@@ -33,8 +33,11 @@ function firstInvalidByte(buf: Buffer): number {
   return i;
 }
 
+/** 1 MiB: body-parser's `1mb`. */
+const MAX_JSON_BYTES = 2 ** 20;
+
 const parseJson = express.json({
-  limit: '1mb',
+  limit: MAX_JSON_BYTES,
   // Not strict: a JSON scalar is valid JSON that breaks the contract (400 validation_error), not broken JSON.
   strict: false,
   type: 'application/json',
@@ -88,6 +91,17 @@ function readError(err: unknown, req: IncomingMessage): unknown {
   return err;
 }
 
+/**
+ * Whether the body declares (Content-Length, no Content-Encoding) more than 1 MiB: answered at once,
+ * unread (the connection closes after the answer), where body-parser would read the whole body
+ * before its 413. A compressed body is measured as it inflates, by body-parser.
+ */
+function declaredTooLarge(req: IncomingMessage): boolean {
+  const encoding = req.headers['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+  return Number(req.headers['content-length']) > MAX_JSON_BYTES;
+}
+
 export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();
   // A file (POST /media): its type and declared size are checked here, its bytes read after the contract's checks.
@@ -98,6 +112,7 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
+  if (declaredTooLarge(req)) return next(new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.', undefined, { Connection: 'close' }));
   // body-parser calls back from the request stream's events, outside Express's reach: anything
   // thrown here would be uncaught and end the process. It goes to next() instead, a logged 500.
   parseJson(req, res, (err?: unknown) => {

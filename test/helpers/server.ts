@@ -18,6 +18,7 @@ import { createRedis } from '../../src/redis.js';
 import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
 import { startJobs, type Jobs } from '../../src/jobs/start.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
+import type { MediaStore } from '../../src/media/store.js';
 
 /** The run's services: vitest's global setup provides them; a script reads the environment. */
 const services = process.env.VITEST
@@ -61,6 +62,8 @@ export interface StartOptions {
   secrets?: SecretBox;
   /** Over the event streams' defaults (keep-alive, key check and buffer limit). */
   streams?: Partial<StreamOptions>;
+  /** Where media bytes live instead of config.mediaStore's store (a stand-in that fails, say). */
+  media?: MediaStore;
 }
 
 const databases: Db[] = [];
@@ -124,7 +127,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   if (redis && options.waitForRedis !== false) await waitForReady(redis);
   const secrets = options.secrets ?? createSecretBox(testSecretsKey);
   const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, options: options.streams });
-  const app = createApp({ config, db, logger, redis, secrets, streams });
+  const app = createApp({ config, db, logger, redis, secrets, streams, media: options.media });
   const http = createHttpServer(app, config, logger);
   const { server } = http;
   const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
