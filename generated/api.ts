@@ -585,7 +585,10 @@ export interface paths {
          *     `Content-Length` and `ETag` (`"<sha256>"`). `If-None-Match` with that ETag answers 304;
          *     a single `Range: bytes=start-end` answers 206 with those bytes (one outside the file is a
          *     416 `range_not_satisfiable`). A file that is not `stored` (still `pending`, or `failed`),
-         *     another workspace's, or an erased contact's is a 404.
+         *     another workspace's, or an erased contact's is a 404. A file a customer sent of a type
+         *     `POST /media` does not take (a zip, say) is served as `application/octet-stream`, never
+         *     as its own type (a page of HTML is not rendered from this API's origin); the attachment's
+         *     `mimeType` keeps what it is.
          *
          *     Needs the `messages:read` scope.
          */
@@ -5446,6 +5449,7 @@ export interface operations {
                     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
                     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
                     "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description The requested range of the file. */
@@ -5480,6 +5484,7 @@ export interface operations {
                     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
                     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
                     "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/octet-stream": string;
                 };
             };
             /** @description The client's copy (`If-None-Match`) is the file. */

@@ -159,6 +159,28 @@ describe('inbound media on WhatsApp', () => {
     expect(message.attachments[0]).toMatchObject({ type: 'document', filename: [...filename].slice(0, 255).join(''), status: 'stored' });
   });
 
+  it('when a customer sends a zip, then it is stored as what it is and served as application/octet-stream, never rendered as its own type', async () => {
+    for (const mimeType of ['application/zip', 'text/html']) {
+      const bytes = Buffer.from(mimeType === 'text/html' ? '<script>alert(1)</script>' : randomBytes(800));
+      const mediaId = graph.addMedia({ bytes, mimeType });
+      const inbound = whatsappMedia(phone(), 'document', { id: mediaId, mimeType, sha256: sha256(bytes), filename: 'arquivo' });
+
+      expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret })).status).toBe(200);
+      const first = await inboundMessage(ws, inbound.id);
+      await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+      const message = await messageNow(ws, first);
+      expect(message.attachments[0]).toMatchObject({ type: 'document', mimeType, status: 'stored' });
+      // request() checks the answer against the contract too.
+      const checked = await request(server, 'GET', `/v1/media/${message.attachments[0]!.id}`, { apiKey: ws.apiKey });
+      expect(checked.status).toBe(200);
+      const download = await fetch(`${server.baseUrl}/v1/media/${message.attachments[0]!.id}`, { headers: { authorization: `Bearer ${ws.apiKey}` } });
+      expect(download.headers.get('content-type')).toBe('application/octet-stream');
+      expect(download.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(Buffer.from(await download.arrayBuffer()).equals(bytes)).toBe(true);
+    }
+  });
+
   it('when Graph refuses the media id for good, then the attachment fails without retrying', async () => {
     graph.answer((req) => (req.path === '/v23.0/999000111222' ? graphError(100, 'Unsupported get request', 400) : undefined));
     const inbound = whatsappMedia(phone(), 'sticker', { id: '999000111222', mimeType: 'image/webp', sha256: sha256(Buffer.from('x')) });

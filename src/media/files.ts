@@ -8,6 +8,7 @@ import { findMedia, insertStoredMedia, mediaRowToAttachment } from '../db/media.
 import type { Attachment, MediaRow } from '../db/schema.js';
 import { ApiError, notFound } from '../errors.js';
 import { mediaKey, type ByteRange, type MediaStore } from './store.js';
+import { mediaTypeOf } from './types.js';
 import type { Upload } from './upload.js';
 
 /** Stores a spooled upload: its bytes, then its row; the bytes go again if the row cannot be written. */
@@ -83,7 +84,7 @@ export async function serveFile(store: MediaStore, row: MediaRow & { storage_key
   }
   const body = req.method === 'HEAD' ? undefined : await store.get(row.storage_key, range);
   res.status(range ? 206 : 200);
-  res.setHeader('Content-Type', row.mime_type);
+  res.setHeader('Content-Type', mediaTypeOf(row.mime_type) ? row.mime_type : 'application/octet-stream');
   res.setHeader('Content-Length', String(range ? range.end - range.start + 1 : size));
   res.setHeader('Accept-Ranges', 'bytes');
   if (range) res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
