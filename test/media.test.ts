@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorkspace, request, UUID } from './helpers/api.js';
 import { fileStore } from '../src/media/file-store.js';
 import type { MediaStore } from '../src/media/store.js';
-import { LogCapture } from './helpers/processes.js';
+import { fetchFromAnotherProcess, LogCapture } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -244,7 +244,21 @@ describe('POST /media', () => {
     expect(await mediaRows(ws.workspaceId)).toBe(0);
   });
 
-  it('when a chunked body passes the limit, then 413, the rest is not read, and nothing is stored', async () => {
+  it('when a file over its limit is sent whole by a client of its own process, then it reads the 413 every time, not a reset, and nothing is stored', async () => {
+    const ws = await createWorkspace(server);
+    const outcomes: Array<number | string> = [];
+    for (const [size, type] of [
+      [6 * 2 ** 20, 'image/jpeg'],
+      [20 * 2 ** 20, 'video/mp4'],
+    ] as const) {
+      const headers = { authorization: `Bearer ${ws.apiKey}`, 'content-type': type };
+      outcomes.push(...(await fetchFromAnotherProcess(`${server.baseUrl}/v1/media`, { headers, size, times: 5 })));
+    }
+    expect(outcomes).toEqual(Array.from({ length: 10 }, () => 413));
+    expect(await mediaRows(ws.workspaceId)).toBe(0);
+  });
+
+  it('when a chunked body passes the limit, then 413, and nothing is stored', async () => {
     const ws = await createWorkspace(server);
     const chunk = randomBytes(64 * 1024);
 

@@ -21,10 +21,8 @@ const MB = 2 ** 20;
 const limitText = (bytes: number): string => (bytes >= MB ? `${bytes / MB} MB` : `${bytes / 1024} KB`);
 
 function tooLarge(type: MediaType): ApiError {
-  // The rest of the body is not read: the connection closes after the answer.
-  return new ApiError(413, 'payload_too_large', `A ${type} may have at most ${limitText(MEDIA_LIMITS[type])} (1 MB = 2^20 bytes).`, undefined, {
-    Connection: 'close',
-  });
+  // Nothing more is stored: the error handler drops the rest of the body (within its limits) after the answer.
+  return new ApiError(413, 'payload_too_large', `A ${type} may have at most ${limitText(MEDIA_LIMITS[type])} (1 MB = 2^20 bytes).`);
 }
 
 /** What is wrong with an upload's headers (415, 413, 400), before its body is read; undefined when nothing. */

@@ -93,8 +93,8 @@ function readError(err: unknown, req: IncomingMessage): unknown {
 
 /**
  * Whether the body declares (Content-Length, no Content-Encoding) more than 1 MiB: answered at once,
- * unread (the connection closes after the answer), where body-parser would read the whole body
- * before its 413. A compressed body is measured as it inflates, by body-parser.
+ * unparsed (the error handler drops the rest of it, within its limits), where body-parser would
+ * buffer up to the limit before its 413. A compressed body is measured as it inflates, by body-parser.
  */
 function declaredTooLarge(req: IncomingMessage): boolean {
   const encoding = req.headers['content-encoding'];
@@ -112,7 +112,7 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
-  if (declaredTooLarge(req)) return next(new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.', undefined, { Connection: 'close' }));
+  if (declaredTooLarge(req)) return next(new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.'));
   // body-parser calls back from the request stream's events, outside Express's reach: anything
   // thrown here would be uncaught and end the process. It goes to next() instead, a logged 500.
   parseJson(req, res, (err?: unknown) => {

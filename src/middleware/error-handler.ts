@@ -1,5 +1,6 @@
 // The one place a failure becomes a response: ApiError, validator, body-parser and database errors
 // all leave as {"error":{"code","message","requestId","details?"}}; anything else is a logged 500.
+import type { IncomingMessage } from 'node:http';
 import type { ErrorRequestHandler } from 'express';
 import { describeProblem } from '../contract.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
@@ -129,9 +130,38 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError(500, 'internal_error', 'Something went wrong on our side; quote the X-Request-Id when reporting it.');
 }
 
+/** How much of a refused request's unread body is read and dropped (twice the largest file POST /media takes), and for how long. */
+export const DRAIN_LIMIT_BYTES = 256 * 2 ** 20;
+export const DRAIN_LIMIT_MS = 30_000;
+
+/**
+ * A request refused before its body was read (a 413 on its declared size, a 401 on its key): the
+ * rest of the body is read and dropped, so a client still sending reads the answer rather than a
+ * reset (a socket closed with unread bytes resets the connection, and the client's next write
+ * fails with EPIPE before it reads anything), and the connection can serve its next request. At
+ * most DRAIN_LIMIT_BYTES and DRAIN_LIMIT_MS, then the connection is cut.
+ */
+function dropRestOfBody(req: IncomingMessage): void {
+  if (req.complete || req.destroyed) return;
+  let dropped = 0;
+  const cut = (): void => {
+    req.socket.destroy();
+  };
+  const timer = setTimeout(cut, DRAIN_LIMIT_MS).unref();
+  const stop = (): void => clearTimeout(timer);
+  req.on('data', (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > DRAIN_LIMIT_BYTES) cut();
+  });
+  req.once('end', stop);
+  req.once('close', stop);
+  req.resume();
+}
+
 export const errorHandler: ErrorRequestHandler = (err, req, res, next) => {
   if (res.headersSent) return next(err);
   const apiError = toApiError(err);
+  dropRestOfBody(req);
   if (apiError.status === 503) {
     // An outage of a dependency, not a bug: one line, without the stack.
     req.log.warn({ status: 503, cause: (err as Error)?.message }, 'request failed: service unavailable');

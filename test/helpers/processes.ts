@@ -162,3 +162,32 @@ export class LogCapture {
     return this.lines.filter((line) => msg.test(line.msg) && (level === undefined || line.level === level));
   }
 }
+
+/**
+ * `times` requests sent by fetch from a process of its own (its own event loop, as a real client:
+ * from the test's process a client's writes and the server's reads take turns), each with a body of
+ * `prefix`, `size` bytes of `x`, then `suffix`; what each ended as: its status, or its error's code.
+ */
+export async function fetchFromAnotherProcess(
+  url: string,
+  options: { headers: Record<string, string>; prefix?: string; size: number; suffix?: string; times: number },
+): Promise<Array<number | string>> {
+  const script = `
+    const { url, headers, prefix, size, suffix, times } = JSON.parse(process.argv[1]);
+    const body = Buffer.concat([Buffer.from(prefix), Buffer.alloc(size, 'x'), Buffer.from(suffix)]);
+    const outcomes = [];
+    for (let i = 0; i < times; i++) {
+      outcomes.push(await fetch(url, { method: 'POST', headers, body }).then(
+        async (response) => { await response.arrayBuffer(); return response.status; },
+        (err) => err.cause?.code ?? err.message));
+    }
+    process.stdout.write(JSON.stringify(outcomes));`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, JSON.stringify({ url, prefix: '', suffix: '', ...options })], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const { code } = await waitForExit(child, 60_000);
+  if (code !== 0) throw new Error(`the client process exited ${code}`);
+  return JSON.parse(out) as Array<number | string>;
+}
