@@ -72,6 +72,14 @@ async function events(ws: TestWorkspace, type: Schemas['EventType']): Promise<Sc
   return data!.data;
 }
 
+/** The README's classic use: the NPS question when a thread is closed. */
+const npsWhenClosed: Schemas['AutomationCreate'] = {
+  name: 'Pesquisa NPS ao encerrar',
+  trigger: { event: 'thread.updated' },
+  conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
+  actions: [{ type: 'request_nps' }],
+};
+
 /** Waits until the workspace's automation jobs are all done (their effects committed with them). */
 const settled = (ws: TestWorkspace): Promise<void> =>
   waitFor('the automations to run', async () => (await jobsLeft(server.db, ws.workspaceId, 'automation-event')) === 0, 10_000);
@@ -328,12 +336,7 @@ describe('automations on events', () => {
   it('when a thread is closed, then request_nps asks the NPS question; the customer answers "9" and the statistics count it', async () => {
     const ws = await createWorkspace(server);
     const person = (await ws.api.POST('/agents', { body: buildHuman({ availability: 'online' }) })).data!;
-    const automation = await create(ws, {
-      name: 'Pesquisa NPS ao encerrar',
-      trigger: { event: 'thread.updated' },
-      conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
-      actions: [{ type: 'request_nps' }],
-    });
+    const automation = await create(ws, npsWhenClosed);
     const { threadId } = await inbound(ws, 'Meu pedido chegou, obrigado!', '+5511922220001');
     await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { agentId: person.id } });
     await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'closed' } });
@@ -550,6 +553,15 @@ describe('thread.idle', () => {
   });
 });
 
+/** Runs the server's queued automation-event jobs one by one, in the queue's order (a server without workers). */
+async function runQueuedInOrder(quiet: TestServer): Promise<void> {
+  for (;;) {
+    const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
+    if (jobs.length === 0) return;
+    await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
+  }
+}
+
 describe('exactly once', () => {
   let quiet: TestServer;
   let quietDb: OwnDatabase | undefined;
@@ -599,22 +611,13 @@ describe('exactly once', () => {
   it('when a thread is assigned and then closed before either event ran, then a rule on closed threads runs for the closing only: conditions see the thread as its event has it', async () => {
     const ws = await createWorkspace(quiet);
     const person = (await ws.api.POST('/agents', { body: buildHuman({ availability: 'online' }) })).data!;
-    const automation = await create(ws, {
-      name: 'Pesquisa NPS ao encerrar',
-      trigger: { event: 'thread.updated' },
-      conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
-      actions: [{ type: 'request_nps' }],
-    });
+    const automation = await create(ws, npsWhenClosed);
     const { threadId } = await inbound(ws, 'Obrigado!', '+5511900000003');
     await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { agentId: person.id } });
     await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { status: 'closed' } });
 
     // Both changes committed before any of their runs: the assignment's run finds the thread closed already.
-    for (;;) {
-      const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
-      if (jobs.length === 0) break;
-      await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
-    }
+    await runQueuedInOrder(quiet);
 
     const updates = await events(ws, 'thread.updated');
     const closing = updates.find((e) => (e.data.object as Schemas['Thread']).status === 'closed');
@@ -637,11 +640,7 @@ describe('exactly once', () => {
     await ws.api.PATCH('/contacts/{id}', { params: { path: { id: plain!.id } }, body: { labels: ['vip'] } });
     await ws.api.PATCH('/contacts/{id}', { params: { path: { id: vip!.id } }, body: { labels: [] } });
 
-    for (;;) {
-      const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
-      if (jobs.length === 0) break;
-      await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
-    }
+    await runQueuedInOrder(quiet);
 
     const created = await events(ws, 'contact.created');
     const vipCreated = created.find((e) => (e.data.object as Schemas['Contact']).id === vip!.id);

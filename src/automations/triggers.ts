@@ -57,6 +57,25 @@ function threadOf(type: EventType): RawBuilder<unknown> {
   return sql`s.data->>'id'`;
 }
 
+/**
+ * The WITH query `idle_scheduled`: one timer (an `automation-idle` job due at `due_at`, keyed by its
+ * thread) per row of the WITH query `idle_targets` (thread_id, message_id, due_at, job_id), for
+ * `automationId` (an SQL expression over those rows).
+ */
+function idleScheduledQuery(workspaceId: string, automationId: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`idle_scheduled as (
+      ${enqueueEachQuery('automation-idle', {
+        workspaceId,
+        from: sql`idle_targets t`,
+        id: sql`t.job_id`,
+        orderingKey: sql`'idle:' || t.thread_id`,
+        payload: { automationId, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
+        runAt: sql`t.due_at`,
+        createdAt: sql`t.due_at`,
+      })}
+    )`;
+}
+
 export function triggerQueries(workspaceId: string, type: EventType, eventId: string, actor: Actor, now: Date): TriggerQueries {
   const trigger = triggerOf(type);
   if (!trigger) return NONE;
@@ -101,17 +120,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
         from automation_source t, event_source s, automations a
        where a.workspace_id = ${workspaceId}::uuid and a.enabled and a.trigger->>'event' = 'thread.idle'
          and a.trigger->>'waitingOn' = case s.data->>'direction' when 'inbound' then 'agent' else 'customer' end
-    ), idle_scheduled as (
-      ${enqueueEachQuery('automation-idle', {
-        workspaceId,
-        from: sql`idle_targets t`,
-        id: sql`t.job_id`,
-        orderingKey: sql`'idle:' || t.thread_id`,
-        payload: { automationId: sql`t.automation_id`, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
-        runAt: sql`t.due_at`,
-        createdAt: sql`t.due_at`,
-      })}
-    )`);
+    ), ${idleScheduledQuery(workspaceId, sql`t.automation_id`)}`);
     notify.push(sql`, ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`);
   }
   if (type === 'thread.updated') {
@@ -159,16 +168,6 @@ export async function resetIdleTimers(trx: Db, workspaceId: string, automationId
                           where j.queue = 'automation-idle' and j.ordering_key = 'idle:' || t.id::text
                             and j.payload->>'automationId' = ${automationId}::text and j.payload->>'messageId' = m.id::text
                             and j.locked_until >= now())
-    ), idle_scheduled as (
-      ${enqueueEachQuery('automation-idle', {
-        workspaceId,
-        from: sql`idle_targets t`,
-        id: sql`t.job_id`,
-        orderingKey: sql`'idle:' || t.thread_id`,
-        payload: { automationId: sql`${automationId}::text`, threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
-        runAt: sql`t.due_at`,
-        createdAt: sql`t.due_at`,
-      })}
-    )
+    ), ${idleScheduledQuery(workspaceId, sql`${automationId}::text`)}
     select ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
 }
