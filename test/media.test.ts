@@ -247,14 +247,10 @@ describe('POST /media', () => {
   it('when a file over its limit is sent whole by a client of its own process, then it reads the 413 every time, not a reset, and nothing is stored', async () => {
     const ws = await createWorkspace(server);
     const outcomes: Array<number | string> = [];
-    for (const [size, type] of [
-      [6 * 2 ** 20, 'image/jpeg'],
-      [20 * 2 ** 20, 'video/mp4'],
-    ] as const) {
-      const headers = { authorization: `Bearer ${ws.apiKey}`, 'content-type': type };
-      outcomes.push(...(await fetchFromAnotherProcess(`${server.baseUrl}/v1/media`, { headers, size, times: 5 })));
-    }
-    expect(outcomes).toEqual(Array.from({ length: 10 }, () => 413));
+    // A 6 MB photo (the limit is 5 MB), five times: small enough to spare the machine the suite shares.
+    const headers = { authorization: `Bearer ${ws.apiKey}`, 'content-type': 'image/jpeg' };
+    outcomes.push(...(await fetchFromAnotherProcess(`${server.baseUrl}/v1/media`, { headers, size: 6 * 2 ** 20, times: 5 })));
+    expect(outcomes).toEqual(Array.from({ length: 5 }, () => 413));
     expect(await mediaRows(ws.workspaceId)).toBe(0);
   });
 
