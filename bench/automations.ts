@@ -26,7 +26,7 @@
 //   `thread.idle` (waitingOn customer) automation that closes the thread: the service schedules each
 //   timer itself (due = the answer's createdAt + 1 min), beside the 100,000 pending ones. Lateness =
 //   the run's automation_runs.created_at - due.
-// Exits 1 when a target is missed. Prints a table and writes bench/results/automations-<stamp>.md (or into BENCH_RESULTS_DIR).
+// Exits 1 when a target is missed. Prints a table and writes bench/results/runs/automations-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';

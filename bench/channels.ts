@@ -4,7 +4,7 @@
 // run, closed loop; (2) webhooks at a fixed 200/s, open loop, p50/p99; (3) outbound at a fixed
 // 100 messages/s, from the 201 to the Graph request; (4) a backlog of 10,000 queued messages over
 // 1,000 contacts draining into a Graph double that answers after 50 ms, order per contact checked.
-// Prints a table and writes bench/results/channels-<stamp>.md (or into BENCH_RESULTS_DIR). The load generators run in this
+// Prints a table and writes bench/results/runs/channels-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR). The load generators run in this
 // process too (they are light next to the service, but share the 2 cores with it).
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -248,7 +248,6 @@ async function main(): Promise<void> {
   }
   const table = ['| measurement | result | target | |', '|---|---|---|---|', ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
   log(`\n${table}`);
-  // bench/results (committed), or BENCH_RESULTS_DIR, as npm run bench does (CI's small run writes elsewhere).
   const machine = `BENCH_DURATION_S=${durationS}, DELIVERY_CONCURRENCY=${concurrency}, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
   writeReport('channels', `# Channels bench ${stamp}\n\n${machine}\n\n${table}\n\n${notes.join('\n')}\n`);
 }

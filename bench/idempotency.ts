@@ -4,7 +4,7 @@
 // a fresh key on every request (each does the key's whole work: lock, lookup, store; none is a
 // cheaper replay), interleaved over BENCH_ROUNDS (3) rounds. Target: with a key >= 0.85x the rate
 // without, by the medians of the same run. Prints a table and writes
-// bench/results/idempotency-<stamp>.md (or into BENCH_RESULTS_DIR).
+// bench/results/runs/idempotency-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { migrateToLatest } from '../src/db/migrate.js';

@@ -6,7 +6,7 @@
 // sends GET /v1/me: that request's p50 / p99 during the uploads against before
 // them (target: p99 under 100 ms, the uploads do not starve other requests), over BENCH_MEDIA_ROUNDS
 // (5) rounds, GET /me sent every 10 ms whatever the answers do. Prints a table and
-// writes bench/results/media-<stamp>.md (or into BENCH_RESULTS_DIR).
+// writes bench/results/runs/media-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';

@@ -1,7 +1,7 @@
 // npm run bench: seeds a fresh PostgreSQL database in bulk, starts the baseline and the service
 // (production mode, real PostgreSQL and Redis), and measures the scenarios of BENCHMARKS.md,
 // interleaved and repeated, then (f) one worker against two, info against warn logs, and CPU
-// profiles. Prints the tables and writes them to bench/results/. Stops by itself; every child
+// profiles. Prints the tables and writes them to bench/results/runs/ (bench/results/ with BENCH_KEEP=1). Stops by itself; every child
 // process and the database go away at the end, also on failure or Ctrl-C.
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -21,6 +21,7 @@ import { explainCall, plansTable, type QueryPlan } from './lib/explain.js';
 import { cores, groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, readProcStat } from './lib/cpu.js';
 import { findWrk, makeWorkDir, runLoad, stopLoads, type LoadResult, type LoadSpec } from './lib/load.js';
 import { freePort, sleep, startProcess, stopAll, stopProcess, waitReady, type Started } from './lib/processes.js';
+import { resultsDir } from './lib/results-dir.js';
 import { fmt, resultsTable, summarise, targetsTable, type CpuUse, type Run, type ScenarioInfo, type TargetCheck } from './lib/report.js';
 import { profileMarkdown, summariseProfile, type CpuProfile, type ProfileSummary } from './profile.js';
 import { allVisiblePercent, dropDatabase, FULL_SHAPE, seed, type Fixture } from './seed.js';
@@ -28,8 +29,8 @@ import { allVisiblePercent, dropDatabase, FULL_SHAPE, seed, type Fixture } from 
 const instant = (text: string): bigint => parseInstant(text)!;
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-/** Where the tables go: bench/results (committed), or BENCH_RESULTS_DIR (CI's small run writes elsewhere). */
-const RESULTS = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
+/** Where the tables go (lib/results-dir.ts: ignored by git unless BENCH_KEEP=1). */
+const RESULTS = resultsDir();
 
 function envNumber(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -8,7 +8,7 @@
 // this process; the service's RSS every 5 s. The clients run in a worker thread of this process
 // (bench/lib/stream-clients.ts: raw sockets that only scan for `id:` lines). BENCH_STREAM_PROFILE=<file>
 // writes a CPU profile of the service over the commits (bench/profile.ts reads it). Prints a table
-// and writes bench/results/stream-<stamp>.md (or into BENCH_RESULTS_DIR).
+// and writes bench/results/runs/stream-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

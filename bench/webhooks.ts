@@ -7,7 +7,7 @@
 // service's own fan-out, in one transaction) draining into the receiver: deliveries/s, to one
 // endpoint (bounded by WEBHOOK_ENDPOINT_CONCURRENCY) and spread over eight. BENCH_SCALE scales the
 // backlog (10,000 deliveries at 1), BENCH_DURATION_S the fixed-rate run (x2). Prints a table and
-// writes bench/results/webhooks-<stamp>.md (or into BENCH_RESULTS_DIR).
+// writes bench/results/runs/webhooks-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';

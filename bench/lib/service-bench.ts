@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { freePort, httpStatus, sleep, startProcess, type Started } from './processes.js';
+import { resultsDir } from './results-dir.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
@@ -72,9 +73,9 @@ export async function benchDatabase(name: string, poolSize: number): Promise<Ben
   };
 }
 
-/** Writes a bench's markdown report as `<name>-<stamp>.md` in BENCH_RESULTS_DIR (else bench/results); its path. */
+/** Writes a bench's markdown report as `<name>-<stamp>.md` in the results directory (lib/results-dir.ts); its path. */
 export function writeReport(name: string, text: string): string {
-  const dir = process.env.BENCH_RESULTS_DIR ? path.resolve(process.env.BENCH_RESULTS_DIR) : path.join(ROOT, 'bench', 'results');
+  const dir = resultsDir();
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, `${name}-${stamp}.md`);
   fs.writeFileSync(file, text);
