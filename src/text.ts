@@ -44,8 +44,8 @@ export function codePointLength(text: string): number {
 /** The most code points a file name keeps (an Attachment's `filename`, openapi.yaml). */
 export const MAX_FILENAME_CHARS = 255;
 
-/** C0 and C1 control characters (CR, LF, tab, DEL...). */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/gu;
+/** C0 and C1 control characters (CR, LF, tab, DEL...): `\p{Cc}`. */
+const CONTROLS = /\p{Cc}/gu;
 /** Bidirectional controls (the embeddings and overrides, the isolates, the marks): they make `gpj.exe` read `exe.jpg`. */
 const BIDI_CONTROLS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
 
