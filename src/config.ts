@@ -92,6 +92,8 @@ export interface Config {
   readonly webhookEndpointConcurrency: number;
   /** Where media files' bytes are kept (MEDIA_STORE, with S3_ENDPOINT and AWS_* for a bucket). */
   readonly mediaStore: MediaStoreConfig;
+  /** How long one attempt to download an inbound file may take in all (MEDIA_FETCH_TIMEOUT_MS), however its bytes trickle. */
+  readonly mediaFetchTimeoutMs: number;
 }
 
 /** A directory (`file:<dir>`) or an S3 bucket (`s3://bucket[/prefix]`) for media files' bytes. */
@@ -269,5 +271,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),
     webhookEndpointConcurrency: integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
     mediaStore: mediaStore(env),
+    mediaFetchTimeoutMs: integer(env, 'MEDIA_FETCH_TIMEOUT_MS', 120_000, 100, 3_600_000),
   });
 }

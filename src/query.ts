@@ -25,3 +25,29 @@ export function createQueryParser(literalPlus: ReadonlySet<string>): (text: stri
     return Object.fromEntries(found);
   };
 }
+
+/**
+ * The first parameter of a raw query string (after `?`) whose name or value has invalid
+ * percent-encoding (`%E0%A4%A`, `%ZZ`, bytes that are not UTF-8), named as far as it decodes;
+ * undefined when all decode. The parser above keeps such text as it came: this says it is refused.
+ */
+export function badlyEncodedParameter(text: string): string | undefined {
+  if (!text.includes('%')) return undefined;
+  for (const pair of text.split('&')) {
+    if (!pair.includes('%')) continue;
+    const at = pair.indexOf('=');
+    const rawKey = at === -1 ? pair : pair.slice(0, at);
+    let key: string;
+    try {
+      key = decodeURIComponent(rawKey);
+    } catch {
+      return rawKey;
+    }
+    try {
+      if (at !== -1) decodeURIComponent(pair.slice(at + 1));
+    } catch {
+      return key;
+    }
+  }
+  return undefined;
+}

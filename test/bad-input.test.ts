@@ -512,3 +512,34 @@ describe('GET /agents filters', () => {
     expect(response.body).toEqual(validationError([{ path: '/query/status', message: 'must be equal to one of the allowed values: active, inactive' }]));
   });
 });
+
+describe('query strings with invalid percent-encoding', () => {
+  it.each([
+    ['a sequence cut short', '/v1/contacts?q=%E0%A4%A', '/query/q'],
+    ['a % without two hex digits', '/v1/contacts?limit=10&q=50%', '/query/q'],
+    ['bytes that are not UTF-8', '/v1/contacts?q=%FF%FE', '/query/q'],
+    ['an encoded lone surrogate', '/v1/contacts?label=%ED%A0%80', '/query/label'],
+    ['a parameter name', '/v1/contacts?%E0%A4=1', '/query/%E0%A4'],
+  ])('when a query has %s, then it answers 400 validation_error naming the parameter', async (_case, url, path) => {
+    const ws = await arrange();
+
+    const response = await request(server, 'GET', url, { apiKey: ws.apiKey });
+
+    expect(response.status).toBe(400);
+    expect(response.body).toEqual(validationError([{ path, message: 'has invalid percent-encoding' }]));
+  });
+
+  it('when the percent-encoding is valid (a multi-byte letter, a literal %25), then the query is read as before', async () => {
+    const ws = await arrange();
+
+    const response = await request(server, 'GET', '/v1/contacts?q=S%C3%A3o%2050%25', { apiKey: ws.apiKey });
+
+    expect(response.status).toBe(200);
+  });
+
+  it('when the key is missing, then 401 comes first: an unauthenticated request learns nothing of its query', async () => {
+    const response = await request(server, 'GET', '/v1/contacts?q=%E0%A4%A');
+
+    expect(response.status).toBe(401);
+  });
+});

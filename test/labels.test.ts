@@ -139,6 +139,69 @@ describe('POST /contacts with labels and attributes', () => {
   });
 });
 
+describe('labels and names as text (NFC, case folding, code points)', () => {
+  const nfd = 'Cafe\u0301 com leite';
+  const nfc = 'Caf\u00e9 com leite';
+
+  it('when labels come as NFC/NFD twins or equal by case folding (ß, ς, ﬁ), then each is kept once in NFC, its first spelling', async () => {
+    const ws = await createWorkspace(server);
+
+    const contact = await createContact(ws, {
+      name: 'Jose\u0301 Mu\u0308ller',
+      labels: [nfd, nfc, 'Straße', 'STRASSE', 'ΟΔΟΣ', 'οδοσ', 'ﬁnanceiro', 'FINANCEIRO'],
+    });
+
+    expect(contact.labels).toEqual([nfc, 'Straße', 'ΟΔΟΣ', 'ﬁnanceiro']);
+    expect(contact.name).toBe('Jos\u00e9 M\u00fcller');
+    expect(await contactIds(ws, `label=${encodeURIComponent(nfd)}`)).toEqual([contact.id]);
+    expect(await contactIds(ws, 'label=strasse&label=%CE%BF%CE%B4%CE%BF%CF%82&label=FInanceiro')).toEqual([contact.id]);
+  });
+
+  it('when a name is corrected to its NFD twin, then nothing changes and no event is recorded', async () => {
+    const ws = await createWorkspace(server);
+    const contact = await createContact(ws, { name: 'Jos\u00e9' });
+
+    const { data } = await ws.api.PATCH('/contacts/{id}', { params: { path: { id: contact.id } }, body: { name: 'Jose\u0301' } });
+
+    expect(data).toEqual(contact);
+    expect(await events(ws, 'contact.updated')).toEqual([]);
+  });
+
+  it('when an agent is named in NFD, then it is kept in NFC', async () => {
+    const ws = await createWorkspace(server);
+
+    const { data } = await ws.api.POST('/agents', { body: { type: 'human', name: 'Joa\u0303o' } });
+
+    expect(data!.name).toBe('Jo\u00e3o');
+  });
+
+  it('when a label is 26 emoji (52 UTF-16 units, 26 code points), then a contact keeps it and an automation condition takes it', async () => {
+    const ws = await createWorkspace(server);
+    const emoji = '😀'.repeat(26);
+
+    expect((await createContact(ws, { labels: [emoji] })).labels).toEqual([emoji]);
+    const { response, error } = await ws.api.POST('/automations', {
+      body: {
+        name: 'Emoji',
+        trigger: { event: 'thread.created' },
+        conditions: { all: [{ field: 'contact.labels', operator: 'contains', value: emoji }] },
+        actions: [{ type: 'add_labels', target: 'contact', labels: [emoji] }],
+      },
+    });
+    expect(error).toBeUndefined();
+    expect(response.status).toBe(201);
+  });
+
+  it('when a label is İ, then it is one label with i̇ (its full case folding) and another than i', async () => {
+    const ws = await createWorkspace(server);
+
+    const contact = await createContact(ws, { labels: ['İstanbul', 'i\u0307stanbul', 'istanbul'] });
+
+    expect(contact.labels).toEqual(['İstanbul', 'istanbul']);
+    expect(await contactIds(ws, `label=${encodeURIComponent('i\u0307STANBUL')}`)).toEqual([contact.id]);
+  });
+});
+
 describe('PATCH /contacts/{id} with labels and attributes', () => {
   it('when labels and attributes change, then labels are the new list, attributes merge (null removes), and contact.updated carries the contact', async () => {
     const ws = await createWorkspace(server);

@@ -159,6 +159,24 @@ describe('inbound media on WhatsApp', () => {
     expect(message.attachments[0]).toMatchObject({ type: 'document', filename: [...filename].slice(0, 255).join(''), status: 'stored' });
   });
 
+  it('when a document name carries CR/LF, slashes and a right-to-left override, then it is cleaned as an upload is', async () => {
+    const bytes = randomBytes(1_200);
+    const mediaId = graph.addMedia({ bytes, mimeType: 'application/pdf' });
+    const inbound = whatsappMedia(phone(), 'document', {
+      id: mediaId,
+      mimeType: 'application/pdf',
+      sha256: sha256(bytes),
+      filename: '../boleto\r\n\u202efdp.exe/Relato\u0301rio.pdf',
+    });
+
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret })).status).toBe(200);
+    const first = await inboundMessage(ws, inbound.id);
+    await waitForNoJobs(server.db, ws.workspaceId, 'media-fetch');
+
+    const message = await messageNow(ws, first);
+    expect(message.attachments[0]).toMatchObject({ type: 'document', filename: '.._boletofdp.exe_Relat\u00f3rio.pdf', status: 'stored' });
+  });
+
   it('when a customer sends a zip, then it is stored as what it is and served as application/octet-stream, never rendered as its own type', async () => {
     for (const mimeType of ['application/zip', 'text/html']) {
       const bytes = Buffer.from(mimeType === 'text/html' ? '<script>alert(1)</script>' : randomBytes(800));

@@ -104,6 +104,20 @@ describe('POST /media', () => {
     expect(await filesUnder(path.join(dir, ws.workspaceId))).toEqual([path.join(dir, ws.workspaceId, data!.id)]);
   });
 
+  it('when the file name carries a right-to-left override, other bidirectional controls or DEL, or comes in NFD, then it is cleaned as a received one is', async () => {
+    const ws = await createWorkspace(server);
+
+    const { data, response } = await ws.api.POST('/media', {
+      params: { query: { filename: '\u2066fatura\u202efdp.exe\u2069\u007f Relato\u0301rio.pdf' } },
+      body: randomBytes(100) as unknown as string,
+      bodySerializer: (body: unknown) => body as Buffer,
+      headers: { 'content-type': 'application/pdf' },
+    });
+
+    expect(response.status).toBe(201);
+    expect(data!.filename).toBe('faturafdp.exe Relat\u00f3rio.pdf');
+  });
+
   it('when the ETag is sent back, then 304; when a range is asked, then 206 with those bytes; outside the file, 416', async () => {
     const ws = await createWorkspace(server);
     const bytes = randomBytes(10_000);

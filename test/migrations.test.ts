@@ -61,6 +61,7 @@ const ALL_MIGRATIONS = [
   '0021_all_keys_gain_new_scopes',
   '0022_automation_runs',
   '0023_nps_requests',
+  '0024_labels_folded_in_nfc',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -352,6 +353,46 @@ describe('migrations', () => {
           { id: events[0]![0], source: 'api' },
           { id: events[1]![0], source: null },
         ]);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0024_labels_folded_in_nfc', () => {
+    it('when a database at 0023 holds labels as NFD twins and lower-cased keys, then they are merged in NFC and their keys folded, and ?label= finds them by the new keys', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0023_nps_requests')).error).toBeUndefined();
+        const workspace = '01900000-0000-7000-8000-000000000024';
+        await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
+        const contacts: Array<[string, string[]]> = [
+          ['01900000-0000-7000-8000-0000000000c1', ['Cafe\u0301', 'caf\u00e9', 'Straße', 'STRASSE', 'VIP']],
+          ['01900000-0000-7000-8000-0000000000c2', ['vip']],
+          ['01900000-0000-7000-8000-0000000000c3', []],
+        ];
+        for (const [id, labels] of contacts) {
+          const keys = labels.map((label) => `${workspace}:${label.toLowerCase()}`);
+          await sql`insert into contacts (workspace_id, id, name, labels, label_keys)
+                    values (${workspace}, ${id}, 'Ana', ${labels}::text[], ${keys}::text[])`.execute(db);
+        }
+
+        expect(await migrateToLatest(db)).toEqual(['0024_labels_folded_in_nfc']);
+
+        const { rows } = await sql<{ id: string; labels: string[]; label_keys: string[] }>`
+          select id, labels, label_keys from contacts order by id`.execute(db);
+        expect(rows).toEqual([
+          { id: contacts[0]![0], labels: ['Caf\u00e9', 'Straße', 'VIP'], label_keys: [`${workspace}:caf\u00e9`, `${workspace}:strasse`, `${workspace}:vip`] },
+          { id: contacts[1]![0], labels: ['vip'], label_keys: [`${workspace}:vip`] },
+          { id: contacts[2]![0], labels: [], label_keys: [] },
+        ]);
+        const found = await sql<{ id: string }>`select id from contacts where label_keys @> ${[`${workspace}:strasse`]}::text[]`.execute(db);
+        expect(found.rows).toEqual([{ id: contacts[0]![0] }]);
+
+        await migrator.migrateTo('0023_nps_requests');
+        const { rows: back } = await sql<{ label_keys: string[] }>`select label_keys from contacts order by id limit 1`.execute(db);
+        expect(back).toEqual([{ label_keys: [`${workspace}:caf\u00e9`, `${workspace}:straße`, `${workspace}:vip`] }]);
       } finally {
         await db.destroy();
       }

@@ -18,6 +18,7 @@ import { sendMessage } from '../services/messages.js';
 import { requestNps } from '../services/nps-requests.js';
 import { assignRoundRobin } from '../services/round-robin.js';
 import { changeThread, type ThreadChange } from '../services/threads.js';
+import { foldCase } from '../text.js';
 
 type Action = components['schemas']['AutomationAction'];
 type Template = components['schemas']['MessageTemplate'];
@@ -32,7 +33,7 @@ export interface RunTarget {
 /** Why an action did nothing on purpose; the run still succeeds. */
 class Skipped extends Error {}
 
-const sameLabel = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
+const sameLabel = (a: string, b: string): boolean => foldCase(a) === foldCase(b);
 
 /** A failed action's reason: the error code and message the API would have answered, or the database's. */
 function failure(err: unknown): string {

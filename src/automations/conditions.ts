@@ -1,9 +1,14 @@
 // The conditions of an automation, evaluated against an event's context: pure, no I/O. Each
 // condition is explained with the value it saw, which is what the dry run answers. Text compares
-// ignoring case and accents ("NÃO" contains "nao"), labels ignoring case, ids ignoring case; a
-// comparison with a missing value or one of another type is false, and its negation true.
+// ignoring case and accents ("NÃO" contains "nao"), labels ignoring case as they are kept (both
+// folds are src/text.ts's), ids ignoring case; a comparison with a missing value or one of another
+// type is false, and its negation true.
 import type { components } from '../../generated/api.js';
+import { foldCase, foldText } from '../text.js';
 import { ATTRIBUTE_PREFIX, fieldRule, type Condition, type Operator } from './fields.js';
+
+/** The text conditions' fold, which is src/text.ts's. */
+export { foldText };
 
 export type ConditionResult = components['schemas']['AutomationConditionResult'];
 export type Conditions = components['schemas']['AutomationConditions'];
@@ -22,11 +27,6 @@ export interface ConditionContext {
 export interface Evaluation {
   matched: boolean;
   conditions: ConditionResult[];
-}
-
-/** Text as compared: decomposed (NFD), combining marks dropped, lower case. */
-export function foldText(text: string): string {
-  return text.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
 }
 
 /** The value a field has in the context; null when the object or the value is missing. */
@@ -76,7 +76,7 @@ function same(comparison: string, actual: unknown, value: unknown): boolean {
       if (isText(value)) return isText(actual) && foldText(actual) === foldText(value);
       return actual === value;
     case 'labels':
-      return Array.isArray(actual) && isText(value) && actual.some((label) => isText(label) && label.toLowerCase() === value.toLowerCase());
+      return Array.isArray(actual) && isText(value) && actual.some((label) => isText(label) && foldCase(label) === foldCase(value));
     default:
       return actual === value;
   }

@@ -6,6 +6,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
 import { referencedNames, type ReferenceKind } from '../db/automations.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
+import { codePointLength } from '../text.js';
 import { fieldRule, NEEDS_TRIGGER, TRIGGER_OBJECTS, type Condition, type ContextObject, type ValueOf } from './fields.js';
 
 export type Definition = Pick<components['schemas']['Automation'], 'trigger' | 'conditions' | 'actions'>;
@@ -28,7 +29,7 @@ function kindProblem(rule: ValueOf, value: unknown, inList: boolean): string | u
       return undefined;
     case 'label':
       if (typeof value !== 'string') return `must be a label (a string), not ${describe(value)}`;
-      if (value.trim() === '' || value.length > MAX_LABEL) return `must be a label of 1 to ${MAX_LABEL} characters`;
+      if (value.trim() === '' || codePointLength(value) > MAX_LABEL) return `must be a label of 1 to ${MAX_LABEL} characters`;
       return undefined;
     case 'number':
       return typeof value === 'number' ? undefined : `must be a number, not ${describe(value)}`;

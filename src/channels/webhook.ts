@@ -6,6 +6,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { MessageError } from '../db/messages.js';
 import type { MediaSource, MediaType } from '../db/schema.js';
+import { cleanFilename } from '../text.js';
 
 /** A file a customer's message carries, as Meta announces it: where to fetch it, and what it should be. */
 export interface InboundMedia {
@@ -128,7 +129,6 @@ export function whatsappContent(message: Json): string {
   }
 }
 
-const MAX_FILENAME_CHARS = 255;
 const WHATSAPP_MEDIA: ReadonlySet<string> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
 const MEDIA_ID = /^[0-9A-Za-z_.-]{1,128}$/;
 
@@ -140,13 +140,13 @@ function whatsappMedia(message: Json): InboundMedia | undefined {
   const id = text(part.id);
   if (!id || !MEDIA_ID.test(id)) return undefined;
   const sha256 = text(part.sha256);
-  const filename = text(part.filename);
+  const filename = cleanFilename(text(part.filename) ?? '');
   return {
     type: type as MediaType,
     mimeType: (text(part.mime_type) ?? 'application/octet-stream').split(';', 1)[0]!.trim().toLowerCase(),
     ...(sha256 && { sha256 }),
-    // An Attachment's filename has at most 255 characters (openapi.yaml); a longer one is cut, its start kept.
-    ...(filename && { filename: [...filename].slice(0, MAX_FILENAME_CHARS).join('') }),
+    // Cleaned as an upload's name is (no controls, slashes or bidirectional overrides; cut at an Attachment's length).
+    ...(filename && { filename }),
     ...(text(part.caption) && { caption: text(part.caption) }),
     source: { whatsappMediaId: id },
   };

@@ -46,12 +46,16 @@ export type JobsConfig = Pick<
   | 'webhookConcurrency'
   | 'webhookEndpointConcurrency'
   | 'mediaStore'
+  | 'mediaFetchTimeoutMs'
 >;
 
 export interface Jobs {
   workers: Worker[];
   stop(deadline: AbortSignal): Promise<void>;
 }
+
+/** Inbound files fetched at once per process; one workspace or host gets half (media/fetch-shares.ts). */
+const MEDIA_FETCH_SLOTS = 8;
 
 /** Each kind's handler and how many of its jobs run at once here; undefined: this process runs none. */
 type Workers = { [K in JobKind]: { handler: QueueHandler<K>; concurrency: number } | undefined };
@@ -106,12 +110,14 @@ export function startJobs(options: {
         secrets: options.secrets,
         graphUrl: config.metaGraphUrl,
         timeoutMs: config.metaGraphTimeoutMs,
+        deadlineMs: config.mediaFetchTimeoutMs,
+        slots: MEDIA_FETCH_SLOTS,
         maxAttempts: config.deliveryMaxAttempts,
         retryBaseMs: config.deliveryRetryBaseMs,
         allowPrivateUrls: config.webhookAllowPrivateUrls,
         logger,
       }),
-      concurrency: 8,
+      concurrency: MEDIA_FETCH_SLOTS,
     },
     'media-delete': {
       handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),

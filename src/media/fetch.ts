@@ -7,7 +7,10 @@
 // and stored; then the media row, the message's attachment and its message.updated event move in one
 // statement with the job's end.
 // Network errors, timeouts, 429 and 5xx are retried (DELIVERY_RETRY_BASE_MS, DELIVERY_MAX_ATTEMPTS);
-// a mismatch or any other refusal fails the file at once.
+// a mismatch or any other refusal fails the file at once. An attempt has two time limits: each pause
+// of the answer (META_GRAPH_TIMEOUT_MS) and the whole attempt (MEDIA_FETCH_TIMEOUT_MS), so bytes that
+// trickle forever are a failed attempt too. One workspace, or one host, runs at most half of this
+// process's fetches at once (./fetch-shares.ts): a job over its share steps aside, untried.
 import { rm } from 'node:fs/promises';
 import { sql } from 'kysely';
 import { SYSTEM } from '../actor.js';
@@ -21,9 +24,10 @@ import type { ChannelRow, MediaRow } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import { httpGetStream, httpRequest, type StreamOutcome } from '../outbound/http.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
-import { finishJobQuery, type HeldJob } from '../jobs/queue.js';
+import { finishJobQuery, type HeldJob, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import { moveMessage } from '../services/message-statuses.js';
+import { fetchShares, type FetchShares } from './fetch-shares.js';
 import { CutShortError, spool, TooLargeError, type Spooled } from './spool.js';
 import { mediaKey, type MediaStore } from './store.js';
 import { bareMimeType, inboundLimit, mediaTypeOf } from './types.js';
@@ -35,7 +39,12 @@ export interface MediaFetchOptions {
   store: MediaStore;
   secrets: SecretBox | undefined;
   graphUrl: string;
+  /** The longest pause of an answer (META_GRAPH_TIMEOUT_MS). */
   timeoutMs: number;
+  /** The longest a whole attempt may take (MEDIA_FETCH_TIMEOUT_MS). */
+  deadlineMs: number;
+  /** How many fetches this process runs at once (its worker's concurrency): a workspace or a host gets half. */
+  slots: number;
   maxAttempts: number;
   retryBaseMs: number;
   /** WEBHOOK_ALLOW_PRIVATE_URLS: Instagram URLs may then be http:// and private (development, tests). */
@@ -43,8 +52,11 @@ export interface MediaFetchOptions {
   logger: Logger;
 }
 
-/** Why an attempt got no file: worth another attempt (`retry`), or not (`fail`). */
-type Miss = { retry: string } | { fail: string };
+/** Why an attempt got no file: worth another attempt (`retry`), or not (`fail`), or its host holds its share (`busy`). */
+type Miss = { retry: string } | { fail: string } | { busy: string };
+
+/** How long a job over its share waits before it is claimed again (plus up to as much again, at random). */
+const SHARE_FULL_WAIT_MS = 1_000;
 
 /** What Meta told of the file before its bytes: where it is, and what it should be. */
 interface Announced {
@@ -114,6 +126,7 @@ async function instagramAnnounced(options: MediaFetchOptions, url: string): Prom
 /** The file's bytes spooled and checked, with its MIME type, or why not. */
 async function fetchFile(
   options: MediaFetchOptions,
+  shares: FetchShares,
   media: MediaRow,
   channel: ChannelRow,
   signal: AbortSignal,
@@ -122,7 +135,26 @@ async function fetchFile(
   if (!source) return { fail: 'the file has no source' };
   const announced =
     'whatsappMediaId' in source ? await whatsappAnnounced(options, channel, source.whatsappMediaId, signal) : await instagramAnnounced(options, source.url);
-  if ('retry' in announced || 'fail' in announced) return announced;
+  if (!('url' in announced)) return announced;
+  const host = new URL(announced.url).host;
+  shares.learn(channel.id, channel.workspace_id, host);
+  if (!shares.take({ host })) return { busy: `${host} already serves ${shares.share} downloads here` };
+  try {
+    return await download(options, media, channel, announced, signal);
+  } finally {
+    shares.release({ host });
+  }
+}
+
+/** The announced file's bytes spooled and checked, with its MIME type, or why not. */
+async function download(
+  options: MediaFetchOptions,
+  media: MediaRow,
+  channel: ChannelRow,
+  announced: Announced,
+  signal: AbortSignal,
+): Promise<{ spooled: Spooled; mimeType: string } | Miss> {
+  const source = media.source!;
   const answer: StreamOutcome = await httpGetStream(announced.url, {
     headers: announced.authorization ? { authorization: announced.authorization } : undefined,
     timeoutMs: options.timeoutMs,
@@ -165,8 +197,35 @@ async function fetchFile(
   return { spooled, mimeType };
 }
 
+/**
+ * fetchFile within the attempt's deadline: past it the download is aborted and the attempt is a
+ * passing failure that says so (the worker's own abort, a stop, still ends it as before).
+ */
+async function fetchFileInTime(
+  options: MediaFetchOptions,
+  shares: FetchShares,
+  media: MediaRow,
+  channel: ChannelRow,
+  signal: AbortSignal,
+): Promise<{ spooled: Spooled; mimeType: string } | Miss> {
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new Error(`the download took longer than ${options.deadlineMs} ms`)), options.deadlineMs);
+  const late = (): Miss => ({ retry: `the media download took longer than ${options.deadlineMs} ms (MEDIA_FETCH_TIMEOUT_MS)` });
+  try {
+    const outcome = await fetchFile(options, shares, media, channel, AbortSignal.any([signal, deadline.signal]));
+    return deadline.signal.aborted && !signal.aborted && !('spooled' in outcome) ? late() : outcome;
+  } catch (err) {
+    if (deadline.signal.aborted && !signal.aborted) return late();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<typeof MEDIA_FETCH_QUEUE> {
   const { db, store } = options;
+  const shares = fetchShares(options.slots);
+  const stepAside = (): JobResult => ({ kind: 'later', runAt: new Date(Date.now() + SHARE_FULL_WAIT_MS * (1 + Math.random())) });
 
   /**
    * The file failed: its row, the message's attachment and message.updated, with the job's end, in one
@@ -190,36 +249,49 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
     queue: MEDIA_FETCH_QUEUE,
     maxAttempts: options.maxAttempts,
     retryBaseMs: options.retryBaseMs,
+    claimGroups: () => shares.claimGroups(),
 
     async run(job, signal) {
-      const { mediaId, messageId, channelId } = job.payload;
-      const media = await findMedia(db, job.workspace_id, mediaId);
-      if (!media || media.status !== 'pending') return { kind: 'done' };
-      const channel = await findChannelById(db, channelId);
-      if (!channel || channel.workspace_id !== job.workspace_id || channel.provider !== 'meta') {
-        return fail(job, job.payload, 'the channel is no longer connected to Meta');
+      shares.learn(job.payload.channelId, job.workspace_id);
+      const workspace = { workspaceId: job.workspace_id };
+      if (!shares.take(workspace)) return stepAside();
+      try {
+        return await fetchAndStore(job, signal);
+      } finally {
+        shares.release(workspace);
       }
-      const outcome = await fetchFile(options, media, channel, signal);
-      if ('retry' in outcome) return { kind: 'retry', error: outcome.retry };
-      if ('fail' in outcome) return fail(job, job.payload, outcome.fail);
-      const { spooled, mimeType } = outcome;
-      const key = mediaKey(job.workspace_id, mediaId);
-      // A store that refuses the file leaves its spooled part here (a rename that failed): it goes now.
-      await store.putFile(key, spooled.path, spooled.size, mimeType).catch(async (err: unknown) => {
-        await rm(spooled.path, { force: true });
-        throw err;
-      });
-      const facts = { size: spooled.size, sha256: spooled.sha256, mimeType };
-      await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, messageId, mediaId, { status: 'stored', ...facts }), SYSTEM, {
-        also: sql`stored as (${markMediaStored(db, job.workspace_id, mediaId, { ...facts, storageKey: key })}), finished as (${finishJobQuery(job)})`,
-      });
-      // Erased while it was fetched: its row is gone, and so go its bytes.
-      if (!(await findMedia(db, job.workspace_id, mediaId))) await store.delete(key);
-      return { kind: 'finished' };
     },
 
     async giveUp(job, lastError) {
       await fail(job, job.payload, lastError);
     },
   };
+
+  async function fetchAndStore(job: Job<typeof MEDIA_FETCH_QUEUE>, signal: AbortSignal): Promise<JobResult> {
+    const { mediaId, messageId, channelId } = job.payload;
+    const media = await findMedia(db, job.workspace_id, mediaId);
+    if (!media || media.status !== 'pending') return { kind: 'done' };
+    const channel = await findChannelById(db, channelId);
+    if (!channel || channel.workspace_id !== job.workspace_id || channel.provider !== 'meta') {
+      return fail(job, job.payload, 'the channel is no longer connected to Meta');
+    }
+    const outcome = await fetchFileInTime(options, shares, media, channel, signal);
+    if ('busy' in outcome) return stepAside();
+    if ('retry' in outcome) return { kind: 'retry', error: outcome.retry };
+    if ('fail' in outcome) return fail(job, job.payload, outcome.fail);
+    const { spooled, mimeType } = outcome;
+    const key = mediaKey(job.workspace_id, mediaId);
+    // A store that refuses the file leaves its spooled part here (a rename that failed): it goes now.
+    await store.putFile(key, spooled.path, spooled.size, mimeType).catch(async (err: unknown) => {
+      await rm(spooled.path, { force: true });
+      throw err;
+    });
+    const facts = { size: spooled.size, sha256: spooled.sha256, mimeType };
+    await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, messageId, mediaId, { status: 'stored', ...facts }), SYSTEM, {
+      also: sql`stored as (${markMediaStored(db, job.workspace_id, mediaId, { ...facts, storageKey: key })}), finished as (${finishJobQuery(job)})`,
+    });
+    // Erased while it was fetched: its row is gone, and so go its bytes.
+    if (!(await findMedia(db, job.workspace_id, mediaId))) await store.delete(key);
+    return { kind: 'finished' };
+  }
 }

@@ -7,11 +7,15 @@ import type { Db } from '../db/database.js';
 import { findMedia, insertStoredMedia, mediaRowToAttachment } from '../db/media.js';
 import type { Attachment, MediaRow } from '../db/schema.js';
 import { ApiError, notFound } from '../errors.js';
+import { cleanFilename } from '../text.js';
 import { mediaKey, type ByteRange, type MediaStore } from './store.js';
 import { mediaTypeOf } from './types.js';
 import type { Upload } from './upload.js';
 
-/** Stores a spooled upload: its bytes, then its row; the bytes go again if the row cannot be written. */
+/**
+ * Stores a spooled upload: its bytes, then its row (its name cleaned as a received file's is); the
+ * bytes go again if the row cannot be written.
+ */
 export async function storeUpload(db: Db, store: MediaStore, workspaceId: string, upload: Upload, filename: string | null): Promise<Attachment> {
   const id = uuidv7();
   const key = mediaKey(workspaceId, id);
@@ -20,7 +24,15 @@ export async function storeUpload(db: Db, store: MediaStore, workspaceId: string
     const row = await insertStoredMedia(
       db,
       workspaceId,
-      { id, type: upload.type, mimeType: upload.mimeType, size: upload.size, sha256: upload.sha256, filename, storageKey: key },
+      {
+        id,
+        type: upload.type,
+        mimeType: upload.mimeType,
+        size: upload.size,
+        sha256: upload.sha256,
+        filename: filename === null ? null : cleanFilename(filename),
+        storageKey: key,
+      },
       new Date(),
     );
     return mediaRowToAttachment(row);

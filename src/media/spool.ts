@@ -13,7 +13,8 @@ import type { Logger } from '../logger.js';
 /**
  * How long a spool file goes unwritten before it is taken for a dead process's. A live one is written
  * as its bytes arrive (an upload within REQUEST_TIMEOUT_MS, at most 10 minutes; a download with no
- * pause over META_GRAPH_TIMEOUT_MS, at most 2 minutes), then stored at once (a rename, or an S3 PUT:
+ * pause over META_GRAPH_TIMEOUT_MS, at most 2 minutes, and ended by MEDIA_FETCH_TIMEOUT_MS), then
+ * stored at once (a rename, or an S3 PUT:
  * a 100 MB file outlasts this only below 28 KB/s).
  */
 export const ABANDONED_SPOOL_MS = 60 * 60 * 1000;

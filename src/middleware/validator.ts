@@ -1,8 +1,11 @@
 // Contract validation (step 6 of openapi.yaml's "Order of checks"): express-openapi-validator over the
-// contract, configured once for the service and for the mock, so both answer a request alike.
+// contract, configured once for the service and for the mock, so both answer a request alike. A
+// query with invalid percent-encoding is refused first: the parser would keep it as text.
 import type { RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import { loadSpec } from '../contract.js';
+import { ApiError } from '../errors.js';
+import { badlyEncodedParameter } from '../query.js';
 
 /**
  * A UUID in its 36-character form. ajv-formats' `uuid` also takes a `urn:uuid:` prefix, which
@@ -30,8 +33,21 @@ function withoutDiscriminatorMappings(node: unknown): unknown {
   return copy;
 }
 
+/** 400 for a query parameter whose percent-encoding is invalid; the validator would see it as text. */
+const percentEncodingCheck: RequestHandler = (req, _res, next) => {
+  const url = req.originalUrl;
+  const start = url.indexOf('?');
+  const parameter = start === -1 ? undefined : badlyEncodedParameter(url.slice(start + 1));
+  if (parameter === undefined) return next();
+  next(
+    new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: `/query/${parameter}`, message: 'has invalid percent-encoding' },
+    ]),
+  );
+};
+
 export function contractValidator(options: { validateResponses: boolean }): RequestHandler[] {
-  return OpenApiValidator.middleware({
+  const validator = OpenApiValidator.middleware({
     apiSpec: withoutDiscriminatorMappings(loadSpec()) as never,
     validateRequests: { allowUnknownQueryParameters: false, allErrors: true, discriminator: true },
     validateResponses: options.validateResponses,
@@ -42,4 +58,5 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
     formats: { uuid: UUID },
     fileUploader: false,
   } as never) as RequestHandler[];
+  return [percentEncodingCheck, ...validator];
 }

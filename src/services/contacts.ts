@@ -20,6 +20,7 @@ import type { Db } from '../db/database.js';
 import { recordEvent, scrubContactEvents } from '../events/record.js';
 import { eraseContactMedia } from '../media/erase.js';
 import { mergeAttributes, normalizeLabels, sameAttributes, sameLabels } from './labels.js';
+import { normalizeText } from '../text.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 type ContactUpdate = components['schemas']['ContactUpdate'];
@@ -32,18 +33,24 @@ async function contactCreated(trx: Db, workspaceId: string, contact: Contact, ac
 /** Creates a contact with its event; undefined when another contact has its phone or Instagram id. Run it in a transaction. */
 export async function createContact(trx: Db, workspaceId: string, input: ContactCreate, actor: Actor): Promise<Contact | undefined> {
   const now = new Date();
-  const contact = await insertContact(trx, workspaceId, { ...input, ...(input.labels && { labels: normalizeLabels(input.labels) }) }, now);
+  const contact = await insertContact(
+    trx,
+    workspaceId,
+    { ...input, name: normalizeText(input.name), ...(input.labels && { labels: normalizeLabels(input.labels) }) },
+    now,
+  );
   if (contact) await contactCreated(trx, workspaceId, contact, actor, now);
   return contact;
 }
 
 /**
- * The values `patch` changes on `row`: labels kept as services/labels.ts keeps them, attributes
+ * The values `patch` changes on `row`: the name in NFC, labels kept as services/labels.ts keeps them, attributes
  * merged (a 400 past the limit); fields equal to the current value are left out. Pure.
  */
 export function planContactChange(row: ContactRow, patch: ContactUpdate): ContactValues {
   const values: ContactValues = {};
-  if (patch.name !== undefined && patch.name !== row.name) values.name = patch.name;
+  const name = patch.name === undefined ? undefined : normalizeText(patch.name);
+  if (name !== undefined && name !== row.name) values.name = name;
   if (patch.phone !== undefined && patch.phone !== row.phone) values.phone = patch.phone;
   if (patch.email !== undefined && patch.email !== row.email) values.email = patch.email;
   if (patch.labels !== undefined) {
@@ -74,13 +81,13 @@ export async function updateContact(trx: Db, workspaceId: string, id: string, pa
 }
 
 /**
- * The contact known by `key`, or a new one named `name` with its event: run it in a transaction.
+ * The contact known by `key`, or a new one named `name` (in NFC) with its event: run it in a transaction.
  * Concurrent callers end with the same contact (the unique index decides, the loser reads the winner's).
  */
 export async function findOrCreateContact(trx: Db, workspaceId: string, key: ContactKey, name: string, now: Date, actor: Actor): Promise<string> {
   const found = await findContactIdByKey(trx, workspaceId, key);
   if (found) return found;
-  const inserted = await insertContactByKey(trx, workspaceId, key, name, now);
+  const inserted = await insertContactByKey(trx, workspaceId, key, normalizeText(name), now);
   if (inserted) {
     await contactCreated(trx, workspaceId, contactRowToContact(inserted), actor, now);
     return inserted.id;

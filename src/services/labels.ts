@@ -1,19 +1,20 @@
-// The CRM's rules for labels and custom attributes, without I/O: a label list as it is kept (trimmed,
-// labels equal but for case merged into the first spelling), and a change of attributes merged into
+// The CRM's rules for labels and custom attributes, without I/O: a label list as it is kept (NFC,
+// trimmed, labels equal but for case merged into the first spelling), and a change of attributes merged into
 // a contact's (null removes a key) within the limit of 50. The contract checks each label and value.
 import { ApiError } from '../errors.js';
 import type { ContactAttributes } from '../db/schema.js';
+import { foldCase, normalizeText } from '../text.js';
 
 /** At most this many attributes a contact keeps after a merge (the contract bounds each request). */
 export const MAX_ATTRIBUTES = 50;
 
-/** Labels trimmed, each once ignoring case (the first spelling wins), in the order given. */
+/** Labels in NFC and trimmed, each once ignoring case (foldCase; the first spelling wins), in the order given. */
 export function normalizeLabels(labels: readonly string[]): string[] {
   const seen = new Set<string>();
   const kept: string[] = [];
   for (const raw of labels) {
-    const label = raw.trim();
-    const key = label.toLowerCase();
+    const label = normalizeText(raw).trim();
+    const key = foldCase(label);
     if (seen.has(key)) continue;
     seen.add(key);
     kept.push(label);

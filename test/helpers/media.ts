@@ -4,6 +4,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { GraphDouble } from './graph.js';
+import type { Config } from '../../src/config.js';
 import { databaseUrl, ownDatabase, startServer, type TestServer } from './server.js';
 
 export interface MediaService {
@@ -14,7 +15,8 @@ export interface MediaService {
   close(): Promise<void>;
 }
 
-export async function startMediaService(name: string): Promise<MediaService> {
+/** `config` overrides the service's (e.g. a short MEDIA_FETCH_TIMEOUT_MS). */
+export async function startMediaService(name: string, config: Partial<Config> = {}): Promise<MediaService> {
   const graph = await GraphDouble.start();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), `sf-${name}-`));
   const own = databaseUrl ? await ownDatabase() : undefined;
@@ -28,6 +30,7 @@ export async function startMediaService(name: string): Promise<MediaService> {
       metaGraphTimeoutMs: 1_500,
       jobPollMs: 200,
       mediaStore: { kind: 'file', dir },
+      ...config,
     },
   });
   return {
