@@ -1,35 +1,18 @@
 // The README's examples as a reader pastes them: every ```sh readme-run block, in order, in one bash
 // (set -euo pipefail), in a scratch directory standing for the repository's, against a fresh
 // `npm start` (the embedded database, a port of its own); a block that fails fails here. Then what
-// the walk-through promises is read back through the API. Every shell block says whether it runs,
-// and every variable src/config.ts reads is in the README's configuration table.
+// the walk-through promises is read back through the API. test/readme-checks.test.ts checks the
+// blocks' marks and the configuration table.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/processes.js';
+import { README, ROOT, shellBlocks } from './helpers/readme.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 /** The origin the README's examples call; the test's server has a port of its own. */
 const README_ORIGIN = 'http://localhost:3000';
-
-interface ShellBlock {
-  mark: string;
-  line: number;
-  code: string;
-}
-
-/** Every ```sh or ```bash block, with its mark (the fence's second word) and its line; indented blocks (in a list) unindented. */
-function shellBlocks(markdown: string): ShellBlock[] {
-  const fence = /^( *)```(?:sh|bash)\b ?(\S*)\n([\s\S]*?)^\1```$/gm;
-  return [...markdown.matchAll(fence)].map((m) => ({
-    mark: m[2]!,
-    line: markdown.slice(0, m.index).split('\n').length,
-    code: m[3]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''),
-  }));
-}
 
 const hasJq = ((): boolean => {
   try {
@@ -40,25 +23,6 @@ const hasJq = ((): boolean => {
     return false;
   }
 })();
-
-describe('the README', () => {
-  it('when its shell blocks are read, then each is marked readme-run (run by this test) or readme-norun (needs what a fresh start has not)', () => {
-    const blocks = shellBlocks(README);
-
-    expect(blocks.filter((b) => b.mark === 'readme-run').length).toBeGreaterThan(10);
-    expect(blocks.filter((b) => b.mark !== 'readme-run' && b.mark !== 'readme-norun').map((b) => `line ${b.line}: ${b.mark || '(no mark)'}`)).toEqual([]);
-  });
-
-  it('when src/config.ts is read, then every environment variable it reads is in the configuration table', () => {
-    const source = fs.readFileSync(path.join(ROOT, 'src/config.ts'), 'utf8');
-    const read = new Set([...source.matchAll(/env\.([A-Z][A-Z0-9_]+)|env, '([A-Z][A-Z0-9_]+)'/g)].map((m) => m[1] ?? m[2]!));
-    const table = README.slice(README.indexOf('## Configuration'));
-    const documented = new Set([...table.matchAll(/^\| `([A-Z][A-Z0-9_]+)`(?:, `([A-Z][A-Z0-9_]+)`)?/gm)].flatMap((m) => [m[1]!, m[2]].filter(Boolean)));
-
-    expect(read.size).toBeGreaterThan(30);
-    expect([...read].filter((name) => !documented.has(name))).toEqual([]);
-  });
-});
 
 describe.skipIf(!hasJq)("the README's examples, pasted in order against a fresh npm start (needs jq)", () => {
   let scratch: string;
