@@ -3,8 +3,10 @@
 // Authorization with 200, and every created record with the example's id; in front of it, this
 // checks requests exactly as the service does (routing 404/405, the key's form 401, the body
 // 415/400/413, the contract 400 naming each wrong field, every error with its requestId), and
-// rewrites Prism's answer: a created record (201) gets a fresh id and timestamps and echoes the
-// fields it was sent, a record read by id carries that id. No database, no rate limits, no scopes.
+// rewrites Prism's answer so it holds nothing the client did not send: a created record (201) gets a
+// fresh id and timestamps, echoes the fields it was sent and has the service's value for those left
+// out (null, [], {}), a record read or changed by id carries that id and the changes, and a 404 names
+// the record asked for. No database, no rate limits, no scopes.
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type Request, type RequestHandler } from 'express';
 import { v7 as uuidv7 } from 'uuid';
@@ -61,12 +63,57 @@ function queryString(req: Request): string {
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** The record a path's last parameter names, as the service's 404 calls it (`Contact not found.`). */
+const RECORD_NAMES: Record<string, string> = {
+  agents: 'Agent',
+  contacts: 'Contact',
+  channels: 'Channel',
+  stages: 'Stage',
+  threads: 'Thread',
+  media: 'Media',
+  events: 'Event',
+  'webhook-endpoints': 'Webhook endpoint',
+  deliveries: 'Delivery',
+  automations: 'Automation',
+};
+
+/** `Contact not found.` for /contacts/{id}, `Thread not found.` for /threads/{threadId}/messages. */
+function notFoundMessage(path: string): string | undefined {
+  const segments = path.split('/');
+  const last = segments.findLastIndex((segment) => segment.startsWith('{'));
+  const name = last > 0 ? RECORD_NAMES[segments[last - 1]!] : undefined;
+  return name && `${name} not found.`;
+}
+
+/** Fields the service answers in another shape than they were sent (attachments: `{mediaId}` in, the file's facts out). */
+const NOT_ECHOED: Partial<Record<string, readonly string[]>> = { sendMessage: ['attachments'] };
+/** Fields whose change merges into the record's value rather than replacing it (a key with null removes it). */
+const MERGED: Partial<Record<string, readonly string[]>> = { updateContact: ['attributes'] };
+
+/** What the service stores for a field left out that is neither null, [] nor {} (a person's availability). */
+function serviceDefaults(operationId: string, sent: Json): Json {
+  if (operationId === 'createAgent') return sent.type === 'human' ? { type: 'human', availability: 'offline' } : { type: 'ai' };
+  return {};
+}
+
+/** The sent value of `field` over the record's `current` one. */
+function changed(operationId: string, field: string, current: unknown, sent: unknown): unknown {
+  if (!MERGED[operationId]?.includes(field) || !isObject(current) || !isObject(sent)) return sent;
+  const merged: Json = { ...current, ...sent };
+  for (const [key, value] of Object.entries(sent)) if (value === null) delete merged[key];
+  return merged;
+}
+
 /** Prism's example, as the service would answer this request. */
 function asAnswer(req: Request, status: number, body: unknown): unknown {
   if (!isObject(body)) return body;
-  if (isObject(body.error)) return { ...body, error: { ...body.error, requestId: req.id } };
+  if (isObject(body.error)) {
+    const message = status === 404 ? notFoundMessage(req.operation!.path) : undefined;
+    return { ...body, error: { ...body.error, ...(message && { message }), requestId: req.id } };
+  }
   if (status !== 200 && status !== 201) return body;
   const answer: Json = { ...body };
+  const operationId = req.operation!.operationId;
   const id = req.openapi?.pathParams?.id;
   if (id !== undefined && 'id' in answer) {
     answer.id = id.toLowerCase();
@@ -76,9 +123,16 @@ function asAnswer(req: Request, status: number, body: unknown): unknown {
     for (const field of ['createdAt', 'updatedAt']) if (field in answer) answer[field] = now;
   }
   if (isObject(req.body)) {
-    for (const [field, value] of Object.entries(req.body)) if (field in answer) answer[field] = value;
-    // A field the client left out is not the example's: null, where the record allows it.
-    if (status === 201) for (const field of nullableLeftOut(req, req.body)) if (field in answer) answer[field] = null;
+    const sent = req.body;
+    for (const [field, value] of Object.entries(sent)) {
+      if (field in answer && !NOT_ECHOED[operationId]?.includes(field)) answer[field] = changed(operationId, field, answer[field], value);
+    }
+    // A field the client left out is not the example's: what the service stores for it.
+    if (status === 201) {
+      for (const [field, value] of Object.entries({ ...leftOutValues(req, sent), ...serviceDefaults(operationId, sent) })) {
+        if (field in answer) answer[field] = value;
+      }
+    }
   }
   return answer;
 }
@@ -105,17 +159,31 @@ function inputFields(schema: Json): string[] {
   return [...new Set([...Object.keys(resolved.properties ?? {}), ...branches.flatMap(inputFields)])];
 }
 
-/** Fields of the operation's request body that the client did not send and its 201 record may hold as null. */
-function nullableLeftOut(req: Request, sent: Json): string[] {
+/** The empty value a record's field holds when nothing was sent for it: null where allowed, else [] or {}; undefined for the others. */
+function emptyValue(property: Json | undefined): unknown {
+  if (!property) return undefined;
+  const resolved = typeof property.$ref === 'string' ? schemaAt(property.$ref) : property;
+  const types = [resolved.type ?? [], ...((resolved.oneOf ?? resolved.anyOf ?? []) as Json[]).map((branch) => branch.type ?? [])].flat();
+  if (types.includes('null')) return null;
+  if (types.includes('array')) return [];
+  if (types.includes('object')) return {};
+  return undefined;
+}
+
+/** Fields of the operation's request body that the client did not send, with the empty value its 201 record holds for each. */
+function leftOutValues(req: Request, sent: Json): Json {
   const paths = spec.paths as Record<string, Record<string, OperationNode | undefined> | undefined>;
   const operation = paths[req.operation!.path]?.[req.operation!.method];
   const input = operation?.requestBody?.content?.['application/json']?.schema;
   const output = operation?.responses?.['201']?.content?.['application/json']?.schema;
-  if (!input?.$ref || !output?.$ref) return [];
-  const record = schemaAt(output.$ref).properties as Record<string, { type?: unknown }>;
-  return inputFields(schemaAt(input.$ref)).filter(
-    (field) => !(field in sent) && Array.isArray(record[field]?.type) && (record[field].type as unknown[]).includes('null'),
-  );
+  if (!input?.$ref || !output?.$ref) return {};
+  const record = schemaAt(output.$ref).properties as Record<string, Json>;
+  const values: Json = {};
+  for (const field of inputFields(schemaAt(input.$ref))) {
+    const value = field in sent ? undefined : emptyValue(record[field]);
+    if (value !== undefined) values[field] = value;
+  }
+  return values;
 }
 
 /** Whether the operation's success answers JSON (not a file). */

@@ -1,4 +1,4 @@
-// The rooms of src/ keep to the README's layout: db/ reads and writes its tables and imports no
+// The rooms of src/ keep to the layout of docs/ARCHITECTURE.md: db/ reads and writes its tables and imports no
 // capability and no migration; each event type has exactly one emitter, in the service layer. Read
 // from the real source files with simple regular expressions.
 import fs from 'node:fs';

@@ -2,7 +2,8 @@
 // contract, called through the typed client, answers its documented success status with a body that
 // matches the contract (the client's middleware checks each response, error bodies' requestId
 // included); a request without a well-formed key gets 401; a bad request gets the very 400 the
-// service gives, naming the wrong fields; created records get fresh ids and echo what was sent.
+// service gives, naming the wrong fields; created records get fresh ids, echo what was sent and hold
+// what the service holds for what was left out; a 404 names the record asked for, as the service's does.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SupportFunnelClient } from '../client/index.js';
@@ -275,7 +276,7 @@ describe('npm run mock', () => {
   });
 });
 
-describe('npm run mock refuses what the service refuses, alike', () => {
+describe('npm run mock and the service, side by side: the same answers', () => {
   let server: TestServer;
   let serverKey: string;
   beforeAll(async () => {
@@ -326,6 +327,58 @@ describe('npm run mock refuses what the service refuses, alike', () => {
     expect(mock.body.error.details.map((d: { path: string }) => d.path).sort()).toEqual([...paths].sort());
     expect(withoutRequestId(mock.body)).toEqual(withoutRequestId(real.body));
   });
+
+  /** A created record without what only the service can know: its id, its timestamps and, for an automation, its place in the list. */
+  const withoutRecordFacts = (body: Record<string, unknown>) => {
+    const { id: _id, createdAt: _createdAt, updatedAt: _updatedAt, position: _position, ...sent } = body;
+    return sent;
+  };
+
+  it('when a contact is created with a name and a phone only, then the mock answers as the service does: no e-mail, no labels, no attributes', async () => {
+    const [mock, real] = await both('POST', '/v1/contacts', { body: { name: 'Mariana Silva', phone: '+5511987654321' } });
+
+    expect([mock.status, real.status]).toEqual([201, 201]);
+    expect(mock.body).toMatchObject({ name: 'Mariana Silva', phone: '+5511987654321', email: null, labels: [], attributes: {} });
+    expect(withoutRecordFacts(mock.body)).toEqual(withoutRecordFacts(real.body));
+  });
+
+  it('when an automation is created without conditions, then the mock answers as the service does: empty conditions, the actions sent', async () => {
+    const body = {
+      name: 'Encerrar após 3 dias sem resposta',
+      trigger: { event: 'thread.idle', minutes: 4320, waitingOn: 'customer' },
+      actions: [{ type: 'set_status', status: 'closed' }],
+    };
+
+    const [mock, real] = await both('POST', '/v1/automations', { body });
+
+    expect([mock.status, real.status]).toEqual([201, 201]);
+    expect(mock.body).toMatchObject({ ...body, enabled: true, conditions: {} });
+    expect(withoutRecordFacts(mock.body)).toEqual(withoutRecordFacts(real.body));
+  });
+
+  it('when a person is created without availability, then the mock answers as the service does: offline, no model, no instructions', async () => {
+    const [mock, real] = await both('POST', '/v1/agents', { body: { type: 'human', name: 'Ana Souza' } });
+
+    expect([mock.status, real.status]).toEqual([201, 201]);
+    expect(withoutRecordFacts(mock.body)).toEqual(withoutRecordFacts(real.body));
+  });
+
+  it.each([
+    ['a contact', 'GET', '/v1/contacts/01935f50-0000-7000-8000-0000000000aa'],
+    ['a contact to change', 'PATCH', '/v1/contacts/01935f50-0000-7000-8000-0000000000aa', { name: 'Ana' }],
+    ["a thread's messages", 'GET', '/v1/threads/01935f5f-0000-7000-8000-0000000000aa/messages'],
+    ['a stage to delete', 'DELETE', '/v1/stages/01935f4d-0000-7000-8000-0000000000aa'],
+    ['a webhook delivery to retry', 'POST', '/v1/webhook-endpoints/01936a10-0000-7000-8000-0000000000aa/deliveries/01936a12-0000-7000-8000-0000000000aa/retry'],
+  ])(
+    'when %s is asked for with Prefer: code=404, then the mock answers the 404 the service gives for a record it does not have',
+    async (_label, method, path, body?) => {
+      const [mock, real] = await both(method, path, { headers: { prefer: 'code=404' }, ...(body && { body }) });
+
+      expect([mock.status, real.status]).toEqual([404, 404]);
+      expect(withoutRequestId(mock.body)).toEqual(withoutRequestId(real.body));
+      expect(mock.body.error.requestId).toBe(mock.headers.get('x-request-id'));
+    },
+  );
 
   it.each([
     ['broken JSON', 'POST', '/v1/agents', { rawBody: '{"name":', headers: { 'content-type': 'application/json' } }, 400],

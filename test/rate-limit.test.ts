@@ -71,19 +71,32 @@ async function startLoggedServer(options: { redisUrl: string | undefined; config
   return Object.assign(server, { logs });
 }
 
+/** A PostgreSQL URL in the service's configuration: what tells the app it may be one of several instances. */
+const POSTGRES_CONFIGURED = { databaseUrl: 'postgres://support@db.example:5432/support' };
+
 describe('rate limits with the in-process store (no Redis)', () => {
   let server: LoggedServer;
   beforeAll(async () => {
-    server = await startLoggedServer({ redisUrl: undefined, config: { failedAuthLimit: 5, trustProxy: 'loopback', keyCacheTtlMs: 0 } });
+    server = await startLoggedServer({
+      redisUrl: undefined,
+      config: { ...POSTGRES_CONFIGURED, failedAuthLimit: 5, trustProxy: 'loopback', keyCacheTtlMs: 0 },
+    });
   });
   afterAll(async () => {
     await server?.close();
   });
 
-  it('when the service starts without Redis, then it warns once that limits are per process', () => {
+  it('when the service starts on PostgreSQL without Redis, then it warns once that limits are per process', () => {
     const warnings = server.logs.matching(/rate limits are counted per process/, LEVEL.warn);
 
     expect(warnings).toHaveLength(1);
+  });
+
+  it('when the service starts on the embedded database without Redis (npm start), then nothing warns about the in-process count', async () => {
+    const embedded = await startLoggedServer({ redisUrl: undefined, config: { databaseUrl: undefined } });
+    await embedded.close();
+
+    expect(embedded.logs.matching(/REDIS_URL/, LEVEL.warn)).toEqual([]);
   });
 
   it('when a free key sends 61 requests in a window, then 60 succeed and the 61st gets 429', async () => {

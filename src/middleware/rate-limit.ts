@@ -173,7 +173,9 @@ function failedAuthLimiter(redis: Redis | undefined, prefix: string, config: Con
 }
 
 export function createRateLimits({ config, redis, logger }: { config: Config; redis: Redis | undefined; logger: Logger }): RateLimits {
-  if (!redis) logger.warn('REDIS_URL is not set: rate limits are counted per process, not shared between instances');
+  // The embedded database serves one process, whose own count is the documented default; on
+  // PostgreSQL, instances are likely several, and each would count a key's requests apart.
+  if (!redis && config.databaseUrl) logger.warn('REDIS_URL is not set: rate limits are counted per process, not shared between instances');
   const windowMs = config.rateLimitWindowMs;
   const keyStore = createStore(redis, `${config.redisPrefix}rl:key:`);
 
