@@ -2,6 +2,7 @@
 // stream token's counting on its key), one more a 429 too_many_streams; and open streams never take
 // the connections MAX_CONNECTIONS gives requests, so other workspaces and /healthz are still served.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { checkResponse } from './helpers/contract.js';
 import { waitFor } from './helpers/processes.js';
@@ -93,5 +94,13 @@ describe('GET /events/stream: streams and the connection budget', () => {
     expect(opened.filter((s) => s.status === 200 && !s.isEnded()).length).toBeGreaterThan(MAX_CONNECTIONS);
     expect(health.status).toBe(200);
     expect(answers.map((a) => a.status)).toEqual([200, 200]);
+  });
+});
+
+describe('STREAMS_PER_KEY', () => {
+  it('when it is unset, then a key holds 20 streams; when it is not a positive integer, then the service refuses to start', () => {
+    expect(loadConfig({}).streamsPerKey).toBe(20);
+    expect(loadConfig({ STREAMS_PER_KEY: '5' }).streamsPerKey).toBe(5);
+    for (const wrong of ['0', '-1', '2.5', 'many']) expect(() => loadConfig({ STREAMS_PER_KEY: wrong })).toThrow(ConfigError);
   });
 });
