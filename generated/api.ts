@@ -938,6 +938,10 @@ export interface paths {
          *     `Last-Event-ID`: when the client reads too slowly and the stream's buffer passes its limit,
          *     when the instance shuts down, or within a minute of the key (or the token's key) being revoked.
          *
+         *     **Limits.** One API key holds at most 20 streams open at once on an instance (the operator's
+         *     `STREAMS_PER_KEY`; a stream opened with a token counts on the token's key; counted per
+         *     instance, not across them); one more is a 429 `too_many_streams` until one of them closes.
+         *
          *     Needs the `webhooks:read` scope.
          */
         get: operations["streamEvents"];
@@ -1392,9 +1396,10 @@ export interface components {
          *     `template_not_supported` (422) refuse a message Meta would refuse; `invalid_signature`
          *     (401) answers a Meta webhook whose `X-Hub-Signature-256` is missing or wrong.
          *     `limit_reached` (422) refuses a record past a workspace's limit (100 automations).
+         *     `too_many_streams` (429) refuses an event stream past its key's open streams.
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached" | "too_many_streams";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -2899,6 +2904,32 @@ export interface components {
                  *       "error": {
                  *         "code": "rate_limited",
                  *         "message": "Rate limit of 60 requests per minute exceeded; retry in 42 seconds.",
+                 *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /**
+         * @description The key's plan limit is used up for this window (`rate_limited`), or the key already holds
+         *     its most event streams open on this instance (`too_many_streams`: close one, then open again).
+         */
+        TooManyStreams: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Retry-After": components["headers"]["Retry-After"];
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "too_many_streams",
+                 *         "message": "This API key already has 20 event streams open on this instance, its most; close one before opening another.",
                  *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f"
                  *       }
                  *     }
@@ -6682,7 +6713,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["TooManyStreams"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

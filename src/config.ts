@@ -44,8 +44,10 @@ export interface Config {
   readonly requestTimeoutMs: number;
   /** How long an idle keep-alive connection stays open. */
   readonly keepAliveTimeoutMs: number;
-  /** Open connections per process; past it new connections are closed at once. */
+  /** Open connections per process for requests; past it new connections are closed at once. Event streams come on top. */
   readonly maxConnections: number;
+  /** Event streams one API key (or its stream tokens) may hold open at once on one instance; one more is 429 too_many_streams. */
+  readonly streamsPerKey: number;
   /** How long a stopping process waits for in-flight requests and background work. */
   readonly shutdownTimeoutMs: number;
   /** The key channel secrets are sealed with (SECRETS_KEY); the embedded default makes one under ./data. */
@@ -250,6 +252,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 65_000, 1_000, 600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 1_000, 1, 1_000_000),
+    streamsPerKey: integer(env, 'STREAMS_PER_KEY', 20, 1, 10_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     secretsKey: keys.current,
     secretsKeyPrevious: keys.previous,

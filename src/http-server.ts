@@ -1,11 +1,13 @@
 // The HTTP server around the app: the operator's limits (timeouts, open connections), transport
-// errors answered in the API's error shape, and the drain a stopping process runs.
+// errors answered in the API's error shape, and the drain a stopping process runs. Open event
+// streams come on top of MAX_CONNECTIONS: however many are open, requests keep their connections.
 import { randomUUID } from 'node:crypto';
 import http, { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import type { StreamSlots } from './stream/key-slots.js';
 
 export type HttpLimits = Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'>;
 
@@ -47,7 +49,7 @@ const aborted = (signal: AbortSignal): Promise<void> =>
  * `connectionsCheckingInterval`; a check a tenth as long as the shorter deadline cuts a slow client
  * within 10 % of its limit.
  */
-export function createHttpServer(app: Express, limits: HttpLimits, logger: Logger): HttpServer {
+export function createHttpServer(app: Express, limits: HttpLimits, logger: Logger, streams?: Pick<StreamSlots, 'watch'>): HttpServer {
   const server = http.createServer({
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -55,6 +57,8 @@ export function createHttpServer(app: Express, limits: HttpLimits, logger: Logge
     connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 10))),
   });
   server.maxConnections = limits.maxConnections;
+  // Each open stream's connection is added to the cap, so streams never take what requests are given.
+  streams?.watch((open) => (server.maxConnections = limits.maxConnections + open));
 
   const responses = new Set<ServerResponse>();
   let draining = false;

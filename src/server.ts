@@ -76,11 +76,11 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
   const background = createBackgroundWork(logger);
   background.register('spool-sweep', sweepSpoolEvery(spoolDir, logger));
   // Its LISTEN needs a session of its own, as the job workers' does (not through a transaction pooler).
-  const streams = createEventStreams({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
+  const streams = createEventStreams({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger, streamsPerKey: config.streamsPerKey });
   // Streams never finish on their own: the drain would wait for them until its deadline.
   background.register('event-streams', () => streams.close());
   const app = createApp({ config, db, logger, redis, secrets, streams });
-  const http = createHttpServer(app, config, logger);
+  const http = createHttpServer(app, config, logger, streams.slots);
   const { server } = http;
 
   server.listen(config.port, config.host);

@@ -1,11 +1,13 @@
 // Logs: JSON lines, the request id on every line a request writes, who made each request (client
-// IP, key, workspace) and the error code of a failure, the throttling warnings once per window, and
-// never an API key.
+// IP, key, workspace) and the error code of a failure, requests whose client left, the throttling
+// warnings once per window, and never an API key.
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../src/db/database.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
-import { LEVEL, LogCapture } from './helpers/processes.js';
+import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
 import { startServer, type TestServer } from './helpers/server.js';
+import { openStream } from './helpers/sse.js';
 
 const FAILED_AUTH_LIMIT = 3;
 const BAD_KEY = `sfk_${'Zz9'.repeat(15)}`;
@@ -58,6 +60,7 @@ describe('request logs', () => {
       }),
     ]);
     expect(lines[0]).not.toHaveProperty('errorCode');
+    expect(lines[0]).not.toHaveProperty('aborted');
     const everything = logs.lines.map((line) => JSON.stringify(line)).join('\n');
     expect(everything).not.toContain(workspace.apiKey);
     expect(everything).not.toContain(wrongKey);
@@ -81,6 +84,44 @@ describe('request logs', () => {
     expect(logs.lines.filter((line) => line.reqId === id && line.msg === 'request')).toEqual([
       expect.objectContaining({ status, errorCode, workspaceId: authenticated ? workspace.workspaceId : null }),
     ]);
+  });
+
+  it('when a client leaves halfway through its body, then its request still writes one access line, status 499 and aborted', async () => {
+    const id = 'log-test-left-mid-body';
+    const { hostname, port } = new URL(server.baseUrl);
+    const head =
+      `POST /v1/contacts HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${workspace.apiKey}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: 1000\r\nX-Request-Id: ${id}\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n{"name":"Ana`;
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(Number(port), hostname, () => socket.write(head, () => socket.destroy()));
+      socket.on('error', () => {});
+      socket.once('close', () => resolve());
+    });
+
+    await waitFor('the access line of the request whose client left', () => logs.lines.some((line) => line.reqId === id && line.msg === 'request'));
+    expect(logs.lines.filter((line) => line.reqId === id && line.msg === 'request')).toEqual([
+      expect.objectContaining({
+        level: LEVEL.info,
+        method: 'POST',
+        path: '/v1/contacts',
+        status: 499,
+        aborted: true,
+        // Its address, though the socket is gone; its key only if authentication finished before it left.
+        ip: '203.0.113.9',
+      }),
+    ]);
+  });
+
+  it('when a client closes its event stream, then the stream writes one access line, status 200 and aborted', async () => {
+    const ws = await createWorkspace(server);
+    const stream = await openStream(server.baseUrl, { key: ws.apiKey });
+    expect(stream.status).toBe(200);
+
+    stream.close();
+
+    const streamLines = () => logs.lines.filter((line) => line.msg === 'request' && line.keyId === ws.keyId && line.path === '/v1/events/stream');
+    await waitFor('the access line of the closed stream', () => streamLines().length > 0);
+    expect(streamLines()).toEqual([expect.objectContaining({ method: 'GET', status: 200, aborted: true, workspaceId: ws.workspaceId })]);
   });
 
   it('when a client keeps failing authentication, then its throttling is logged once, with its IP, and its requests with a valid key are not', async () => {

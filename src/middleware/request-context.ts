@@ -1,13 +1,16 @@
 // Gives every request an id (echoing a sane client-sent X-Request-Id), a child logger that carries
 // it on every line, and one access-log line when the response is done: who (client IP, key and
-// workspace, null before authentication), what, the status and, for an error, its code. The child
-// logger is made only when something logs, and the access line only at info level: most requests
-// pay for neither.
+// workspace, null before authentication), what, the status and, for an error, its code. A client
+// that leaves before the whole answer is sent gets its line too, when the connection closes, with
+// `aborted: true` (status 499 when no answer had started). The child logger is made only when
+// something logs, and the access line only at info level: most requests pay for neither.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;
+/** The access line's status of a request whose client left before any answer (nginx's "client closed request"). */
+const CLIENT_CLOSED_REQUEST = 499;
 
 export function requestContext(app: Express, logger: Logger): RequestHandler {
   const accessLog = logger.isLevelEnabled('info');
@@ -32,15 +35,20 @@ export function requestContext(app: Express, logger: Logger): RequestHandler {
     res.setHeader('Cache-Control', 'no-store');
     if (accessLog) {
       const started = process.hrtime.bigint();
-      res.on('finish', () => {
+      // Read now: once a client has left, its socket no longer tells its address.
+      const ip = req.ip;
+      // 'close' comes after 'finish' for an answer sent whole, and alone when the client left first.
+      res.once('close', () => {
+        const aborted = !res.writableFinished;
         req.log.info(
           {
             method: req.method,
             path: req.originalUrl.split('?', 1)[0],
-            status: res.statusCode,
+            status: aborted && !res.headersSent ? CLIENT_CLOSED_REQUEST : res.statusCode,
+            ...(aborted && { aborted }),
             ...(res.locals.errorCode !== undefined && { errorCode: res.locals.errorCode }),
             ms: Number(process.hrtime.bigint() - started) / 1e6,
-            ip: req.ip,
+            ip,
             keyId: req.auth?.keyId ?? null,
             workspaceId: req.auth?.workspaceId ?? null,
           },

@@ -5,6 +5,9 @@ import { answerStreamHead, serveStream } from '../stream/connection.js';
 import { createStreamToken } from '../stream/tokens.js';
 import { paging, type Handlers } from './handler.js';
 
+const tooManyStreams = (perKey: number): ApiError =>
+  new ApiError(429, 'too_many_streams', `This API key already has ${perKey} event streams open on this instance, its most; close one before opening another.`);
+
 export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEvents' | 'createStreamToken'> = {
   async listEvents({ db, auth, query }) {
     const { page, limit } = paging(query);
@@ -23,20 +26,20 @@ export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEv
     if (!streams) throw new ApiError(503, 'service_unavailable', 'Event streams are not available on this instance.');
     return {
       status: 200,
-      stream: async (req, res) =>
-        req.method === 'HEAD'
-          ? answerStreamHead(res)
-          : serveStream(
-              streams,
-              res,
-              {
-                workspaceId: auth.workspaceId,
-                keyId: auth.keyId,
-                types: query.types,
-                lastEventId: req.get('last-event-id') ?? query.lastEventId,
-              },
-              log,
-            ),
+      stream: async (req, res) => {
+        if (req.method === 'HEAD') return answerStreamHead(res);
+        const release = streams.slots.take(auth.keyId);
+        if (!release) throw tooManyStreams(streams.slots.perKey);
+        // A client already gone (while it was authenticated) frees its slot at once.
+        if (res.closed) return release();
+        res.once('close', release);
+        await serveStream(
+          streams,
+          res,
+          { workspaceId: auth.workspaceId, keyId: auth.keyId, types: query.types, lastEventId: req.get('last-event-id') ?? query.lastEventId },
+          log,
+        );
+      },
     };
   },
 

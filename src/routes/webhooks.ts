@@ -1,7 +1,9 @@
 // Meta's webhooks for a meta channel, outside /v1 and without an API key: GET is the subscription
 // check, POST a delivery, signed over its raw bytes (read before any JSON parsing, at most 1 MiB).
-// A client that keeps failing a channel's check is refused with 429 before its body is read.
-import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+// A client that keeps failing a channel's check is refused with 429 without waiting for its body.
+// A delivery's body is read from the moment it arrives: a sender that leaves once it has sent it
+// whole (its timeout) has it stored, and one that leaves before counts as no failure.
+import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AiReplies } from '../ai/replies.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { receiveMetaDelivery, verifyChallenge, webhookChannel } from '../channels/inbound.js';
@@ -12,26 +14,41 @@ import type { FailedAuthLimiter } from '../middleware/rate-limit.js';
 
 const readRaw = express.raw({ type: () => true, limit: '1mb' });
 
+/**
+ * Starts reading the request's body now, before anything is awaited: once its socket closes, bytes
+ * nobody read are gone (the request is destroyed), and a delivery Meta sent whole would be checked
+ * as an empty body. Rejects (a 400, never counted) when the client leaves before the body is whole.
+ */
+function readBody(req: Request, res: Response): Promise<Buffer> {
+  const body = new Promise<Buffer>((resolve, reject) => {
+    readRaw(req, res, (err?: Error) => (err ? reject(err) : resolve(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0))));
+  });
+  // Unread when the request is answered before it (a blocked client, an unknown channel).
+  body.catch(() => {});
+  return body;
+}
+
 const clientIp = (req: Request): string => req.ip ?? 'unknown';
 /** The channel a client's failures are counted on; case variants of one id name one channel. */
 const channelScope = (req: Request): string => String(req.params.channelId).toLowerCase();
 
 /**
  * `failedAuth` counts bad or missing signatures and wrong verify tokens per client and channel; a
- * client that has used up its failures is refused before the channel is looked up or its body read,
- * whatever it sends. Meta signs every delivery, so its addresses only fail a channel whose app
+ * client that has used up its failures is refused before the channel is looked up, without waiting
+ * for its body, whatever it sends. A client that leaves before its body is whole counts nothing. Meta signs every delivery, so its addresses only fail a channel whose app
  * secret is wrong, and then only on that channel.
  */
 export function metaWebhooks(deps: { db: Db; secrets: SecretBox | undefined; ai?: AiReplies | undefined; failedAuth: FailedAuthLimiter }): Router {
   const router = Router();
   const channelOf = (req: Request): Promise<ChannelRow> => webhookChannel(deps.db, String(req.params.channelId));
 
-  const refuseBlocked: RequestHandler = async (req, res, next) => {
+  /** A 429 when the client has used up its failures on the channel, whatever it sends. */
+  const refuseBlocked = async (req: Request, res: Response): Promise<void> => {
     const blocked = await deps.failedAuth.checkBeforeAttempt(clientIp(req), req, channelScope(req));
-    if (!blocked) return next();
-    // Its body is never read: closing after the answer spares reading it to keep the connection.
+    if (!blocked) return;
+    // Its body is not waited for: closing after the answer spares reading it to keep the connection.
     res.set('Connection', 'close');
-    next(blocked);
+    throw blocked;
   };
 
   /** Runs the channel's check; its failure (`code`) is counted, and one past the limit (a request that raced past refuseBlocked) is a 429. */
@@ -44,28 +61,22 @@ export function metaWebhooks(deps: { db: Db; secrets: SecretBox | undefined; ai?
     }
   };
 
-  router.get('/:channelId', refuseBlocked, async (req, res) => {
+  router.get('/:channelId', async (req, res) => {
+    await refuseBlocked(req, res);
     const channel = await channelOf(req);
     const challenge = await counted(req, 'forbidden', () => verifyChallenge(deps.secrets, channel, req.query as Record<string, unknown>));
     res.status(200).type('text/plain').send(challenge);
   });
 
-  router.post(
-    '/:channelId',
-    refuseBlocked,
-    async (req, res, next) => {
-      res.locals.channel = await channelOf(req);
-      next();
-    },
-    readRaw,
-    async (req, res) => {
-      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      await counted(req, 'invalid_signature', () =>
-        receiveMetaDelivery(deps.db, deps.secrets, res.locals.channel as ChannelRow, raw, req.get('x-hub-signature-256'), req.log, deps.ai),
-      );
-      res.status(200).json({ received: true });
-    },
-  );
+  router.post('/:channelId', async (req, res) => {
+    const body = readBody(req, res);
+    await refuseBlocked(req, res);
+    const channel = await channelOf(req);
+    const raw = await body;
+    // From here on the sender may be gone: its delivery is checked and stored all the same.
+    await counted(req, 'invalid_signature', () => receiveMetaDelivery(deps.db, deps.secrets, channel, raw, req.get('x-hub-signature-256'), req.log, deps.ai));
+    res.status(200).json({ received: true });
+  });
 
   // Any answer given before the body arrived (an unknown channel, a blocked client, the database
   // away) closes the connection: Node would otherwise read the rest of the body to keep it open.

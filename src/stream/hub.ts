@@ -8,6 +8,7 @@ import type { Db } from '../db/database.js';
 import { eventRowToEvent } from '../events/record.js';
 import { createJobListener, type JobListener } from '../jobs/listen.js';
 import type { Logger } from '../logger.js';
+import { createStreamSlots, type StreamSlots } from './key-slots.js';
 import { createLeases } from './leases.js';
 import { activeKeyIds, committedSince, currentHorizon, type LoggedEvent } from './log.js';
 
@@ -100,6 +101,8 @@ export interface Subscriber {
 export interface EventStreams {
   readonly db: Db;
   readonly options: StreamOptions;
+  /** The streams each key holds open here (STREAMS_PER_KEY), taken before a stream starts. */
+  readonly slots: StreamSlots;
   /**
    * Adds a stream. Every event of its workspace written at or above the returned horizon is handed
    * to `deliver`, in order; the ones below it are in the log (eventsAfter ... before the horizon).
@@ -130,6 +133,8 @@ export function createEventStreams(deps: {
   db: Db;
   databaseUrl: string | undefined;
   logger: Logger;
+  /** STREAMS_PER_KEY. */
+  streamsPerKey: number;
   options?: Partial<StreamOptions> | undefined;
 }): EventStreams {
   const { db, logger } = deps;
@@ -268,6 +273,7 @@ export function createEventStreams(deps: {
   return {
     db,
     options,
+    slots: createStreamSlots(deps.streamsPerKey),
     size: () => count,
     async subscribe(subscriber) {
       for (;;) {

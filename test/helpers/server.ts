@@ -126,9 +126,9 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const redis = url ? createRedis(url, logger) : undefined;
   if (redis && options.waitForRedis !== false) await waitForReady(redis);
   const secrets = options.secrets ?? createSecretBox(testSecretsKey);
-  const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, options: options.streams });
+  const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, streamsPerKey: config.streamsPerKey, options: options.streams });
   const app = createApp({ config, db, logger, redis, secrets, streams, media: options.media });
-  const http = createHttpServer(app, config, logger);
+  const http = createHttpServer(app, config, logger, streams.slots);
   const { server } = http;
   const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
   await new Promise<void>((resolve, reject) => {
