@@ -2,7 +2,7 @@
 // (production mode, its own fresh PostgreSQL database, Redis). A sender like Meta's: 1,200 distinct
 // signed WhatsApp deliveries, 400 at once, each attempt given up (its connection closed) after 3 s,
 // retried with exponential backoff and jitter, at most 4 attempts, all from one address. Prints and
-// writes bench/results/meta-load-<stamp>.md (or into BENCH_RESULTS_DIR): deliveries stored (distinct
+// writes bench/results/runs/meta-load-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR): deliveries stored (distinct
 // messages in the database), duplicates, 429 answers, other failures, and the time taken.
 // BENCH_META_DELIVERIES, BENCH_META_CONCURRENCY, BENCH_META_TIMEOUT_MS, BENCH_META_ATTEMPTS and
 // BENCH_META_BACKOFF_MS change the load.
