@@ -23,21 +23,44 @@ declare module 'vitest' {
   }
 }
 
+interface RunDatabases {
+  databaseTemplate: string | undefined;
+  databaseServer: string | undefined;
+  pgliteSeed: string | undefined;
+  drop(): Promise<void>;
+}
+
+/** Each vitest project runs this setup: the first prepares the run's databases, the last to finish drops them. */
+const run = globalThis as { supportFunnelTestDatabases?: { ready: Promise<RunDatabases>; users: number } };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const serverUrl = process.env.DATABASE_URL || undefined;
   const redisUrl = process.env.REDIS_URL || undefined;
+  run.supportFunnelTestDatabases ??= { ready: prepare(redisUrl), users: 0 };
+  const shared = run.supportFunnelTestDatabases;
+  shared.users += 1;
+  const databases = await shared.ready;
+  project.provide('redisUrl', redisUrl);
+  project.provide('databaseTemplate', databases.databaseTemplate);
+  project.provide('databaseServer', databases.databaseServer);
+  project.provide('pgliteSeed', databases.pgliteSeed);
+  return async () => {
+    shared.users -= 1;
+    if (shared.users > 0) return;
+    run.supportFunnelTestDatabases = undefined;
+    await databases.drop();
+  };
+}
+
+async function prepare(redisUrl: string | undefined): Promise<RunDatabases> {
+  const serverUrl = process.env.DATABASE_URL || undefined;
   if (process.env.CI && (!serverUrl || !redisUrl)) {
     throw new Error('CI runs against real services: set DATABASE_URL and REDIS_URL');
   }
-  project.provide('redisUrl', redisUrl);
   if (!serverUrl) {
     process.stdout.write('\nDATABASE_URL is not set: tests run on the embedded PGlite database.\n');
     if (!redisUrl) process.stdout.write('REDIS_URL is not set: the tests that need Redis are SKIPPED (shown as skipped below).\n\n');
     const seed = await dumpMigratedPglite();
-    project.provide('databaseTemplate', undefined);
-    project.provide('databaseServer', undefined);
-    project.provide('pgliteSeed', seed);
-    return async () => fs.rmSync(seed, { force: true });
+    return { databaseTemplate: undefined, databaseServer: undefined, pgliteSeed: seed, drop: async () => fs.rmSync(seed, { force: true }) };
   }
   const name = `sf_test_${Date.now()}_${process.pid}`;
   const admin = new pg.Client({ connectionString: serverUrl });
@@ -48,15 +71,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const db = createDatabase({ databaseUrl: url.toString(), pgliteDir: 'memory://' });
   await migrateToLatest(db);
   await db.destroy();
-  project.provide('databaseTemplate', url.toString());
-  project.provide('databaseServer', serverUrl);
-  project.provide('pgliteSeed', undefined);
   if (!redisUrl) process.stdout.write('\nREDIS_URL is not set: the tests that need Redis are SKIPPED (shown as skipped below).\n\n');
-  return async () => {
-    // Every clone (named after the template, so sorted after it), then the template.
-    const clones = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1 order by datname desc`, [`${name}%`]);
-    for (const { datname } of clones.rows) await admin.query(`drop database if exists ${datname} with (force)`);
-    await admin.end();
+  return {
+    databaseTemplate: url.toString(),
+    databaseServer: serverUrl,
+    pgliteSeed: undefined,
+    async drop() {
+      // Every clone (named after the template, so sorted after it), then the template.
+      const clones = await admin.query<{ datname: string }>(`select datname from pg_database where datname like $1 order by datname desc`, [`${name}%`]);
+      for (const { datname } of clones.rows) await admin.query(`drop database if exists ${datname} with (force)`);
+      await admin.end();
+    },
   };
 }
 

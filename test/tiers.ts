@@ -21,3 +21,8 @@ export function namedTestFiles(argv: string[], files: string[]): string[] {
   const args = argv.slice(argv.indexOf('run') + 1);
   return args.filter((arg, i) => !arg.startsWith('-') && !/^(-t|--testNamePattern)$/.test(args[i - 1] ?? '') && files.some((file) => file.includes(arg)));
 }
+
+/** Files asserting how long the service takes against the wall clock: they run one at a time, after the others. */
+export const timedFiles: Record<string, string> = {
+  'test/slow-clients.test.ts': 'a normal client is served within a bound while slow sockets are cut at their limits',
+};
