@@ -22,6 +22,8 @@ export interface DatabaseOptions {
   databaseUrl: string | undefined;
   /** Data directory of the embedded database, or 'memory://' for a throwaway one. */
   pgliteDir: string;
+  /** A dumped data directory the embedded database starts from instead of an empty one (dumpDataDir). */
+  pgliteData?: Blob;
   poolSize?: number;
   /** How long a query waits for a connection before failing (503 to the client). */
   poolWaitMs?: number;
@@ -65,7 +67,7 @@ export function createDatabase(options: DatabaseOptions): Db {
   // PGlite reads timestamps with `new Date(text)`, which takes year 0099 for 1999; parse them the
   // way node-postgres does.
   const parsers = { [types.TIMESTAMPTZ]: (text: string) => parseDate(text) };
-  const pglite = new PGlite(options.pgliteDir, { parsers });
+  const pglite = new PGlite(options.pgliteDir, { parsers, ...(options.pgliteData ? { loadDataDir: options.pgliteData } : {}) });
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
   embedded.set(db, pglite);
   return db;

@@ -2,6 +2,7 @@
 // on real PostgreSQL (the run's fresh database; DATABASE_URL outside vitest) or an in-memory PGlite,
 // counting rate limits in real Redis when there is one.
 import { randomBytes, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,13 +21,47 @@ import { startJobs, type Jobs } from '../../src/jobs/start.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 import type { MediaStore } from '../../src/media/store.js';
 
-/** The run's services: vitest's global setup provides them; a script reads the environment. */
+/**
+ * The run's services: under vitest, a PostgreSQL database of this test file's own (a clone of the
+ * run's migrated template: files in parallel workers never share one) or the migrated PGlite dump;
+ * a script reads the environment.
+ */
 const services = process.env.VITEST
-  ? await import('vitest').then(({ inject }) => ({ databaseUrl: inject('databaseUrl'), redisUrl: inject('redisUrl') }))
+  ? await fileServices()
   : { databaseUrl: process.env.DATABASE_URL || undefined, redisUrl: process.env.REDIS_URL || undefined };
 
 export const databaseUrl: string | undefined = services.databaseUrl;
 export const redisUrl: string | undefined = services.redisUrl;
+const template: { url: string; server: string } | undefined = services.template;
+const pgliteSeed: Blob | undefined = services.pgliteSeed;
+
+async function fileServices(): Promise<{ databaseUrl?: string; redisUrl?: string; template?: { url: string; server: string }; pgliteSeed?: Blob }> {
+  const { inject } = await import('vitest');
+  const templateUrl = inject('databaseTemplate');
+  const template = templateUrl ? { url: templateUrl, server: inject('databaseServer')! } : undefined;
+  const seed = inject('pgliteSeed');
+  return {
+    databaseUrl: template ? await cloneTemplate(template, 'f') : undefined,
+    redisUrl: inject('redisUrl'),
+    template,
+    pgliteSeed: seed ? new Blob([fs.readFileSync(seed)]) : undefined,
+  };
+}
+
+/** A new database copied from the migrated template, named after it (the run's end drops it). */
+async function cloneTemplate(template: { url: string; server: string }, kind: 'f' | 'o'): Promise<string> {
+  const url = new URL(template.url);
+  const name = `${url.pathname.slice(1)}_${kind}${randomBytes(8).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: template.server });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name} template ${url.pathname.slice(1)}`);
+  } finally {
+    await admin.end();
+  }
+  url.pathname = `/${name}`;
+  return url.toString();
+}
 
 export interface TestServer {
   baseUrl: string;
@@ -68,9 +103,9 @@ export interface StartOptions {
 
 const databases: Db[] = [];
 
-/** The test file's database, migrated: the run's PostgreSQL database (or `url`), or a PGlite of its own. */
+/** The test file's database, migrated: its PostgreSQL database (or `url`), or a PGlite of its own. */
 export async function openDatabase(url: string | undefined = databaseUrl): Promise<Db> {
-  const db = createDatabase({ databaseUrl: url, pgliteDir: 'memory://', poolSize: 5 });
+  const db = createDatabase({ databaseUrl: url, pgliteDir: 'memory://', pgliteData: url ? undefined : pgliteSeed, poolSize: 5 });
   await migrateToLatest(db);
   databases.push(db);
   return db;
@@ -84,30 +119,36 @@ export interface OwnDatabase {
 /**
  * A migrated PostgreSQL database of the caller's own on the run's server. Job workers claim every
  * job of their database: a test that runs them (in process or as a service) works in one of these,
- * so it neither takes other files' jobs (a worker with another Graph double, another secrets key)
+ * so it neither takes other tests' jobs (a worker with another Graph double, another secrets key)
  * nor moves their messages on.
  */
 export async function ownDatabase(): Promise<OwnDatabase> {
   if (!databaseUrl) throw new Error('ownDatabase needs DATABASE_URL');
+  const url = template ? await cloneTemplate(template, 'o') : await createMigrated(databaseUrl);
+  return {
+    url,
+    async drop() {
+      const again = new pg.Client({ connectionString: databaseUrl });
+      await again.connect();
+      await again.query(`drop database if exists ${new URL(url).pathname.slice(1)} with (force)`);
+      await again.end();
+    },
+  };
+}
+
+/** Outside vitest (no template): a new database on DATABASE_URL's server, migrated. */
+async function createMigrated(serverUrl: string): Promise<string> {
   const name = `sf_own_${randomUUID().replace(/-/g, '')}`;
-  const admin = new pg.Client({ connectionString: databaseUrl });
+  const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   await admin.query(`create database ${name}`);
   await admin.end();
-  const url = new URL(databaseUrl);
+  const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   const db = createDatabase({ databaseUrl: url.toString(), pgliteDir: 'memory://', poolSize: 1 });
   await migrateToLatest(db);
   await db.destroy();
-  return {
-    url: url.toString(),
-    async drop() {
-      const again = new pg.Client({ connectionString: databaseUrl });
-      await again.connect();
-      await again.query(`drop database if exists ${name} with (force)`);
-      await again.end();
-    },
-  };
+  return url.toString();
 }
 
 export async function startServer(options: StartOptions = {}): Promise<TestServer> {
