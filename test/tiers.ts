@@ -14,6 +14,7 @@ export const slowTier: Record<string, string> = {
   'test/pgbouncer.test.ts': 'starts PgBouncer and a PostgreSQL of its own',
   'test/bench-load.test.ts': 'runs the load generator against a server',
   'test/migrations.test.ts': 'migrates fresh databases up and down, one after another',
+  'test/readme.test.ts': "starts the service as `npm start` does and runs the README's examples in order",
 };
 
 /** The test files a command line names (a path, or a part of one as vitest's filters take it), after `run`. */
