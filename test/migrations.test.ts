@@ -61,6 +61,7 @@ const ALL_MIGRATIONS = [
   '0021_all_keys_gain_new_scopes',
   '0022_automation_runs',
   '0023_nps_requests',
+  '0024_automation_bounds',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -25,6 +25,7 @@ import * as m0020 from './migrations/0020_automations.js';
 import * as m0021 from './migrations/0021_all_keys_gain_new_scopes.js';
 import * as m0022 from './migrations/0022_automation_runs.js';
 import * as m0023 from './migrations/0023_nps_requests.js';
+import * as m0024 from './migrations/0024_automation_bounds.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -51,6 +52,7 @@ export const migrations: Record<string, Migration> = {
   '0021_all_keys_gain_new_scopes': m0021,
   '0022_automation_runs': m0022,
   '0023_nps_requests': m0023,
+  '0024_automation_bounds': m0024,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {
