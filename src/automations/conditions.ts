@@ -26,11 +26,11 @@ export interface Evaluation {
   conditions: ConditionResult[];
 }
 
-const ASCII = /^[\x00-\x7f]*$/;
+const PRINTABLE_ASCII = /^[ -~]*$/;
 
-/** Text as compared: decomposed (NFD), combining marks dropped, lower case (ASCII has no marks to drop). */
+/** Text as compared: decomposed (NFD), combining marks dropped, lower case (printable ASCII has no marks to drop). */
 export function foldText(text: string): string {
-  if (ASCII.test(text)) return text.toLowerCase();
+  if (PRINTABLE_ASCII.test(text)) return text.toLowerCase();
   return text.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
 }
 
