@@ -68,34 +68,39 @@ const settled = (ws: TestWorkspace, timeoutMs = 20_000): Promise<void> =>
   waitFor('the automations to run', async () => (await jobsLeft(server.db, ws.workspaceId, 'automation-event')) === 0, timeoutMs);
 
 describe('the event loop', () => {
-  it('when 99 max-size keyword automations and an unconditional one meet a long message, then /healthz answers within 250 ms throughout and the last one runs', async () => {
-    const ws = await createWorkspace(server);
-    // The routes' validators are compiled on their first request (before any automation here): only the automations' work is measured.
-    const warm = await inbound(ws, 'Oi', '+5511900000000');
-    const heavy: Automation[] = [];
-    for (let i = 0; i < 99; i++) heavy.push(await create(ws, maxSizeKeywords(`Palavras ${i}`)));
-    await create(ws, { name: 'Visto', trigger: { event: 'message.received' }, actions: [{ type: 'add_labels', target: 'thread', labels: ['visto'] }] });
-    await ws.api.POST('/automations/{id}/test', { params: { path: { id: heavy[0]!.id } }, body: { threadId: warm.threadId } });
-    // The setup's garbage collected: the event below finds its automations in no cache.
-    await waitFor('a quiet event loop', async () => (await longestHealthWait(server.baseUrl, sleep(1_000))) < 100, 30_000);
-    const content = 'Não recebi o meu pedido, quero saber da devolução e do estorno. '.repeat(64).slice(0, 4096);
+  // PGlite (the embedded default) runs each query on the process's own event loop: the bound is the server's, on PostgreSQL.
+  it.skipIf(!databaseUrl)(
+    'when 99 max-size keyword automations and an unconditional one meet a long message, then /healthz answers within 250 ms throughout and the last one runs',
+    async () => {
+      const ws = await createWorkspace(server);
+      // The routes' validators are compiled on their first request (before any automation here): only the automations' work is measured.
+      const warm = await inbound(ws, 'Oi', '+5511900000000');
+      const heavy: Automation[] = [];
+      for (let i = 0; i < 99; i++) heavy.push(await create(ws, maxSizeKeywords(`Palavras ${i}`)));
+      await create(ws, { name: 'Visto', trigger: { event: 'message.received' }, actions: [{ type: 'add_labels', target: 'thread', labels: ['visto'] }] });
+      await ws.api.POST('/automations/{id}/test', { params: { path: { id: heavy[0]!.id } }, body: { threadId: warm.threadId } });
+      // The setup's garbage collected: the event below finds its automations in no cache.
+      await waitFor('a quiet event loop', async () => (await longestHealthWait(server.baseUrl, sleep(1_000))) < 100, 30_000);
+      const content = 'Não recebi o meu pedido, quero saber da devolução e do estorno. '.repeat(64).slice(0, 4096);
 
-    const { threadId } = await inbound(ws, content);
-    const ran = waitFor('the unconditional automation to act', async () => (await thread(ws, threadId)).labels.includes('visto'), 60_000);
-    const longest = await longestHealthWait(server.baseUrl, ran);
+      const { threadId } = await inbound(ws, content);
+      const ran = waitFor('the unconditional automation to act', async () => (await thread(ws, threadId)).labels.includes('visto'), 60_000);
+      const longest = await longestHealthWait(server.baseUrl, ran);
 
-    expect(longest, 'the longest /healthz wait while the event ran').toBeLessThan(250);
-    expect((await thread(ws, threadId)).labels).toEqual(['visto']);
-    const dryRuns = (async () => {
-      for (const automation of heavy.slice(0, 5)) {
-        const { data, response } = await ws.api.POST('/automations/{id}/test', { params: { path: { id: automation.id } }, body: { threadId } });
-        expect(response.status).toBe(200);
-        expect(data!.matched).toBe(false);
-        expect(data!.conditions).toHaveLength(20);
-      }
-    })();
-    expect(await longestHealthWait(server.baseUrl, dryRuns), 'the longest /healthz wait during dry runs').toBeLessThan(250);
-  }, 120_000);
+      expect(longest, 'the longest /healthz wait while the event ran').toBeLessThan(250);
+      expect((await thread(ws, threadId)).labels).toEqual(['visto']);
+      const dryRuns = (async () => {
+        for (const automation of heavy.slice(0, 5)) {
+          const { data, response } = await ws.api.POST('/automations/{id}/test', { params: { path: { id: automation.id } }, body: { threadId } });
+          expect(response.status).toBe(200);
+          expect(data!.matched).toBe(false);
+          expect(data!.conditions).toHaveLength(20);
+        }
+      })();
+      expect(await longestHealthWait(server.baseUrl, dryRuns), 'the longest /healthz wait during dry runs').toBeLessThan(250);
+    },
+    120_000,
+  );
 });
 
 describe('the size of an automation', () => {
