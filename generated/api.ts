@@ -270,7 +270,9 @@ export interface paths {
          *     order. It goes at `position` (1 to the number of automations plus one; the last place when
          *     left out), and the automations from that position on move one place down. A workspace has
          *     at most 100 automations (then 422 `limit_reached`); an automation has at most 20
-         *     conditions (`all` and `any` together) and 1 to 10 actions.
+         *     conditions (`all` and `any` together) and 1 to 10 actions, and its `trigger`,
+         *     `conditions` and `actions` take at most 32 KiB together as UTF-8 JSON without spaces
+         *     (else 400 `validation_error`, at `/body`; a PATCH is measured on the result).
          *
          *     Each condition must fit its field, its operator and its trigger (the table in
          *     `AutomationCondition`): a condition that does not (`gt` on labels, `contains` on a boolean,
@@ -341,8 +343,8 @@ export interface paths {
          * @description The automation's runs of the last 30 days, newest first (by `createdAt`, then `id`): one per
          *     event (or silence, for `thread.idle`) whose conditions matched, with what each action did,
          *     and one `skipped` with `reason: loop_prevented` per event the loop guard kept it from.
-         *     Events whose conditions did not match leave no run. 404 for an automation the workspace does
-         *     not have (also one deleted: its runs go with it).
+         *     Events whose conditions did not match leave no run. A deleted automation's runs stay listed
+         *     under its id for their 30 days; 404 for an id with neither an automation nor runs.
          *     Needs the `automations:read` scope.
          */
         get: operations["listAutomationRuns"];
@@ -373,7 +375,8 @@ export interface paths {
          *     with the value it saw (`actual`) and its `result`; `message.*` conditions see the thread's
          *     latest inbound message, `nps.score` the thread's NPS answer, `time.businessHours` the
          *     workspace's hours now. The trigger is not checked: the answer says whether the conditions
-         *     would hold if it fired.
+         *     would hold if it fired. An automation stored beyond the 32 KiB bound before it existed is
+         *     422 `limit_reached` (change it to fit first).
          *     Needs the `automations:read` scope.
          */
         post: operations["testAutomation"];
@@ -2291,7 +2294,11 @@ export interface components {
         /**
          * @description A rule of the workspace: when its `trigger` happens and its `conditions` hold, its
          *     `actions` run in order. Enabled automations whose trigger matches an event run for it in
-         *     `position` order.
+         *     `position` order. Its `trigger`, `conditions` and `actions` take at most 32 KiB together,
+         *     measured as the UTF-8 bytes of the JSON `{"trigger":...,"conditions":...,"actions":...}`
+         *     without spaces; a create or change beyond is a 400 `validation_error`. One stored beyond
+         *     before this bound is listed as it is, but neither runs nor is tested (422 `limit_reached`)
+         *     until changed to fit.
          */
         Automation: {
             id: components["schemas"]["Uuid"];
@@ -2630,8 +2637,8 @@ export interface components {
             status: "succeeded" | "skipped" | "failed";
             /**
              * @description Why it was `skipped` (`loop_prevented`: the event was caused by a chain of automations
-             *     three deep, or by this automation itself) or `failed` (the first failed action's
-             *     reason); null when it succeeded.
+             *     three deep, or by this automation itself, or its root event already caused 25 runs) or
+             *     `failed` (the first failed action's reason); null when it succeeded.
              */
             reason: string | null;
             /** @description Each action in order, with what it did (none for a skipped run). */
@@ -2644,7 +2651,8 @@ export interface components {
             /** @enum {string} */
             status: "succeeded" | "skipped" | "failed";
             /**
-             * @description Why it was skipped (`outside_messaging_window`) or failed (an error code and its
+             * @description Why it was skipped (`outside_messaging_window`; `rate_limited`: automations already sent
+             *     10 messages to the thread in the last hour) or failed (an error code and its
              *     message, e.g. `invalid_reference: the stage no longer exists`); null when it succeeded.
              */
             reason: string | null;

@@ -16,17 +16,30 @@ export const apiKeyActor = (keyId: string): Actor => ({ type: 'api_key', id: key
 export const agentActor = (agentId: string): Actor => ({ type: 'agent', id: agentId });
 
 /**
- * An automation's actions. `chain` is the automations whose runs led here, this one last: it
- * travels with the actor to the events the actions record (not into them), and from there to the
- * runs those events trigger, for the loop guard (automations/engine.ts).
+ * An automation's actions. `chain` is the automations whose runs led here, this one last, and
+ * `root` the key of the event (or silence) that began the chain: they travel with the actor to the
+ * events the actions record (not into them), and from there to the runs those events trigger, for
+ * the loop guard (automations/engine.ts).
  */
 export interface AutomationActor extends Actor {
   type: 'automation';
   id: string;
   chain: readonly string[];
+  root: string | null;
 }
 
-export const automationActor = (id: string, causedBy: readonly string[]): AutomationActor => ({ type: 'automation', id, chain: [...causedBy, id] });
+export const automationActor = (id: string, causedBy: readonly string[], root: string | null): AutomationActor => ({
+  type: 'automation',
+  id,
+  chain: [...causedBy, id],
+  root,
+});
 
 /** The automations that caused a change by `actor`, first to last; empty when no automation did. */
 export const causationOf = (actor: Actor): readonly string[] => ('chain' in actor && Array.isArray(actor.chain) ? (actor.chain as string[]) : []);
+
+/** The key of the event or silence whose chain of automations caused a change by `actor`; null when no automation did. */
+export const rootOf = (actor: Actor): string | null => ('root' in actor && typeof actor.root === 'string' ? actor.root : null);
+
+/** The automation that made a change (its messages are marked with it); undefined for any other actor. */
+export const automationOf = (actor: Actor): string | undefined => (actor.type === 'automation' && actor.id ? actor.id : undefined);

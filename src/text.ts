@@ -19,11 +19,15 @@ export function foldCase(text: string): string {
   return text.normalize('NFC').toUpperCase().toLowerCase().replace(/ς/g, 'σ').replace(/ß/g, 'ss').normalize('NFC');
 }
 
+/** Text with nothing to fold but ASCII letters' case (no marks, no special cases), the common case. */
+const PRINTABLE_ASCII = /^[ -~]*$/;
+
 /**
  * Text as the automations' text conditions compare it: case folded (foldCase), then accents
  * aside (decomposed, combining marks dropped), so "NÃO" contains "nao" and `İ` is `i`.
  */
 export function foldText(text: string): string {
+  if (PRINTABLE_ASCII.test(text)) return text.toLowerCase();
   return foldCase(text).normalize('NFD').replace(/\p{M}/gu, '');
 }
 

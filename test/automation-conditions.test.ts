@@ -4,10 +4,19 @@
 // create (src/automations/validate.ts), every refusal named where it is.
 import { describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
-import { evaluateCondition, evaluateConditions, foldText, type ConditionContext } from '../src/automations/conditions.js';
+import {
+  compileConditions,
+  conditionsHold,
+  evaluateCondition,
+  evaluateConditions,
+  foldConditions,
+  foldText,
+  type ConditionContext,
+} from '../src/automations/conditions.js';
 import { definitionProblems, referencesOf } from '../src/automations/validate.js';
 
 type Condition = components['schemas']['AutomationCondition'];
+type Conditions = components['schemas']['AutomationConditions'];
 
 const STAGE = '01935f4d-0a10-7b11-8c12-0d13e14f1502';
 const OTHER_STAGE = '01935f4d-0a10-7b11-8c12-0d13e14f1503';
@@ -207,6 +216,47 @@ describe('all and any', () => {
         { field: 'message.content', operator: 'contains', value: 'estorno', actual: 'NÃO recebi meu pedido, quero o REEMBOLSO!', result: false },
       ],
     });
+  });
+});
+
+describe('compiled conditions', () => {
+  const yes: Condition = { field: 'thread.status', operator: 'equals', value: 'open' };
+  const no: Condition = { field: 'thread.status', operator: 'equals', value: 'closed' };
+  const onMessage: Condition = { field: 'message.content', operator: 'in', value: ['oi'] };
+
+  it('when all meets a false condition or any a true one, then the conditions after it are not evaluated', () => {
+    let reads = 0;
+    const counting: ConditionContext = {
+      ...context,
+      get message() {
+        reads++;
+        return context.message;
+      },
+    };
+
+    expect(conditionsHold(compileConditions({ all: [no, onMessage] }), counting)).toBe(false);
+    expect(conditionsHold(compileConditions({ any: [yes, onMessage] }), counting)).toBe(true);
+    expect(conditionsHold(compileConditions({ all: [yes], any: [no, onMessage] }), counting)).toBe(false);
+    expect(reads).toBe(1);
+  });
+
+  it('when the conditions are folded when saved, then they hold exactly where the originals do', () => {
+    const conditions = {
+      any: [
+        { field: 'message.content', operator: 'in', value: ['Quero o REEMBOLSO', 'NÃO recebi meu pedido, quero o REEMBOLSO!'] },
+        { field: 'message.content', operator: 'contains', value: 'Reembolsó' },
+        { field: 'thread.labels', operator: 'in', value: ['vip'] },
+        { field: 'contact.attributes.cidade', operator: 'starts_with', value: 'SÃO' },
+        { field: 'nps.score', operator: 'in', value: [9, 10] },
+      ],
+    } satisfies Conditions;
+    const folded = foldConditions(conditions);
+
+    expect(folded.any![0]!.value).toEqual(['quero o reembolso', 'nao recebi meu pedido, quero o reembolso!']);
+    for (const one of conditions.any) {
+      const original = evaluateCondition(one, context).result;
+      expect([one.field, conditionsHold(compileConditions({ any: [foldConditions({ any: [one] }).any![0]!] }, true), context)]).toEqual([one.field, original]);
+    }
   });
 });
 

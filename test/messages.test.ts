@@ -100,6 +100,7 @@ describe('POST /messages', () => {
         error: null,
         template: null,
         agent_id: null,
+        automation_id: null,
         attachments: [],
         quick_replies: null,
         created_at: new Date(data!.createdAt),

@@ -62,6 +62,7 @@ const ALL_MIGRATIONS = [
   '0022_automation_runs',
   '0023_nps_requests',
   '0024_labels_folded_in_nfc',
+  '0025_automation_bounds',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

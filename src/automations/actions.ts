@@ -33,6 +33,26 @@ export interface RunTarget {
 /** Why an action did nothing on purpose; the run still succeeds. */
 class Skipped extends Error {}
 
+/** The messages (text, template, NPS question) automations may send to one thread in an hour. */
+export const MAX_AUTOMATION_MESSAGES = 10;
+
+export const RATE_LIMITED = 'rate_limited';
+
+/** What a run's actions may still do: the messages automations may still send to its thread this hour (spent as they go). */
+export interface RunBudget {
+  messages: number;
+}
+
+const SENDS: ReadonlySet<Action['type']> = new Set(['send_message', 'send_template', 'request_nps']);
+
+/** Applies one action within the budget: a message beyond it is skipped `rate_limited`, one sent spends it. */
+async function applyWithin(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: Action, budget: RunBudget): Promise<void> {
+  if (!SENDS.has(action.type)) return apply(trx, workspaceId, target, actor, action);
+  if (budget.messages <= 0) throw new Skipped(RATE_LIMITED);
+  await apply(trx, workspaceId, target, actor, action);
+  budget.messages--;
+}
+
 const sameLabel = (a: string, b: string): boolean => foldCase(a) === foldCase(b);
 
 /** A failed action's reason: the error code and message the API would have answered, or the database's. */
@@ -156,13 +176,13 @@ export async function applyActions(
   target: RunTarget,
   actor: AutomationActor,
   actions: readonly Action[],
-  options: { savepoints: boolean },
+  options: { savepoints: boolean; budget: RunBudget },
 ): Promise<AutomationRunAction[]> {
   const done: AutomationRunAction[] = [];
   for (const action of actions) {
     if (!options.savepoints) {
       try {
-        await apply(trx, workspaceId, target, actor, action);
+        await applyWithin(trx, workspaceId, target, actor, action, options.budget);
       } catch (err) {
         throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
       }
@@ -171,7 +191,7 @@ export async function applyActions(
     }
     await sql`savepoint automation_action`.execute(trx);
     try {
-      await apply(trx, workspaceId, target, actor, action);
+      await applyWithin(trx, workspaceId, target, actor, action, options.budget);
       await sql`release savepoint automation_action`.execute(trx);
       done.push({ type: action.type, status: 'succeeded', reason: null });
     } catch (err) {

@@ -6,13 +6,16 @@
 // to another instance, whose transaction starts from nothing; a claim that was lost meanwhile fails
 // the COMMIT, and it all rolls back). Round trips are what a run costs, so it reads what it starts
 // from in one statement and writes each run with its event in one more.
-// The loop guard: an event carries the chain of automations that caused it; an automation already
-// in it, or one at a chain MAX_CAUSATION_DEPTH long, records a `skipped: loop_prevented` run.
+// The loop guard: an event carries the chain of automations that caused it and the root that
+// began it; an automation already in the chain, one at a chain MAX_CAUSATION_DEPTH long, or one
+// past the MAX_ROOT_RUNS runs of its root (counted in automation_runs, under the root's lock),
+// records a `skipped: loop_prevented` run. Conditions are compiled once per automation version,
+// and a run yields to the event loop between automations when it has held it for a while.
 import type { Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { automationActor } from '../actor.js';
-import { lockThreadForRun, startEventRun, type AutomationRun, type RunnableAutomation } from '../db/automation-runs.js';
-import { findAutomation } from '../db/automations.js';
+import { countRootRuns, lockThreadForRun, runnableOf, startEventRun, type AutomationRun } from '../db/automation-runs.js';
+import { findAutomation, MAX_DEFINITION_BYTES } from '../db/automations.js';
 import { transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
@@ -21,14 +24,24 @@ import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { recordRun } from '../services/automation-runs.js';
 import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
-import { ActionsNeedSavepoints, applyActions, type RunTarget } from './actions.js';
-import { evaluateConditions, type ConditionContext } from './conditions.js';
+import { ActionsNeedSavepoints, applyActions, MAX_AUTOMATION_MESSAGES, type RunBudget, type RunTarget } from './actions.js';
+import { conditionsHold, type ConditionContext } from './conditions.js';
+import { prepare, prepareAll, type PreparedAutomation } from './prepared.js';
+import { definitionBytes } from './validate.js';
 import { carryChanges, contactFacts, eventFacts, factsOf, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
 export const MAX_CAUSATION_DEPTH = 3;
 
+/** The runs one root event (or silence) may cause through its whole chain of automations. */
+export const MAX_ROOT_RUNS = 25;
+
 export const LOOP_PREVENTED = 'loop_prevented';
+
+/** How long a run computes before it lets the event loop serve others (a request, a health check). */
+const YIELD_AFTER_MS = 20;
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** The job's claim was taken by another instance while it ran: its transaction must not commit. */
 class ClaimLost extends Error {}
@@ -39,6 +52,10 @@ interface Trigger {
   eventId: string | null;
   target: RunTarget;
   chain: readonly string[];
+  /** The event or silence that began the chain. */
+  root: string;
+  /** What its runs may still do: runs of the root, messages to the thread (spent as they go). */
+  budget: RunBudget & { runs: number };
   /** Reads what the conditions see of the records now. */
   facts: () => Promise<Facts | undefined>;
   /** The facts as the run's first statement read them, when it did. */
@@ -72,11 +89,16 @@ function claimLostOr(err: unknown): unknown {
  * its thread or contact over the records as the run found them, loaded once, and again only after
  * an automation acted: each sees the changes of those before it (carryChanges).
  */
-async function runAll(trx: Db, workspaceId: string, automations: readonly RunnableAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
+async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
   let records: Facts | undefined;
   let seen: Facts | undefined;
   let stale = true;
+  let computingSince = performance.now();
   for (const automation of automations) {
+    if (performance.now() - computingSince > YIELD_AFTER_MS) {
+      await yieldToLoop();
+      computingSince = performance.now();
+    }
     if (stale) {
       const now = records === undefined ? (trigger.first ?? (await trigger.facts())) : await trigger.facts();
       seen = now && (records === undefined || seen === undefined ? { ...now, ...trigger.event } : carryChanges(seen, records, now));
@@ -101,10 +123,11 @@ const NOTHING: Outcome = { acted: false, stop: false };
  * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
  * the loop guard or with its actions applied.
  */
-async function runOne(trx: Db, workspaceId: string, automation: RunnableAutomation, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
+async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomation, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
   const now = new Date();
-  if (!context || !evaluateConditions(automation.conditions, context).matched) return NOTHING;
-  const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id);
+  if (!context || !conditionsHold(automation.conditions, context)) return NOTHING;
+  const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id) || trigger.budget.runs <= 0;
+  if (!looping) trigger.budget.runs--;
   const run: AutomationRun = {
     id: uuidv7(),
     automationId: automation.id,
@@ -117,13 +140,15 @@ async function runOne(trx: Db, workspaceId: string, automation: RunnableAutomati
   };
   const actions = looping
     ? []
-    : await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain), automation.actions, {
+    : await applyActions(trx, workspaceId, trigger.target, automationActor(automation.id, trigger.chain, trigger.root), automation.actions, {
         savepoints: trigger.savepoints,
+        budget: trigger.budget,
       });
   const failed = actions.find((action) => action.status === 'failed');
   const outcome: AutomationRun = looping ? run : { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
   // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets here).
-  if (!(await recordRun(trx, workspaceId, outcome, trigger.key))) throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
+  if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root })))
+    throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
   return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 
@@ -140,16 +165,22 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
   const { workspace_id: workspaceId, payload } = job;
   await withRetryUnderSavepoints(db, async (trx, savepoints) => {
     const start = await startEventRun(trx, workspaceId, payload);
-    const { thread, automations } = start;
+    const { thread } = start;
     const contactId = thread?.contact_id ?? payload.contactId;
-    if (automations.length > 0 && contactId && (thread || !payload.threadId)) {
+    if (start.automations.length > 0 && contactId && (thread || !payload.threadId)) {
+      const automations = await prepareAll(trx, workspaceId, start.automations);
       const object = start.event as { content?: string | null } | undefined;
       const message: MessageSeen = payload.trigger.startsWith('message.') ? { content: object?.content ?? null } : undefined;
+      // A root event's own job is the first of its chain: only the jobs its automations caused count what ran before.
+      const root = payload.root ?? payload.eventId;
+      const ranBefore = payload.chain.length > 0 ? await countRootRuns(trx, workspaceId, root) : 0;
       const trigger: Trigger = {
         key: payload.eventId,
         eventId: payload.eventId,
         target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
         chain: payload.chain,
+        root,
+        budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
         facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
         first: start.context && factsOf(start.context, message),
         event: eventFacts(payload.trigger, object),
@@ -177,6 +208,7 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
       thread?.status === 'open' &&
       thread.last_message_id === payload.messageId &&
       automation?.enabled === true &&
+      definitionBytes(automation) <= MAX_DEFINITION_BYTES &&
       trigger?.event === 'thread.idle' &&
       trigger.waitingOn === (thread.last_message_direction === 'inbound' ? 'agent' : 'customer');
     if (holds && thread.last_message_at) {
@@ -186,12 +218,14 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
       await runAll(
         trx,
         workspaceId,
-        [automation],
+        [prepare(runnableOf(automation))],
         {
           key: `idle:${payload.messageId}`,
           eventId: null,
           target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
           chain: [],
+          root: `idle:${payload.messageId}`,
+          budget: { runs: MAX_ROOT_RUNS, messages: MAX_AUTOMATION_MESSAGES - thread.automation_messages },
           facts: () => threadFacts(trx, workspaceId, thread.id, undefined),
           savepoints,
         },

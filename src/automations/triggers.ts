@@ -4,17 +4,19 @@
 // - An event that is a trigger (message.created is `message.received` or `message.sent` by its
 //   direction) queues one `automation-event` job when the workspace has an enabled automation
 //   with that trigger, on the ordering key of its thread (or contact), so one thread's events run
-//   their automations one after another, in order. The job carries the loop guard's chain.
+//   their automations one after another, in order. The job carries the loop guard's chain and
+//   root (the event that began the chain, whose runs are bounded in number).
 // - thread.idle timers are `automation-idle` jobs due when a silence has lasted its minutes, keyed
 //   `idle:<thread id>` (due time as their place in the key's order, so the earliest fires first):
-//   a message.created cancels the thread's waiting timers and schedules one per enabled idle
-//   automation waiting on the side that must answer now; a thread.updated that closes the thread
+//   a message.created (not an automation's: those are no turn in the conversation) cancels the
+//   thread's waiting timers and schedules one per enabled idle automation waiting on the side that
+//   must answer now; a thread.updated that closes the thread
 //   cancels them. No scan of threads ever looks for silences when timers fire; an idle automation
 //   that starts waiting (created, enabled, its trigger changed) schedules, once, a timer for each
 //   silence already under way, and one that stops waiting deletes its waiting timers.
 import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
-import { causationOf, type Actor } from '../actor.js';
+import { causationOf, rootOf, type Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { cancelWaitingQuery, cancelWaitingWhereQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 
@@ -103,6 +105,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
           threadId: sql`t.thread_id`,
           contactId: sql`t.contact_id`,
           chain: sql`${chain}::jsonb`,
+          root: sql`${rootOf(actor) ?? eventId}::text`,
         },
         runAt: now,
         createdAt: now,
@@ -110,7 +113,8 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
     )`,
   ];
   const notify = [sql`, ${notifyAddedQuery('automation-event', 'automation_jobs')}`];
-  if (type === 'message.created') {
+  // Automations' own messages neither start nor end a silence (a reminder must not time the next one).
+  if (type === 'message.created' && actor.type !== 'automation') {
     // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).
     parts.push(sql`idle_cancelled as (
       ${cancelWaitingQuery('automation-idle', workspaceId, sql`'idle:' || (select thread_id from automation_source)`)}
@@ -158,7 +162,7 @@ export async function resetIdleTimers(trx: Db, workspaceId: string, automationId
         from threads t
        cross join lateral (
          select id, created_at, direction from messages
-          where workspace_id = t.workspace_id and thread_id = t.id
+          where workspace_id = t.workspace_id and thread_id = t.id and automation_id is null
           order by created_at desc, id desc limit 1) m
        where t.workspace_id = ${workspaceId}::uuid and t.status = 'open' and m.direction = ${lastDirection}
          and not exists (select 1 from automation_runs r

@@ -4,7 +4,7 @@
 // problem named), then the stages, agents and channels it names (422 invalid_reference).
 import type { components } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
-import { referencedNames, type ReferenceKind } from '../db/automations.js';
+import { MAX_DEFINITION_BYTES, referencedNames, type ReferenceKind } from '../db/automations.js';
 import { ApiError, type ErrorDetail } from '../errors.js';
 import { codePointLength } from '../text.js';
 import { fieldRule, NEEDS_TRIGGER, TRIGGER_OBJECTS, type Condition, type ContextObject, type ValueOf } from './fields.js';
@@ -14,6 +14,28 @@ type Action = components['schemas']['AutomationAction'];
 
 export const MAX_AUTOMATIONS = 100;
 export const MAX_CONDITIONS = 20;
+
+/** The size the bound measures: the UTF-8 bytes of `{"trigger":...,"conditions":...,"actions":...}` without spaces. */
+export const definitionBytes = (definition: Definition): number =>
+  Buffer.byteLength(JSON.stringify({ trigger: definition.trigger, conditions: definition.conditions, actions: definition.actions }));
+
+const sizeRule = (bytes: number): string =>
+  `An automation's trigger, conditions and actions take at most 32 KiB (${MAX_DEFINITION_BYTES} bytes of UTF-8 JSON) together; this one takes ${bytes}`;
+
+/** The 400 of an automation to store over the bound; undefined within it. */
+function tooLarge(definition: Definition): ApiError | undefined {
+  const bytes = definitionBytes(definition);
+  if (bytes <= MAX_DEFINITION_BYTES) return undefined;
+  return new ApiError(400, 'validation_error', `${sizeRule(bytes)}.`, [
+    { path: '/body', message: `must be at most ${MAX_DEFINITION_BYTES} bytes as UTF-8 JSON of trigger, conditions and actions, not ${bytes}` },
+  ]);
+}
+
+/** Throws the 422 of an automation stored over the bound before it existed: it neither runs nor is tested until changed to fit. */
+export function assertWithinBound(definition: Definition): void {
+  const bytes = definitionBytes(definition);
+  if (bytes > MAX_DEFINITION_BYTES) throw new ApiError(422, 'limit_reached', `${sizeRule(bytes)}: change it to fit before testing it.`);
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_LABEL = 50;
@@ -103,8 +125,10 @@ export function definitionProblems(definition: Definition): ErrorDetail[] {
   return problems.slice(0, 20);
 }
 
-/** Throws the 400 of a definition with problems. */
+/** Throws the 400 of a definition over the size bound, or with problems. */
 export function assertSound(definition: Definition): void {
+  const large = tooLarge(definition);
+  if (large) throw large;
   const problems = definitionProblems(definition);
   if (problems.length > 0)
     throw new ApiError(400, 'validation_error', "The automation's conditions or actions do not fit its fields or its trigger.", problems);

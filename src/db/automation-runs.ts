@@ -7,7 +7,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 import { rowToStoredSettings, type Settings } from './settings.js';
-import { threadContextQuery, type ThreadContextRow } from './automations.js';
+import { MAX_DEFINITION_BYTES, threadContextQuery, type ThreadContextRow } from './automations.js';
 
 type StoredSettingsRow = Parameters<typeof rowToStoredSettings>[0] & object;
 import type { AutomationRow } from './schema.js';
@@ -21,12 +21,12 @@ export const RUN_RETENTION_DAYS = 30;
 /**
  * Statement builder: the WITH query `run` that inserts `run` (ids and instant given), returning a
  * row only when the automation had no run for this trigger key: embed it in the statement that
- * records its event.
+ * records its event. `rootKey` is the event or silence that began the run's chain.
  */
-export function insertRunQuery(workspaceId: string, run: AutomationRun, triggerKey: string): RawBuilder<unknown> {
+export function insertRunQuery(workspaceId: string, run: AutomationRun, keys: { trigger: string; root: string }): RawBuilder<unknown> {
   return sql`run as (
-      insert into automation_runs (workspace_id, id, automation_id, trigger_key, event_id, thread_id, status, reason, actions, created_at)
-      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${triggerKey}, ${run.eventId}::uuid, ${run.threadId}::uuid,
+      insert into automation_runs (workspace_id, id, automation_id, trigger_key, root_key, event_id, thread_id, status, reason, actions, created_at)
+      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${keys.trigger}, ${keys.root}, ${run.eventId}::uuid, ${run.threadId}::uuid,
               ${run.status}, ${run.reason}, ${JSON.stringify(run.actions)}::jsonb, ${run.createdAt}::timestamptz)
       on conflict (workspace_id, automation_id, trigger_key) do nothing
       returning id
@@ -70,6 +70,19 @@ export function listThreadRuns(db: Db, workspaceId: string, threadId: string, pa
   );
 }
 
+/**
+ * How many runs the chain begun by `rootKey` has had (those the loop guard skipped aside), after
+ * taking the root's lock until the transaction ends: two runs of one chain on two instances count
+ * one after the other. Two statements, so the count sees what the lock waited for.
+ */
+export async function countRootRuns(trx: Db, workspaceId: string, rootKey: string): Promise<number> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`automation-root/${workspaceId}/${rootKey}`}, 25))`.execute(trx);
+  const { rows } = await sql<{ count: string }>`
+    select count(*) as count from automation_runs
+     where workspace_id = ${workspaceId} and root_key = ${rootKey} and reason is distinct from 'loop_prevented'`.execute(trx);
+  return Number(rows[0]!.count);
+}
+
 /** Deletes runs older than the retention; how many went. */
 export async function purgeOldRuns(db: Db, now: Date = new Date()): Promise<number> {
   const before = new Date(now.getTime() - RUN_RETENTION_DAYS * 86_400_000);
@@ -86,36 +99,87 @@ export interface LockedThread {
   last_message_id: string | null;
   last_message_at: Date | null;
   last_message_direction: 'inbound' | 'outbound' | null;
+  /** How many messages automations sent on the thread in the last hour. */
+  automation_messages: number;
 }
+
+/** SQL: how many messages automations sent on the thread `threadId` (an SQL expression) in the last hour. */
+const automationMessagesQuery = (workspaceId: string, threadId: RawBuilder<unknown>): RawBuilder<number> => sql<number>`(
+    select count(*)::int from messages am
+     where am.workspace_id = ${workspaceId}::uuid and am.thread_id = ${threadId} and am.automation_id is not null
+       and am.created_at > now() - interval '1 hour')`;
 
 /**
  * Locks the thread for the run's transaction (changes of one thread then wait for the run, and a
  * message that ends a silence cannot commit between the timer's check and its actions) and reads
- * its last message; undefined when there is no such thread.
+ * its last message (automations' messages aside: they are no turn of the conversation); undefined
+ * when there is no such thread.
  */
 export async function lockThreadForRun(trx: Db, workspaceId: string, threadId: string): Promise<LockedThread | undefined> {
   const { rows } = await sql<LockedThread>`
     select t.id, t.status, t.contact_id, t.channel_id, m.id as last_message_id, m.created_at as last_message_at,
-           m.direction as last_message_direction
+           m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`t.id`)} as automation_messages
       from threads t
       left join lateral (
         select id, created_at, direction from messages
-         where workspace_id = t.workspace_id and thread_id = t.id
+         where workspace_id = t.workspace_id and thread_id = t.id and automation_id is null
          order by created_at desc, id desc limit 1) m on true
      where t.workspace_id = ${workspaceId} and t.id = ${threadId}
        for update of t`.execute(trx);
   return rows[0];
 }
 
-/** An enabled automation as a run reads it. */
-export type RunnableAutomation = Pick<AutomationRow, 'id' | 'enabled' | 'trigger' | 'conditions' | 'actions'>;
+/**
+ * An automation as a run reads it: `updated_at` is its version (automations/prepared.ts), and
+ * `folded` says its conditions are those folded when saved (rows from before have only theirs).
+ */
+export type RunnableAutomation = Pick<AutomationRow, 'id' | 'conditions' | 'actions' | 'updated_at'> & { folded: boolean };
+
+/** A stored automation as a run reads it. */
+export const runnableOf = (row: AutomationRow): RunnableAutomation => ({
+  id: row.id,
+  conditions: row.folded_conditions ?? row.conditions,
+  folded: row.folded_conditions !== null,
+  actions: row.actions,
+  updated_at: row.updated_at,
+});
+
+/** Which automation, in which version (updated_at, as JSON text when read in a JSON aggregate). */
+export interface AutomationVersion {
+  id: string;
+  updated_at: Date | string;
+}
+
+/** The automations of `ids` (the workspace's, still there) as a run reads them. */
+export function loadRunnableAutomations(db: Db, workspaceId: string, ids: readonly string[]): Promise<RunnableAutomation[]> {
+  return db
+    .selectFrom('automations')
+    .select((eb) => [
+      'id',
+      'actions',
+      'updated_at',
+      eb.fn.coalesce('folded_conditions', 'conditions').as('conditions'),
+      sql<boolean>`folded_conditions is not null`.as('folded'),
+    ])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', 'in', ids)
+    .execute();
+}
+
+/**
+ * SQL over the automation `a`: not one stored over the size bound before it existed (those run no
+ * more until changed to fit; never loaded, so a workspace of them cannot exhaust the memory).
+ * jsonb's text has a space after each separator, at most half again the compact JSON the bound
+ * measures: everything stored within the bound passes.
+ */
+const withinStoredBound = sql`octet_length(a.trigger::text) + octet_length(a.conditions::text) + octet_length(a.actions::text) <= ${2 * MAX_DEFINITION_BYTES}`;
 
 /** What an event's run starts from, read in one statement. */
 export interface EventRunStart {
   /** The event's thread, locked for the run (undefined: no thread, or none any more). */
   thread: LockedThread | undefined;
-  /** The workspace's enabled automations of the trigger, in position order. */
-  automations: RunnableAutomation[];
+  /** The versions of the workspace's enabled automations of the trigger, in position order. */
+  automations: AutomationVersion[];
   /** The triggering event's object; undefined when it is gone (purged). */
   event: unknown;
   /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
@@ -135,7 +199,7 @@ export interface EventRunStart {
 export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
   const { rows } = await sql<{
     thread: LockedThread | null;
-    automations: RunnableAutomation[];
+    automations: AutomationVersion[];
     event: unknown;
     settings: StoredSettingsRow | null;
     context: ThreadContextRow | null;
@@ -148,16 +212,16 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     )
     select (select row_to_json(x) from (
               select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
-                     m.direction as last_message_direction
+                     m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`l.id`)} as automation_messages
                 from locked l
                 left join lateral (
                   select id, created_at, direction from messages
-                   where workspace_id = ${workspaceId} and thread_id = l.id
+                   where workspace_id = ${workspaceId} and thread_id = l.id and automation_id is null
                    order by created_at desc, id desc limit 1) m on true) x) as thread,
-           coalesce((select json_agg(json_build_object('id', a.id, 'enabled', a.enabled, 'trigger', a.trigger, 'conditions', a.conditions, 'actions', a.actions)
-                                     order by a.position)
+           coalesce((select json_agg(json_build_object('id', a.id, 'updated_at', a.updated_at) order by a.position)
                        from automations a
-                      where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}), '[]'::json) as automations,
+                      where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}
+                        and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
            (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
            -- The statement's snapshot predates a wait for the lock: the context counts only when it read the version locked.

@@ -10,7 +10,11 @@ import type { AutomationRow } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Automation = components['schemas']['Automation'];
-type Definition = Pick<Automation, 'trigger' | 'conditions' | 'actions'>;
+/** What is stored of an automation's rule: its trigger, conditions and actions, and the conditions folded (foldConditions; without them, runs fold). */
+type Definition = Pick<Automation, 'trigger' | 'conditions' | 'actions'> & { foldedConditions?: Automation['conditions'] };
+
+/** The most an automation's trigger, conditions and actions may take together, as UTF-8 JSON (automations/validate.ts). */
+export const MAX_DEFINITION_BYTES = 32 * 1024;
 
 export function automationRowToAutomation(row: AutomationRow): Automation {
   return {
@@ -87,6 +91,7 @@ export async function insertAutomation(
       position: automation.position,
       trigger: JSON.stringify(automation.trigger),
       conditions: JSON.stringify(automation.conditions),
+      folded_conditions: automation.foldedConditions ? JSON.stringify(automation.foldedConditions) : null,
       actions: JSON.stringify(automation.actions),
       created_at: now,
       updated_at: now,
@@ -124,6 +129,7 @@ export async function updateAutomation(
       ...(change.enabled !== undefined && { enabled: change.enabled }),
       ...(change.trigger !== undefined && { trigger: JSON.stringify(change.trigger) }),
       ...(change.conditions !== undefined && { conditions: JSON.stringify(change.conditions) }),
+      ...(change.foldedConditions !== undefined && { folded_conditions: JSON.stringify(change.foldedConditions) }),
       ...(change.actions !== undefined && { actions: JSON.stringify(change.actions) }),
       position: to,
       updated_at: now,

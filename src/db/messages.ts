@@ -20,6 +20,8 @@ export interface OutboundMessage {
   template?: MessageTemplate | undefined;
   /** The AI agent writing it; absent for a message sent through the API. */
   agentId?: string | undefined;
+  /** The automation sending it (send_message, send_template, request_nps). */
+  automationId?: string | undefined;
   /** Buttons offered with the text (Instagram's quick replies). */
   quickReplies?: QuickReply[] | undefined;
 }
@@ -78,10 +80,10 @@ export async function appendToOpenThread(db: Db, workspaceId: string, message: O
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, attachments, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
            'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
-           ${attachmentsJson(message)}::jsonb, ${now}::timestamptz
+           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -101,6 +103,7 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       status: 'queued',
       template: templateJson(message),
       agent_id: message.agentId ?? null,
+      automation_id: message.automationId ?? null,
       attachments: attachmentsJson(message),
       quick_replies: quickRepliesJson(message),
       created_at: now,
@@ -125,10 +128,10 @@ export async function appendToThread(db: Db, workspaceId: string, threadId: stri
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, attachments, quick_replies, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments, quick_replies, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
            'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
-           ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb, ${now}::timestamptz
+           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];

@@ -150,6 +150,8 @@ export interface AutomationTable {
   trigger: ColumnType<components['schemas']['AutomationTrigger'], string, string>;
   /** jsonb; written as JSON text. */
   conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  /** jsonb: the conditions with their text values folded when saved (automations/conditions.ts foldConditions); null for rows from before. */
+  folded_conditions: ColumnType<components['schemas']['AutomationConditions'] | null, string | null | undefined, string>;
   /** jsonb; written as JSON text. */
   actions: ColumnType<components['schemas']['AutomationActions'], string, string>;
   created_at: CreatedAt;
@@ -229,6 +231,8 @@ export interface MessageTable {
   template: ColumnType<{ name: string; language: string; parameters?: string[] } | null, string | null | undefined, never>;
   /** The AI agent that wrote an outbound message; kept after the agent is deleted. */
   agent_id: ColumnType<string | null, string | null | undefined, never>;
+  /** The automation that sent an outbound message; kept after the automation is deleted. */
+  automation_id: ColumnType<string | null, string | null | undefined, never>;
   /** jsonb: the API's Attachment objects of the message (empty for text); written as JSON text. */
   attachments: ColumnType<Attachment[], string | undefined, string>;
   /** jsonb [{title, payload}]: the buttons an Instagram message offers (the NPS question's 0..10); null for none. */
@@ -294,6 +298,8 @@ export interface AutomationRunTable {
   reason: string | null;
   /** jsonb; written as JSON text. */
   actions: ColumnType<components['schemas']['AutomationRunAction'][], string, string>;
+  /** The event id, or `idle:<message id>`, that began the run's chain of automations; null for runs from before. */
+  root_key: ColumnType<string | null, string | null | undefined, never>;
   created_at: CreatedAt;
 }
 

@@ -50,6 +50,11 @@ export interface AutomationEventPayload {
   contactId: string | null;
   /** The automations whose actions caused the event, first to last (the loop guard's chain); empty for any other cause. */
   chain: string[];
+  /**
+   * The key of the event (or `idle:<message id>` silence) that began the chain, whose runs the
+   * fan-out bound counts; absent on jobs queued before it existed (then the event is its own root).
+   */
+  root?: string;
 }
 
 /** A thread.idle timer (automations/engine.ts): due when `messageId`, the thread's last message, has been `minutes` old. */

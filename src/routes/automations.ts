@@ -2,11 +2,11 @@
 // positions runs in one transaction that takes the workspace's automations lock first; what is
 // stored was checked whole (the conditions and actions against their trigger, then the records
 // they name), so nothing is stored on any error.
-import { evaluateConditions } from '../automations/conditions.js';
+import { compileConditions, explainConditions, foldConditions } from '../automations/conditions.js';
 import { loadThreadContext } from '../automations/context.js';
 import { wouldDo } from '../automations/dry-run.js';
 import { resetIdleTimers } from '../automations/triggers.js';
-import { assertReferences, assertSound, MAX_AUTOMATIONS, referencesOf, type Definition } from '../automations/validate.js';
+import { assertReferences, assertSound, assertWithinBound, MAX_AUTOMATIONS, referencesOf, type Definition } from '../automations/validate.js';
 import * as automations from '../db/automations.js';
 import type { Automation } from '../db/automations.js';
 import { listAutomationRuns, listThreadRuns } from '../db/automation-runs.js';
@@ -40,8 +40,10 @@ export const automationHandlers: Pick<Handlers, Operations> = {
 
   async listAutomationRuns({ db, auth, params, query }) {
     const { page, limit } = paging(query);
-    if (!(await automations.findAutomation(db, auth.workspaceId, params.id))) throw notFound('Automation');
-    return { status: 200, body: await listAutomationRuns(db, auth.workspaceId, params.id, page, limit) };
+    const runs = await listAutomationRuns(db, auth.workspaceId, params.id, page, limit);
+    // A deleted automation's runs stay listed for their retention; an id with neither is unknown.
+    if (runs.total === 0 && !(await automations.findAutomation(db, auth.workspaceId, params.id))) throw notFound('Automation');
+    return { status: 200, body: runs };
   },
 
   async listThreadAutomationRuns({ db, auth, params, query }) {
@@ -64,7 +66,7 @@ export const automationHandlers: Pick<Handlers, Operations> = {
       const created = await automations.insertAutomation(
         trx,
         auth.workspaceId,
-        { ...definition, name: body.name, enabled: body.enabled ?? true, position },
+        { ...definition, foldedConditions: foldConditions(definition.conditions), name: body.name, enabled: body.enabled ?? true, position },
         new Date(),
       );
       if (waitsForSilences(created)) await resetIdleTimers(trx, auth.workspaceId, created.id, created.trigger);
@@ -94,7 +96,8 @@ export const automationHandlers: Pick<Handlers, Operations> = {
         assertSound(definition);
         await assertReferences(trx, auth.workspaceId, definition);
       }
-      const updated = await automations.updateAutomation(trx, auth.workspaceId, current, body, new Date());
+      const change = body.conditions === undefined ? body : { ...body, foldedConditions: foldConditions(body.conditions) };
+      const updated = await automations.updateAutomation(trx, auth.workspaceId, current, change, new Date());
       const before = automations.automationRowToAutomation(current);
       const waitsChanged = before.enabled !== updated.enabled || JSON.stringify(before.trigger) !== JSON.stringify(updated.trigger);
       if (waitsChanged && (waitsForSilences(before) || waitsForSilences(updated))) {
@@ -119,10 +122,11 @@ export const automationHandlers: Pick<Handlers, Operations> = {
   async testAutomation({ db, auth, params, body }) {
     const row = await automations.findAutomation(db, auth.workspaceId, params.id);
     if (!row) throw notFound('Automation');
+    assertWithinBound(row);
     const context = await loadThreadContext(db, auth.workspaceId, body.threadId, new Date());
     if (!context) throw invalidReference('threadId', 'thread');
     const automation = automations.automationRowToAutomation(row);
-    const { matched, conditions } = evaluateConditions(automation.conditions, context);
+    const { matched, conditions } = explainConditions(compileConditions(automation.conditions), context);
     const ids = { stage: [context.thread!.stageId], agent: context.thread!.agentId ? [context.thread!.agentId] : [], channel: [] as string[] };
     for (const reference of referencesOf(automation)) ids[reference.kind].push(reference.id.toLowerCase());
     const names = await automations.referencedNames(db, auth.workspaceId, ids);

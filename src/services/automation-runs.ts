@@ -7,14 +7,14 @@ import { insertRunQuery, type AutomationRun } from '../db/automation-runs.js';
 import type { Db } from '../db/database.js';
 import { recordChangeEvent } from '../events/record.js';
 
-/** Records the run and its automation.run, by the automation; false when it already ran for `triggerKey` (nothing is written). */
-export function recordRun(trx: Db, workspaceId: string, run: AutomationRun, triggerKey: string): Promise<boolean> {
+/** Records the run and its automation.run, by the automation; false when it already ran for `keys.trigger` (nothing is written). */
+export function recordRun(trx: Db, workspaceId: string, run: AutomationRun, keys: { trigger: string; root: string }): Promise<boolean> {
   return recordChangeEvent(
     trx,
     workspaceId,
     'automation.run',
-    { with: insertRunQuery(workspaceId, run, triggerKey), source: sql`select ${JSON.stringify(run)}::jsonb as data, null::uuid as contact_id from run` },
-    automationActor(run.automationId, []),
+    { with: insertRunQuery(workspaceId, run, keys), source: sql`select ${JSON.stringify(run)}::jsonb as data, null::uuid as contact_id from run` },
+    automationActor(run.automationId, [], null),
     new Date(run.createdAt),
   );
 }

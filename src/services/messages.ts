@@ -5,7 +5,7 @@
 // for sent and inbound messages alike.
 import type { components } from '../../generated/api.js';
 import { withinMessagingWindow, templateContent } from '../channels/rules.js';
-import type { Actor } from '../actor.js';
+import { automationOf, type Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import { appendToOpenThread, appendToThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';
 import type { MessageRow } from '../db/schema.js';
@@ -101,7 +101,7 @@ export async function sendOnThread(
   actor: Actor,
   now: Date,
 ): Promise<MessageRow | undefined> {
-  const row = await appendToThread(trx, workspaceId, threadId, message, now);
+  const row = await appendToThread(trx, workspaceId, threadId, { ...message, automationId: automationOf(actor) }, now);
   if (!row) return undefined;
   await enqueueDelivery(trx, row);
   await messageCreated(trx, workspaceId, row, actor, now);
@@ -116,7 +116,7 @@ export async function sendOnThread(
  */
 export async function sendMessage(db: Db, workspaceId: string, input: MessageCreate, actor: Actor, author: { agentId?: string } = {}): Promise<Message> {
   const attachments = await checkSendable(db, workspaceId, input, new Date());
-  const pair = { contactId: input.contactId, channelId: input.channelId, agentId: author.agentId };
+  const pair = { contactId: input.contactId, channelId: input.channelId, agentId: author.agentId, automationId: automationOf(actor) };
   // The contract lets a template alone through, or content and/or attachments: the text first, then each file.
   const messages: OutboundMessage[] = input.template
     ? [{ ...pair, content: templateContent(input.template), template: input.template }]

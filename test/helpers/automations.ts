@@ -23,3 +23,47 @@ export const refunds = (stage: string): components['schemas']['AutomationCreate'
     { type: 'add_labels', target: 'thread', labels: ['reembolso'] },
   ],
 });
+
+/**
+ * The largest automation of the probe's shape within `bytes` (the bound by default): `any` of 20
+ * `in` lists over message.content (accented words, so each is folded), none of which a test
+ * message matches; values are lengthened to fill more than the lists' 100 items can.
+ */
+export function maxSizeKeywords(name: string, bytes = 32 * 1024): components['schemas']['AutomationCreate'] {
+  const definition = (perList: number, pad: number) => ({
+    trigger: { event: 'message.received' as const },
+    conditions: {
+      any: Array.from({ length: 20 }, (_, c) => ({
+        field: 'message.content',
+        operator: 'in' as const,
+        value: Array.from({ length: perList }, (_, i) => `ação ${c}-${i}${'x'.repeat(pad)}`),
+      })),
+    },
+    actions: [{ type: 'add_labels' as const, target: 'thread' as const, labels: ['palavra'] }],
+  });
+  const size = (perList: number, pad: number) => Buffer.byteLength(JSON.stringify(definition(perList, pad)));
+  let perList = 100;
+  while (size(perList, 0) > bytes) perList--;
+  const pad = Math.min(480, Math.floor((bytes - size(perList, 0)) / (20 * perList)));
+  return { name, ...definition(perList, pad) };
+}
+
+/**
+ * Polls `/healthz` every 50 ms until `done` resolves; the longest wait for an answer, counted from
+ * when the poll was due (a blocked event loop delays the poll's own timer too, so that counts).
+ */
+export async function longestHealthWait(baseUrl: string, done: Promise<unknown>): Promise<number> {
+  let finished = false;
+  void done.finally(() => (finished = true));
+  let longest = 0;
+  let due = performance.now();
+  while (!finished) {
+    const response = await fetch(`${baseUrl}/healthz`);
+    await response.arrayBuffer();
+    longest = Math.max(longest, performance.now() - due);
+    due = performance.now() + 50;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await done;
+  return longest;
+}

@@ -1,0 +1,65 @@
+// Automations as runs use them: conditions compiled (values folded, lists made sets) once per
+// automation version (id and updatedAt), kept in a cache bounded in bytes. An event's run lists
+// its automations' versions alone, and loads and compiles only those the cache lacks, a few per
+// statement, yielding to the event loop between them: a workspace of max-size automations costs
+// its first event some statements, never one long hold of the loop or one huge row.
+import { loadRunnableAutomations, type AutomationVersion, type RunnableAutomation } from '../db/automation-runs.js';
+import type { Db } from '../db/database.js';
+import { compileConditions, type CompiledConditions } from './conditions.js';
+import type { Definition } from './validate.js';
+
+export interface PreparedAutomation {
+  id: string;
+  actions: Definition['actions'];
+  conditions: CompiledConditions;
+}
+
+/** How many automations the cache keeps at most, counted by the size of their definitions. */
+const CACHE_BYTES = 32 * 1024 * 1024;
+/** How many definitions one statement loads at most. */
+const LOAD_BATCH = 8;
+
+const cache = new Map<string, { prepared: PreparedAutomation; bytes: number }>();
+let cachedBytes = 0;
+
+const versionKey = (id: string, updatedAt: Date | string): string => `${id}@${new Date(updatedAt).getTime()}`;
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** An automation as loaded, prepared (from the cache when this version is in it). */
+export function prepare(automation: RunnableAutomation): PreparedAutomation {
+  const key = versionKey(automation.id, automation.updated_at);
+  const hit = cache.get(key);
+  if (hit) return hit.prepared;
+  const prepared = { id: automation.id, actions: automation.actions, conditions: compileConditions(automation.conditions, automation.folded) };
+  const bytes = JSON.stringify(automation.conditions).length + JSON.stringify(automation.actions).length;
+  cache.set(key, { prepared, bytes });
+  cachedBytes += bytes;
+  for (const [oldest, entry] of cache) {
+    if (cachedBytes <= CACHE_BYTES) break;
+    cache.delete(oldest);
+    cachedBytes -= entry.bytes;
+  }
+  return prepared;
+}
+
+/**
+ * The automations of `versions`, in their order, prepared: those the cache lacks are loaded
+ * LOAD_BATCH at a time (a version changed since it was listed loads as it is now; one deleted
+ * since is left out) and compiled one at a time between yields.
+ */
+export async function prepareAll(db: Db, workspaceId: string, versions: readonly AutomationVersion[]): Promise<PreparedAutomation[]> {
+  const missing = versions.filter((v) => !cache.has(versionKey(v.id, v.updated_at))).map((v) => v.id);
+  const loaded = new Map<string, PreparedAutomation>();
+  for (let i = 0; i < missing.length; i += LOAD_BATCH) {
+    const rows = await loadRunnableAutomations(db, workspaceId, missing.slice(i, i + LOAD_BATCH));
+    for (const row of rows) {
+      loaded.set(row.id, prepare(row));
+      await yieldToLoop();
+    }
+  }
+  return versions.flatMap((v) => {
+    const prepared = loaded.get(v.id) ?? cache.get(versionKey(v.id, v.updated_at))?.prepared;
+    return prepared ? [prepared] : [];
+  });
+}
