@@ -1,4 +1,4 @@
-// The bounds of automations (DECISIONS §23): max-size automations and a customer message leave the
+// The bounds of automations: max-size automations and a customer message leave the
 // event loop free (a /healthz poll answers within 250 ms) and all of them are evaluated; an
 // automation over 32 KiB is refused, one stored before the bound is still listed; one root event
 // causes at most 25 runs; automations send at most 10 messages to a thread an hour; their own

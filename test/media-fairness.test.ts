@@ -1,4 +1,4 @@
-// Bounds on fetching customers' files (issue 31, DECISIONS §23 Media): a download that trickles
+// Bounds on fetching customers' files (issue 31): a download that trickles
 // bytes forever (never idle long enough for the idle limit) fails at MEDIA_FETCH_TIMEOUT_MS, each
 // attempt, and ends failed; and one workspace, or one host, never holds more than half the fetch
 // slots, so eight trickling files leave another workspace's photo to be stored at once.
