@@ -26,5 +26,6 @@ export function namedTestFiles(argv: string[], files: string[]): string[] {
 /** Files asserting how long the service takes against the wall clock: they run one at a time, after the others. */
 export const timedFiles: Record<string, string> = {
   'test/slow-clients.test.ts': 'a normal client is served within a bound while slow sockets are cut at their limits',
+  'test/automation-bounds.test.ts': 'a /healthz poll must answer within 250 ms while automations run (the event loop never held over 100 ms)',
   'test/rate-limit.test.ts': 'a burst must fit in one short window, and a frozen Redis may stall a request only up to its command timeout',
 };
