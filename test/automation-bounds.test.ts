@@ -8,7 +8,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { createWorkspace, type TestWorkspace } from './helpers/api.js';
-import { longestHealthWait, maxSizeKeywords, refunds, stageId } from './helpers/automations.js';
+import { createAutomation as create, longestHealthWait, maxSizeKeywords, refunds, stageId, sandboxInbound as inbound } from './helpers/automations.js';
 import { sleep, waitFor } from './helpers/processes.js';
 import { jobsLeft } from './helpers/queue.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
@@ -29,18 +29,6 @@ afterAll(async () => {
   await server?.close();
   await own?.drop();
 });
-
-async function create(ws: TestWorkspace, body: Schemas['AutomationCreate']): Promise<Automation> {
-  const { data, response, error } = await ws.api.POST('/automations', { body });
-  expect(response.status, JSON.stringify(error)).toBe(201);
-  return data!;
-}
-
-async function inbound(ws: TestWorkspace, content: string, from = '+5511987654321'): Promise<{ threadId: string; messageId: string }> {
-  const { data, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: ws.channels[0]!.id } }, body: { from, content } });
-  expect(response.status).toBe(201);
-  return { threadId: data!.threadId, messageId: data!.id };
-}
 
 /** Every run on the thread, newest first (page after page). */
 async function threadRuns(ws: TestWorkspace, threadId: string): Promise<Run[]> {

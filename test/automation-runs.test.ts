@@ -10,7 +10,7 @@ import type { components } from '../generated/api.js';
 import { runEventAutomations } from '../src/automations/engine.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
-import { refunds, stageId } from './helpers/automations.js';
+import { createAutomation as create, refunds, stageId, sandboxInbound as inbound } from './helpers/automations.js';
 import { createMetaChannel } from './helpers/channels.js';
 import { GraphDouble } from './helpers/graph.js';
 import { waitFor } from './helpers/processes.js';
@@ -18,7 +18,6 @@ import { jobsLeft } from './helpers/queue.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
 
 type Schemas = components['schemas'];
-type Automation = Schemas['Automation'];
 type Run = Schemas['AutomationRun'];
 
 let server: TestServer;
@@ -36,19 +35,6 @@ afterAll(async () => {
   await graph?.close();
   await own?.drop();
 });
-
-async function create(ws: TestWorkspace, body: Schemas['AutomationCreate']): Promise<Automation> {
-  const { data, response, error } = await ws.api.POST('/automations', { body });
-  expect(response.status, JSON.stringify(error)).toBe(201);
-  return data!;
-}
-
-/** A customer's message on the workspace's sandbox channel; its thread's id. */
-async function inbound(ws: TestWorkspace, content: string, from = '+5511987654321'): Promise<{ threadId: string; messageId: string }> {
-  const { data, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: ws.channels[0]!.id } }, body: { from, content } });
-  expect(response.status).toBe(201);
-  return { threadId: data!.threadId, messageId: data!.id };
-}
 
 async function runsOf(ws: TestWorkspace, automationId: string): Promise<Run[]> {
   const { data, response } = await ws.api.GET('/automations/{id}/runs', { params: { path: { id: automationId }, query: { limit: 100 } } });

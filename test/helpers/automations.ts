@@ -1,6 +1,22 @@
-// Automations as the tests write them: the README's worked refund example, and a stage's id by name.
+// Automations as the tests write them: the README's worked refund example, a stage's id by name, an
+// automation created and a customer's message that may trigger it.
+import { expect } from 'vitest';
 import type { components } from '../../generated/api.js';
 import type { TestWorkspace } from './api.js';
+
+/** An automation created (201, else the test fails with the error's body). */
+export async function createAutomation(ws: TestWorkspace, body: components['schemas']['AutomationCreate']): Promise<components['schemas']['Automation']> {
+  const { data, response, error } = await ws.api.POST('/automations', { body });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!;
+}
+
+/** A customer's message on the workspace's sandbox channel: its id and its thread's. */
+export async function sandboxInbound(ws: TestWorkspace, content: string, from = '+5511987654321'): Promise<{ threadId: string; messageId: string }> {
+  const { data, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: ws.channels[0]!.id } }, body: { from, content } });
+  expect(response.status).toBe(201);
+  return { threadId: data!.threadId, messageId: data!.id };
+}
 
 /** The id of the workspace's stage named `name` (the funnel starts with Novo, Em atendimento, ...). */
 export async function stageId(ws: TestWorkspace, name: string): Promise<string> {
