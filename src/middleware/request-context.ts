@@ -2,14 +2,15 @@
 // it on every line, and one access-log line when the response is done: who (client IP, key and
 // workspace, null before authentication), what, the status and, for an error, its code. A client
 // that leaves before the whole answer is sent gets its line too, when the connection closes, with
-// `aborted: true` (status 499 when no answer had started). The child logger is made only when
+// `aborted: true`: status 499 when no answer had started or the client left before its request was
+// whole (whatever was answered then, nobody read it), else the status sent. The child logger is made only when
 // something logs, and the access line only at info level: most requests pay for neither.
 import { randomUUID } from 'node:crypto';
 import type { Express, Request, RequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 
 const CLIENT_ID = /^[\x21-\x7e]{1,128}$/;
-/** The access line's status of a request whose client left before any answer (nginx's "client closed request"). */
+/** The access line's status of a request whose client left before any answer reached it (nginx's "client closed request"). */
 const CLIENT_CLOSED_REQUEST = 499;
 
 export function requestContext(app: Express, logger: Logger): RequestHandler {
@@ -40,13 +41,15 @@ export function requestContext(app: Express, logger: Logger): RequestHandler {
       // 'close' comes after 'finish' for an answer sent whole, and alone when the client left first.
       res.once('close', () => {
         const aborted = !res.writableFinished;
+        // A request the client left mid-body may have been answered (its body's read failing) just before the close came.
+        const unanswered = aborted && (!res.headersSent || !req.complete);
         req.log.info(
           {
             method: req.method,
             path: req.originalUrl.split('?', 1)[0],
-            status: aborted && !res.headersSent ? CLIENT_CLOSED_REQUEST : res.statusCode,
+            status: unanswered ? CLIENT_CLOSED_REQUEST : res.statusCode,
             ...(aborted && { aborted }),
-            ...(res.locals.errorCode !== undefined && { errorCode: res.locals.errorCode }),
+            ...(!unanswered && res.locals.errorCode !== undefined && { errorCode: res.locals.errorCode }),
             ms: Number(process.hrtime.bigint() - started) / 1e6,
             ip,
             keyId: req.auth?.keyId ?? null,
