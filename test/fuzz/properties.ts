@@ -19,6 +19,7 @@ import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
 import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
+import { cleanFilename, normalizeText } from '../../src/text.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -767,7 +768,15 @@ const plans: Partial<Record<OperationId, Plan>> = {
         input.type === 'human'
           ? { type: 'human', availability: input.availability ?? 'offline', capacity: input.capacity ?? null, instructions: null, model: null }
           : { type: 'ai', availability: null, capacity: null };
-      const expected = { ...input, ...kind, id: agent.id, status: 'active', createdAt: agent.createdAt, updatedAt: agent.createdAt };
+      const expected = {
+        ...input,
+        ...kind,
+        name: normalizeText(input.name),
+        id: agent.id,
+        status: 'active',
+        createdAt: agent.createdAt,
+        updatedAt: agent.createdAt,
+      };
       same(ex, agent, expected, 'the created agent');
       if (!ISO_MS.test(agent.createdAt)) fail(ex, 'createdAt is not ISO 8601 UTC with milliseconds');
       await readBack(ctx, `/v1/agents/${agent.id}`, agent, 'the created agent');
@@ -807,7 +816,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const before = ctx.model.agents[index]!;
       const after = ex.res.body as Agent;
       ctx.model.agents[index] = after;
-      same(ex, after, { ...before, ...(body as object), updatedAt: after.updatedAt }, 'the agent with the changes applied');
+      const changes = body as S['AgentUpdate'];
+      const name = changes.name === undefined ? {} : { name: normalizeText(changes.name) };
+      same(ex, after, { ...before, ...changes, ...name, updatedAt: after.updatedAt }, 'the agent with the changes applied');
       if (after.updatedAt < before.updatedAt) fail(ex, `updatedAt went back from ${before.updatedAt}`);
       await readBack(ctx, `/v1/agents/${after.id}`, after, 'the changed agent');
     },
@@ -927,7 +938,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const contact = ex.res.body as Contact;
       const expected = {
         id: contact.id,
-        name: input.name,
+        name: normalizeText(input.name),
         phone: input.phone ?? null,
         email: input.email ?? null,
         instagramId: input.instagramId ?? null,
@@ -1167,7 +1178,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         const created = await send(ctx, 'get', `/v1/contacts/${message.contactId}`);
         expectStatus(created, 200, 'the contact the customer became');
         contact = created.res.body as Contact;
-        const name = input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`);
+        const name = normalizeText(input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`));
         const expectedContact = {
           id: contact.id,
           name,
@@ -1254,7 +1265,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       same(
         ex,
         [body.type, body.size, body.filename, body.status],
-        ['image', FILE.length, (query as { filename?: string }).filename ?? null, 'stored'],
+        ['image', FILE.length, cleanFilename((query as { filename?: string }).filename ?? ''), 'stored'],
         'the stored file',
       );
     },
@@ -1792,7 +1803,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const before = model.contacts[index]!;
       const after = ex.res.body as Contact;
       const changes = {
-        ...(input.name !== undefined && { name: input.name }),
+        ...(input.name !== undefined && { name: normalizeText(input.name) }),
         ...(input.phone !== undefined && { phone: input.phone }),
         ...(input.email !== undefined && { email: input.email }),
         ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
