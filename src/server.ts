@@ -18,7 +18,7 @@ import { createHttpServer } from './http-server.js';
 import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './channels/secrets.js';
 import { sealedKeysInUse } from './db/sealed-keys.js';
 import { backoffMs } from './jobs/backoff.js';
-import { startJobs } from './jobs/start.js';
+import { startWorkers } from './workers.js';
 import { createEventStreams } from './stream/hub.js';
 
 function baseUrl(config: Config, server: Server): string {
@@ -88,7 +88,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     server.once('listening', resolve);
     server.once('error', reject);
   });
-  startJobs({ db, config, logger, secrets, background });
+  startWorkers({ db, config, logger, secrets, background });
   const url = baseUrl(config, server);
   logger.info({ url, database: config.databaseUrl ? 'postgresql' : 'pglite', redis: Boolean(redis) }, 'listening');
   if (demo) {

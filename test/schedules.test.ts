@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config.js';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { SCHEDULES, type ScheduleName } from '../src/jobs/kinds.js';
 import { RECURRING_QUEUE } from '../src/jobs/recurring.js';
-import { startJobs } from '../src/jobs/start.js';
+import { startWorkers } from '../src/workers.js';
 import { createLogger } from '../src/logger.js';
 import { LogCapture, waitFor } from './helpers/processes.js';
 import { databaseUrl, openDatabase, ownDatabase, type OwnDatabase } from './helpers/server.js';
@@ -43,7 +43,7 @@ function startInstance(): Instance {
   const logs = new LogCapture();
   const config = { ...loadConfig({ NODE_ENV: 'test' }), databaseUrl: own?.url, jobPollMs: 100 };
   const everyMs = Object.fromEntries(SCHEDULE_NAMES.map((name) => [name, EVERY_MS]));
-  const jobs = startJobs({ db, config, logger: createLogger('debug', logs.destination), secrets: undefined, scheduleEveryMs: everyMs });
+  const jobs = startWorkers({ db, config, logger: createLogger('debug', logs.destination), secrets: undefined, scheduleEveryMs: everyMs });
   return {
     db,
     logs,

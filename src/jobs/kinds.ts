@@ -1,6 +1,6 @@
 // The registry of job kinds: every queue the service runs, with the payload type of its jobs, and
 // the recurring schedules. Adding a job (enqueue) and handling one (QueueHandler<kind>) are checked
-// against it, and start.ts must start a worker for each kind. It imports no capability (they import
+// against it, and src/workers.ts (the composition root) must start a worker for each kind. It imports no capability (they import
 // it), so the payload types are declared here.
 import type { MessageError } from '../db/messages.js';
 
@@ -77,9 +77,9 @@ export interface ReplyPayload {
  * the type is its check, it is not validated again when claimed.
  */
 export interface JobPayloads {
-  /** An outbound message to send (jobs/deliveries.ts). */
+  /** An outbound message to send (channels/deliveries.ts). */
   'message-delivery': DeliveryPayload;
-  /** A sandbox message's delivery receipt (jobs/deliveries.ts). */
+  /** A sandbox message's delivery receipt (channels/deliveries.ts). */
   'sandbox-receipt': DeliveryPayload;
   /** A Meta status that came before its message had Meta's id (channels/statuses.ts). */
   'early-status': EarlyStatusPayload;
@@ -107,7 +107,7 @@ export type PayloadOf<Q extends string> = Q extends JobKind ? JobPayloads[Q] : R
 /**
  * Recurring work, run once per interval by whichever instance of the cluster claims it: each
  * schedule is one job (a fixed id), whose run does the work and moves the same job to its next run
- * in one transaction. Its task is given in start.ts.
+ * in one transaction. Its task is given in src/workers.ts.
  */
 export const SCHEDULES = {
   /** Events older than EVENT_RETENTION_DAYS, and their deliveries (events/purge.ts). */

@@ -11,7 +11,7 @@ import { appendToOpenThread, appendToThread, getSendContext, insertMessage, mess
 import type { MessageRow } from '../db/schema.js';
 import { contactIsLive } from '../db/threads.js';
 import { ApiError, invalidReference } from '../errors.js';
-import { enqueueDelivery } from '../jobs/deliveries.js';
+import { enqueue } from '../jobs/queue.js';
 import { recordEvent } from '../events/record.js';
 import { openThread } from './threads.js';
 import { findStoredMedia, mediaRowToAttachment } from '../db/media.js';
@@ -21,6 +21,16 @@ import { channelRefuses } from '../media/types.js';
 type MessageCreate = components['schemas']['MessageCreate'];
 
 const MAX_ATTEMPTS = 5;
+
+/** The delivery job of a new outbound message (channels/deliveries.ts runs it), ordered per (channel, contact); in the message's transaction. */
+async function enqueueDelivery(db: Db, message: MessageRow): Promise<void> {
+  await enqueue(
+    db,
+    'message-delivery',
+    { messageId: message.id },
+    { workspaceId: message.workspace_id, orderingKey: `${message.channel_id}:${message.contact_id}`, createdAt: message.created_at },
+  );
+}
 
 /** The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one); in its transaction. */
 export async function messageCreated(trx: Db, workspaceId: string, row: MessageRow, actor: Actor, now: Date): Promise<void> {

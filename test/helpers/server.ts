@@ -17,7 +17,7 @@ import { migrateToLatest } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis.js';
 import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
-import { startJobs, type Jobs } from '../../src/jobs/start.js';
+import { startWorkers, type Workers as Jobs } from '../../src/workers.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 import type { MediaStore } from '../../src/media/store.js';
 
@@ -171,7 +171,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const app = createApp({ config, db, logger, redis, secrets, streams, media: options.media });
   const http = createHttpServer(app, config, logger, streams.slots);
   const { server } = http;
-  const jobs = options.jobs ? startJobs({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
+  const jobs = options.jobs ? startWorkers({ db, config: { ...config, databaseUrl: dbUrl }, logger, secrets }) : undefined;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject).listen(0, '127.0.0.1', () => resolve());
   });

@@ -1,4 +1,5 @@
-// Message delivery, run by the queue: one job per outbound message, ordered per (channel, contact).
+// Message delivery through Meta, run by the queue: one job per outbound message (queued by
+// services/messages.ts with the message), ordered per (channel, contact).
 // A meta channel's message goes to the Graph API (a file uploaded first, then the message naming
 // it); a sandbox one becomes `sent` and, a moment later,
 // `delivered` (its own job), and nothing leaves the machine. Each status change records its
@@ -17,31 +18,18 @@ import {
   whatsappMediaBody,
   whatsappTemplateBody,
   whatsappTextBody,
-} from '../channels/graph.js';
+} from './graph.js';
 import { findMedia } from '../db/media.js';
 import type { MediaStore } from '../media/store.js';
-import type { SecretBox } from '../channels/secrets.js';
-import { openMetaSecrets } from '../channels/settings.js';
-import { enqueue, finishJob, finishJobQuery, type HeldJob } from './queue.js';
-import type { JobResult, QueueHandler } from './worker.js';
+import type { SecretBox } from './secrets.js';
+import { openMetaSecrets } from './settings.js';
+import { enqueue, finishJob, finishJobQuery, type HeldJob } from '../jobs/queue.js';
+import type { JobResult, QueueHandler } from '../jobs/worker.js';
 
 export const DELIVERY_QUEUE = 'message-delivery';
 export const SANDBOX_RECEIPT_QUEUE = 'sandbox-receipt';
 /** How long a sandbox message stays `sent` before it is `delivered`. */
 export const SANDBOX_DELIVERY_DELAY_MS = 300;
-
-/** The delivery job of a new outbound message; call it in the message's transaction. */
-export async function enqueueDelivery(
-  db: Db,
-  message: { workspace_id: string; id: string; channel_id: string; contact_id: string; created_at: Date },
-): Promise<void> {
-  await enqueue(
-    db,
-    DELIVERY_QUEUE,
-    { messageId: message.id },
-    { workspaceId: message.workspace_id, orderingKey: `${message.channel_id}:${message.contact_id}`, createdAt: message.created_at },
-  );
-}
 
 export interface DeliveryOptions {
   db: Db;

@@ -1,31 +1,33 @@
-// Starts this process's job workers, one per kind of the registry (kinds.ts): message delivery,
+// The composition root of the queue's work: starts this process's job workers, one per kind of the
+// registry (jobs/kinds.ts): message delivery,
 // sandbox receipts, statuses that came early, webhook deliveries, inbound files fetched and erased
 // files deleted, automations (events' and idle timers'), AI agents' replies when an
 // AI_BASE_URL is configured, and the recurring schedules (the purges), on one listener; and
-// registers their stop with the process's background work.
-import type { Config } from '../config.js';
-import type { Db } from '../db/database.js';
-import type { Logger } from '../logger.js';
-import type { BackgroundWork } from '../shutdown.js';
-import type { SecretBox } from '../channels/secrets.js';
-import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
-import { webhookHandler } from '../events/dispatcher.js';
-import { createJobListener } from './listen.js';
-import { aiReplyHandler } from '../ai/replies.js';
-import { earlyStatusHandler } from '../channels/statuses.js';
-import { purgeEvents } from '../events/purge.js';
-import { purgeExpiredKeys } from '../idempotency.js';
-import { automationEventHandler, automationIdleHandler } from '../automations/engine.js';
-import { purgeAutomationRuns } from '../automations/purge.js';
-import type { JobKind, ScheduleName } from './kinds.js';
-import { recurringHandler } from './recurring.js';
-import { startWorker, type QueueHandler, type Worker } from './worker.js';
-import { mediaFetchHandler } from '../media/fetch.js';
-import { mediaDeleteHandler } from '../media/erase.js';
-import { openMediaStore } from '../media/open-store.js';
-import type { MediaStore } from '../media/store.js';
+// registers their stop with the process's background work. The queue (src/jobs/) knows none of
+// the capabilities; this file is where each kind gets its handler.
+import type { Config } from './config.js';
+import type { Db } from './db/database.js';
+import type { Logger } from './logger.js';
+import type { BackgroundWork } from './shutdown.js';
+import type { SecretBox } from './channels/secrets.js';
+import { deliveryHandler, sandboxReceiptHandler } from './channels/deliveries.js';
+import { webhookHandler } from './events/dispatcher.js';
+import { createJobListener } from './jobs/listen.js';
+import { aiReplyHandler } from './ai/replies.js';
+import { earlyStatusHandler } from './channels/statuses.js';
+import { purgeEvents } from './events/purge.js';
+import { purgeExpiredKeys } from './idempotency.js';
+import { automationEventHandler, automationIdleHandler } from './automations/engine.js';
+import { purgeAutomationRuns } from './automations/purge.js';
+import type { JobKind, ScheduleName } from './jobs/kinds.js';
+import { recurringHandler } from './jobs/recurring.js';
+import { startWorker, type QueueHandler, type Worker } from './jobs/worker.js';
+import { mediaFetchHandler } from './media/fetch.js';
+import { mediaDeleteHandler } from './media/erase.js';
+import { openMediaStore } from './media/open-store.js';
+import type { MediaStore } from './media/store.js';
 
-export type JobsConfig = Pick<
+export type WorkersConfig = Pick<
   Config,
   | 'databaseUrl'
   | 'databaseDirectUrl'
@@ -49,7 +51,7 @@ export type JobsConfig = Pick<
   | 'mediaFetchTimeoutMs'
 >;
 
-export interface Jobs {
+export interface Workers {
   workers: Worker[];
   stop(deadline: AbortSignal): Promise<void>;
 }
@@ -58,11 +60,11 @@ export interface Jobs {
 const MEDIA_FETCH_SLOTS = 8;
 
 /** Each kind's handler and how many of its jobs run at once here; undefined: this process runs none. */
-type Workers = { [K in JobKind]: { handler: QueueHandler<K>; concurrency: number } | undefined };
+type KindWorkers = { [K in JobKind]: { handler: QueueHandler<K>; concurrency: number } | undefined };
 
-export function startJobs(options: {
+export function startWorkers(options: {
   db: Db;
-  config: JobsConfig;
+  config: WorkersConfig;
   logger: Logger;
   secrets: SecretBox | undefined;
   background?: BackgroundWork;
@@ -70,13 +72,13 @@ export function startJobs(options: {
   media?: MediaStore | undefined;
   /** Other intervals for the recurring schedules (tests). */
   scheduleEveryMs?: Partial<Record<ScheduleName, number>>;
-}): Jobs {
+}): Workers {
   const { db, config, logger } = options;
   const media = options.media ?? openMediaStore(config.mediaStore);
   // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
   const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });
   const common = { db, logger, listener, leaseMs: config.jobLeaseMs, pollMs: config.jobPollMs };
-  const kinds: Workers = {
+  const kinds: KindWorkers = {
     'message-delivery': {
       handler: deliveryHandler({
         db,
@@ -143,7 +145,7 @@ export function startJobs(options: {
   };
   const workers = Object.values(kinds).flatMap((kind) => (kind ? [startWorker(kind.handler, { ...common, concurrency: kind.concurrency })] : []));
   let stopped: Promise<void> | undefined;
-  const jobs: Jobs = {
+  const jobs: Workers = {
     workers,
     stop(deadline) {
       stopped ??= (async () => {
