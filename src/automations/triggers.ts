@@ -18,7 +18,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
 import { causationOf, rootOf, type Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
-import { cancelWaitingQuery, cancelWaitingWhereQuery, enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
+import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery, runningJobsQuery } from '../jobs/queue.js';
 
 /** A UUIDv7 made by PostgreSQL, for rows a statement fans out. */
 const UUID_V7 = sql.raw(
@@ -117,7 +117,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
   if (type === 'message.created' && actor.type !== 'automation') {
     // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).
     parts.push(sql`idle_cancelled as (
-      ${cancelWaitingQuery('automation-idle', workspaceId, sql`'idle:' || (select thread_id from automation_source)`)}
+      ${cancelWaitingQuery('automation-idle', workspaceId, { orderingKey: sql`'idle:' || (select thread_id from automation_source)` })}
     ), idle_targets as materialized (
       select a.id as automation_id, t.thread_id, s.data->>'id' as message_id,
              (s.data->>'createdAt')::timestamptz + (a.trigger->>'minutes')::int * interval '1 minute' as due_at, ${UUID_V7} as job_id
@@ -129,7 +129,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
   }
   if (type === 'thread.updated') {
     parts.push(sql`idle_cancelled as (
-      ${cancelWaitingQuery('automation-idle', workspaceId, sql`(select 'idle:' || (data->>'id') from event_source where data->>'status' = 'closed')`)}
+      ${cancelWaitingQuery('automation-idle', workspaceId, { orderingKey: sql`(select 'idle:' || (data->>'id') from event_source where data->>'status' = 'closed')` })}
     )`);
   }
   return { with: sql`, ${sql.join(parts, sql`, `)}`, notify: sql.join(notify, sql``) };
@@ -147,7 +147,7 @@ type IdleTrigger = components['schemas']['AutomationIdleTrigger'];
  */
 export async function resetIdleTimers(trx: Db, workspaceId: string, automationId: string, trigger: IdleTrigger | undefined): Promise<void> {
   const cancelled = sql`idle_cancelled as (
-    ${cancelWaitingWhereQuery('automation-idle', workspaceId, sql`jobs.payload->>'automationId' = ${automationId}::text`)}
+    ${cancelWaitingQuery('automation-idle', workspaceId, { payload: { automationId } })}
   )`;
   if (!trigger) {
     await sql`with ${cancelled} select count(*) from idle_cancelled`.execute(trx);
@@ -168,10 +168,10 @@ export async function resetIdleTimers(trx: Db, workspaceId: string, automationId
          and not exists (select 1 from automation_runs r
                           where r.workspace_id = ${workspaceId}::uuid and r.automation_id = ${automationId}::uuid
                             and r.trigger_key = 'idle:' || m.id::text)
-         and not exists (select 1 from jobs j
-                          where j.queue = 'automation-idle' and j.ordering_key = 'idle:' || t.id::text
-                            and j.payload->>'automationId' = ${automationId}::text and j.payload->>'messageId' = m.id::text
-                            and j.locked_until >= now())
+         and not exists (${runningJobsQuery('automation-idle', workspaceId, {
+           orderingKey: sql`'idle:' || t.id::text`,
+           payload: { automationId, messageId: sql`m.id::text` },
+         })})
     ), ${idleScheduledQuery(workspaceId, sql`${automationId}::text`)}
     select ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
 }

@@ -2,7 +2,8 @@
 // needs the work, claimed with FOR UPDATE SKIP LOCKED under a short lease that its worker renews
 // while the job runs, one job at a time per ordering key, and announced with NOTIFY so idle workers
 // wake at once. The only module that reads or writes jobs or sends its NOTIFY: other rooms add jobs
-// with enqueue, or embed its statement builders in their own statements. Plain functions taking db first.
+// with enqueue, or embed its statement builders in their own statements, and name existing jobs
+// by a JobKey (kind, ordering key, payload fields), never by the table. Plain functions taking db first.
 import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
@@ -127,20 +128,41 @@ export function enqueueEachQuery<K extends JobKind>(
 }
 
 /**
- * Statement builder: the DELETE of `kind`'s waiting jobs (nobody runs them now) whose ordering key
- * is `orderingKey` (an SQL expression of the caller's statement), to embed as a WITH query: jobs
- * that a change makes pointless (a timer whose silence ended) go with that change. A running one
- * stays; its handler must see for itself that its reason is gone.
+ * A job's key: which of a kind's jobs a caller means when it cancels, finds or replaces jobs, as
+ * graphile-worker's `job_key` names one, so that no other room reads the queue's table: the
+ * ordering key and/or fields of the payload, each an SQL expression of the caller's statement (or
+ * a value). Every part given must match.
  */
-export function cancelWaitingQuery(kind: JobKind, workspaceId: string, orderingKey: RawBuilder<unknown>): RawBuilder<unknown> {
-  return cancelWaitingWhereQuery(kind, workspaceId, sql`jobs.ordering_key = ${orderingKey}::text`);
+export interface JobKey<K extends JobKind> {
+  orderingKey?: RawBuilder<unknown> | string;
+  payload?: { [F in keyof JobPayloads[K]]?: RawBuilder<unknown> | string };
 }
 
-/** Statement builder: as cancelWaitingQuery, for the waiting jobs of `kind` of which `where` (over `jobs`) holds. */
-export function cancelWaitingWhereQuery(kind: JobKind, workspaceId: string, where: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`delete from jobs
-       where jobs.queue = ${kind} and ${where} and jobs.workspace_id = ${workspaceId}::uuid and ${waiting}
-      returning 1`;
+/** The condition (over `jobs`) that a job is `kind`'s, of the workspace, with `key`. */
+function keyed<K extends JobKind>(kind: K, workspaceId: string, key: JobKey<K>): RawBuilder<unknown> {
+  const parts = [sql`jobs.queue = ${kind}`, sql`jobs.workspace_id = ${workspaceId}::uuid`];
+  if (key.orderingKey !== undefined) parts.push(sql`jobs.ordering_key = ${key.orderingKey}::text`);
+  for (const [field, value] of Object.entries(key.payload ?? {}) as Array<[string, RawBuilder<unknown> | string]>) {
+    parts.push(sql`jobs.payload->>${sql.lit(field)} = ${value}::text`);
+  }
+  return sql.join(parts, sql` and `);
+}
+
+/**
+ * Statement builder: the DELETE of `kind`'s waiting jobs (nobody runs them now) with `key`, to
+ * embed as a WITH query: jobs that a change makes pointless (a timer whose silence ended) go with
+ * that change. A running one stays; its handler must see for itself that its reason is gone.
+ */
+export function cancelWaitingQuery<K extends JobKind>(kind: K, workspaceId: string, key: JobKey<K>): RawBuilder<unknown> {
+  return sql`delete from jobs where ${keyed(kind, workspaceId, key)} and ${waiting} returning 1`;
+}
+
+/**
+ * Statement builder: a select of one row per job of `kind` with `key` that runs now (claimed, its
+ * lease not run out), for `exists (...)` in the caller's statement.
+ */
+export function runningJobsQuery<K extends JobKind>(kind: K, workspaceId: string, key: JobKey<K>): RawBuilder<unknown> {
+  return sql`select 1 from jobs where ${keyed(kind, workspaceId, key)} and jobs.locked_until >= now()`;
 }
 
 /**
