@@ -18,7 +18,7 @@ import { handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
 import type { SecretBox } from './channels/secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
-import { aiRepliesOf } from './ai/replies.js';
+import { registerEventConsumers } from './event-consumers.js';
 import type { EventStreams } from './stream/hub.js';
 import { streamTokenCredential } from './stream/tokens.js';
 import { openMediaStore } from './media/open-store.js';
@@ -40,6 +40,8 @@ export interface AppDeps {
 }
 
 export function createApp({ config, db, logger, redis, secrets, streams, media = openMediaStore(config.mediaStore) }: AppDeps): Express {
+  // What recording an event starts (automations, AI replies): registered once, before any request.
+  registerEventConsumers(config);
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -62,12 +64,12 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
     spoolUpload(media),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
-      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams, media },
+      services: { secrets, allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams, media },
     }),
   );
 
   // Meta's webhooks: outside /v1, no API key; the raw body is read there, before any JSON parsing.
-  app.use('/webhooks/meta', metaWebhooks({ db, secrets, ai: aiRepliesOf(config), failedAuth: limits.webhookAuth }));
+  app.use('/webhooks/meta', metaWebhooks({ db, secrets, failedAuth: limits.webhookAuth }));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

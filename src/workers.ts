@@ -13,6 +13,7 @@ import type { SecretBox } from './channels/secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './channels/deliveries.js';
 import { webhookHandler } from './events/dispatcher.js';
 import { createJobListener } from './jobs/listen.js';
+import { registerEventConsumers } from './event-consumers.js';
 import { aiReplyHandler } from './ai/replies.js';
 import { earlyStatusHandler } from './channels/statuses.js';
 import { purgeEvents } from './events/purge.js';
@@ -42,6 +43,7 @@ export type WorkersConfig = Pick<
   | 'aiApiKey'
   | 'aiTimeoutMs'
   | 'aiConcurrency'
+  | 'aiReplyDelayMs'
   | 'automationConcurrency'
   | 'webhookRetryDelaysMs'
   | 'webhookAllowPrivateUrls'
@@ -74,6 +76,8 @@ export function startWorkers(options: {
   scheduleEveryMs?: Partial<Record<ScheduleName, number>>;
 }): Workers {
   const { db, config, logger } = options;
+  // Jobs record events too (an automation's message, a delivery's status): their consumers first.
+  registerEventConsumers(config);
   const media = options.media ?? openMediaStore(config.mediaStore);
   // LISTEN needs a session: behind a transaction pooler, DATABASE_DIRECT_URL's.
   const listener = createJobListener({ db, databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, logger });

@@ -1,5 +1,7 @@
-// AI agents answering customers, on the durable queue: an inbound message on an open thread whose
-// agent is active queues a reply job (in the message's transaction); the job asks the AI and sends
+// AI agents answering customers, on the durable queue: a consumer of the event log's inbound
+// message.created (registered by src/event-consumers.ts when AI_BASE_URL is set) queues a reply job
+// when the message's thread is open and its agent an active AI agent, in the statement recording
+// the event (so in the message's transaction); the job asks the AI and sends
 // its text through the same path as POST /messages (channel rules, delivery queue), or hands the
 // thread to a person by round robin (services/round-robin.ts: one history entry, actor the agent). One job runs per thread at a
 // time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
@@ -10,7 +12,8 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
 import type { ReplyPayload } from '../jobs/kinds.js';
-import { enqueueWhen, finishJob, type Job } from '../jobs/queue.js';
+import { enqueueEachQuery, finishJob, notifyAddedQuery, type Job } from '../jobs/queue.js';
+import type { EventConsumer } from '../events/fan-out.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { sendMessage } from '../services/messages.js';
@@ -30,26 +33,36 @@ export function aiRepliesOf(config: Pick<Config, 'aiBaseUrl' | 'aiReplyDelayMs'>
 }
 
 /**
- * Queues the thread's reply to `messageId`, in the caller's transaction, when the thread is open and
- * its agent an active AI agent (checked in the same statement): a person's threads queue nothing. Keyed per thread: its jobs run one at a time.
+ * The event log's consumer that queues replies: an inbound message.created (not one the service
+ * answered itself, as an NPS score) queues the thread's reply to it, due `delayMs` after it, when
+ * the thread is open and its agent an active AI agent (checked in the same statement): a person's
+ * threads queue nothing. Keyed per thread: its jobs run one at a time, and a job whose message is
+ * no longer the thread's latest inbound answers nothing (a burst gets one answer, to its last).
  */
-export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, message: { thread_id: string; id: string; created_at: Date }): Promise<boolean> {
-  const id = await enqueueWhen(
-    db,
-    AI_REPLY_QUEUE,
-    { threadId: message.thread_id, messageId: message.id },
-    { workspaceId, orderingKey: `thread:${message.thread_id}`, runAt: new Date(message.created_at.getTime() + ai.delayMs), createdAt: message.created_at },
-    db
-      .selectFrom('threads as t')
-      .innerJoin('agents as a', (join) => join.onRef('a.workspace_id', '=', 't.workspace_id').onRef('a.id', '=', 't.agent_id'))
-      .select(sql.lit(1).as('one'))
-      .where('t.workspace_id', '=', workspaceId)
-      .where('t.id', '=', message.thread_id)
-      .where('t.status', '=', 'open')
-      .where('a.type', '=', 'ai')
-      .where('a.status', '=', 'active'),
-  );
-  return id !== undefined;
+export function aiReplyConsumer(ai: AiReplies): EventConsumer {
+  return ({ workspaceId, type, now, answered }) => {
+    if (type !== 'message.created' || answered) return undefined;
+    return {
+      with: sql`, ai_reply_targets as materialized (
+          select t.id::text as thread_id, s.data->>'id' as message_id
+            from event_source s
+            join threads t on t.workspace_id = ${workspaceId}::uuid and t.id = (s.data->>'threadId')::uuid
+            join agents a on a.workspace_id = t.workspace_id and a.id = t.agent_id
+           where s.data->>'direction' = 'inbound' and exists (select 1 from event)
+             and t.status = 'open' and a.type = 'ai' and a.status = 'active'
+        ), ai_reply_jobs as (
+          ${enqueueEachQuery(AI_REPLY_QUEUE, {
+            workspaceId,
+            from: sql`ai_reply_targets t`,
+            orderingKey: sql`'thread:' || t.thread_id`,
+            payload: { threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
+            runAt: new Date(now.getTime() + ai.delayMs),
+            createdAt: now,
+          })}
+        )`,
+      notify: sql`, ${notifyAddedQuery(AI_REPLY_QUEUE, 'ai_reply_jobs')}`,
+    };
+  };
 }
 
 export type ReplyConfig = Pick<Config, 'aiBaseUrl' | 'aiApiKey' | 'aiTimeoutMs' | 'deliveryMaxAttempts' | 'deliveryRetryBaseMs'>;

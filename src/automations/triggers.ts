@@ -1,6 +1,7 @@
-// Where automations hook into the event log: statement builders that events/record.ts embeds in the
-// statement recording an event, so what the event starts commits with it, in the change's
-// transaction, and costs no round trip of its own.
+// Where automations hook into the event log: a consumer of the log's fan-out (events/fan-out.ts,
+// registered by src/event-consumers.ts) whose WITH queries join the statement recording an event,
+// so what the event starts commits with it, in the change's transaction, and costs no round trip
+// of its own.
 // - An event that is a trigger (message.created is `message.received` or `message.sent` by its
 //   direction) queues one `automation-event` job when the workspace has an enabled automation
 //   with that trigger, on the ordering key of its thread (or contact), so one thread's events run
@@ -16,26 +17,17 @@
 //   silence already under way, and one that stops waiting deletes its waiting timers.
 import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
-import { causationOf, rootOf, type Actor } from '../actor.js';
+import { causationOf, rootOf } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery, runningJobsQuery } from '../jobs/queue.js';
+import type { EventConsumer } from '../events/fan-out.js';
 
 /** A UUIDv7 made by PostgreSQL, for rows a statement fans out. */
 const UUID_V7 = sql.raw(
   `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
 );
 
-/** The WITH queries and the wake-ups an event of `type` adds to its recording statement; none for types that start nothing. */
-export interface TriggerQueries {
-  /** WITH queries (comma-separated, leading comma included) over `event_source s` and `event`. */
-  with: RawBuilder<unknown>;
-  /** Select-list items (leading comma included) that NOTIFY the queues that got jobs. */
-  notify: RawBuilder<unknown>;
-}
-
 type EventType = components['schemas']['EventType'];
-
-const NONE: TriggerQueries = { with: sql``, notify: sql`` };
 
 /** The trigger an event is, as an SQL expression over `s` (its object); null when it is none. */
 function triggerOf(type: EventType): RawBuilder<unknown> | null {
@@ -78,9 +70,10 @@ function idleScheduledQuery(workspaceId: string, automationId: RawBuilder<unknow
     )`;
 }
 
-export function triggerQueries(workspaceId: string, type: EventType, eventId: string, actor: Actor, now: Date): TriggerQueries {
+/** The automations' consumer of the event log: the runs an event triggers, the idle timers it starts or ends. */
+export const automationTriggers: EventConsumer = ({ workspaceId, type, id: eventId, actor, now }) => {
   const trigger = triggerOf(type);
-  if (!trigger) return NONE;
+  if (!trigger) return undefined;
   const contact = type === 'contact.created' ? sql`s.data->>'id'` : sql`s.data->>'contactId'`;
   const chain = JSON.stringify(causationOf(actor));
   const parts = [
@@ -133,7 +126,7 @@ export function triggerQueries(workspaceId: string, type: EventType, eventId: st
     )`);
   }
   return { with: sql`, ${sql.join(parts, sql`, `)}`, notify: sql.join(notify, sql``) };
-}
+};
 
 type IdleTrigger = components['schemas']['AutomationIdleTrigger'];
 

@@ -4,7 +4,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import { SYSTEM } from '../actor.js';
-import { enqueueReply, type AiReplies } from '../ai/replies.js';
 import { findChannelById } from '../db/channels.js';
 import { transact, type Db } from '../db/database.js';
 import { externalIdExists, insertInboundMessage, messageRowToMessage, type Message } from '../db/messages.js';
@@ -39,15 +38,11 @@ export interface StoredEvents {
 /**
  * Applies the events of one delivery in one transaction: all of them are stored, with their API
  * events (by the system: a customer's message and Meta's statuses), or none. A score while the
- * pair's NPS question is pending answers it on the asked thread (services/nps-requests.ts). With
- * `ai`, each thread that got messages queues its agent's reply to the last of them (NPS answers
- * left out), in the same transaction.
+ * pair's NPS question is pending answers it on the asked thread (services/nps-requests.ts).
  */
-export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[], ai?: AiReplies): Promise<StoredEvents> {
+export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<StoredEvents> {
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   if (events.length === 0) return stored;
-  // A score that answered an NPS question is thanked, not answered by the thread's AI agent.
-  const npsAnswers = new Set<string>();
   await transact(db, async (trx) => {
     for (const event of events) {
       const now = new Date();
@@ -71,7 +66,6 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       }
       if (answer) {
         stored.messages.push(answer.message);
-        npsAnswers.add(answer.message.id);
         continue;
       }
       const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
@@ -91,10 +85,6 @@ export async function storeInboundEvents(db: Db, channel: ChannelRow, events: In
       await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
       await messageCreated(trx, channel.workspace_id, row, SYSTEM, now);
       stored.messages.push(row);
-    }
-    if (ai) {
-      const latest = new Map(stored.messages.filter((m) => !npsAnswers.has(m.id)).map((m) => [m.thread_id, m]));
-      for (const message of latest.values()) await enqueueReply(trx, ai, channel.workspace_id, message);
     }
   });
   return stored;
@@ -128,7 +118,6 @@ export async function receiveMetaDelivery(
   raw: Buffer,
   signature: string | undefined,
   log: Logger,
-  ai?: AiReplies,
 ): Promise<StoredEvents | undefined> {
   const { appSecret } = openMetaSecrets(box, channel);
   if (!signatureMatches(appSecret, raw, signature)) {
@@ -153,7 +142,7 @@ export async function receiveMetaDelivery(
   }
   if (parsed.ignored.length > 0)
     log.info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
-  return storeDelivery(db, channel, parsed.events, log, ai);
+  return storeDelivery(db, channel, parsed.events, log);
 }
 
 /** Each distinct reason once, with how many parts it left out (at most 20 reasons). */
@@ -179,17 +168,16 @@ function isRefusedValue(err: unknown): err is { code: string } {
  * position and kind: never their content), so one bad item cannot fail the delivery on every retry.
  * Any other failure is thrown: the delivery is answered 5xx and Meta sends it again.
  */
-async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger, ai?: AiReplies): Promise<StoredEvents> {
+async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger): Promise<StoredEvents> {
   try {
-    return await storeInboundEvents(db, channel, events, ai);
+    return await storeInboundEvents(db, channel, events);
   } catch (err) {
     if (!isRefusedValue(err)) throw err;
   }
   const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   for (const [index, event] of events.entries()) {
     try {
-      // With its own reply to queue: a later message of the thread makes an earlier reply's job a no-op.
-      const one = await storeInboundEvents(db, channel, [event], ai);
+      const one = await storeInboundEvents(db, channel, [event]);
       stored.messages.push(...one.messages);
       stored.duplicates += one.duplicates;
       for (const outcome of ['applied', 'stale', 'unknown'] as const) stored.statuses[outcome] += one.statuses[outcome];
@@ -202,13 +190,7 @@ async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[]
 }
 
 /** A customer's message on a sandbox channel, stored as a real inbound one is. */
-export async function receiveSandboxInbound(
-  db: Db,
-  workspaceId: string,
-  channel: ChannelRow | undefined,
-  input: SandboxInbound,
-  ai?: AiReplies,
-): Promise<Message> {
+export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound): Promise<Message> {
   if (!channel || channel.provider !== 'sandbox') throw notFound('Channel');
   const valid = channel.type === 'whatsapp' ? PHONE.test(input.from) : INSTAGRAM_ID.test(input.from);
   if (!valid) {
@@ -226,6 +208,6 @@ export async function receiveSandboxInbound(
     name: input.name,
     content: input.content,
   };
-  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event], ai);
+  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event]);
   return messageRowToMessage(stored.messages[0]!);
 }

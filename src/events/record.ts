@@ -1,11 +1,11 @@
 // The event log: every change the API exposes is recorded here, in the transaction of the change,
-// together with one delivery (and its job on the queue) per enabled endpoint subscribed to it, so
-// a committed change always has its event and its webhooks, and a rolled-back one has neither.
+// together with whatever its registered consumers start (events/fan-out.ts): one delivery (and its
+// job on the queue) per enabled endpoint subscribed to it, registered here, and the automations
+// and AI replies the composition root registers. So a committed change always has its event, its
+// webhooks and its jobs, and a rolled-back one has none of them.
 // Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
 // The event's actor is stored in columns of its own beside `data` (migration 0013), and so is where an
-// nps.answered came from (`source`: api or conversation, migration 0023), shown as `data.source`. An
-// event that is an automation's trigger queues its run (or its idle timers) in the same statement
-// (automations/triggers.ts).
+// nps.answered came from (`source`: api or conversation, migration 0023), shown as `data.source`.
 import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
@@ -14,7 +14,7 @@ import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import type { EventRow, EventSource } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
-import { triggerQueries } from '../automations/triggers.js';
+import { fanOut, registerEventConsumer, type EventConsumer } from './fan-out.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -34,10 +34,18 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
   return typeof object.contactId === 'string' ? object.contactId : null;
 }
 
+/** Options of a recorded event: where an nps.answered came from; a message the service answered itself. */
+export interface RecordOptions {
+  source?: EventSource | undefined;
+  /** A message already answered by the service (an NPS score, thanked): no consumer answers it again. */
+  answered?: boolean | undefined;
+}
+
 /**
- * Records an event of `type` about `object` (as the API returns it), and fans it out to the
- * workspace's enabled endpoints subscribed to the type (or to '*'): a pending delivery and its job
- * each, announced to the workers with NOTIFY. One statement; call it with the change's transaction.
+ * Records an event of `type` about `object` (as the API returns it), and fans it out to its
+ * registered consumers (events/fan-out.ts), among them the workspace's enabled endpoints subscribed
+ * to the type (or to '*'): a pending delivery and its job each, announced to the workers with
+ * NOTIFY. One statement; call it with the change's transaction.
  */
 export async function recordEvent(
   trx: Db,
@@ -46,15 +54,15 @@ export async function recordEvent(
   object: object,
   actor: Actor,
   now: Date = new Date(),
-  options: { source?: EventSource | undefined } = {},
+  options: RecordOptions = {},
 ): Promise<string> {
   const id = uuidv7();
-  const automations = triggerQueries(workspaceId, type, id, actor, now);
+  const consumers = fanOut({ workspaceId, id, type, actor, now, answered: options.answered ?? false });
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now, options.source)}${automations.with}
-    select ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}${automations.notify}`.execute(trx);
+    ), ${recording(workspaceId, id, type, actor, now, options.source)}${consumers.with}
+    select 1 as recorded${consumers.notify}`.execute(trx);
   return id;
 }
 
@@ -74,42 +82,53 @@ export async function recordChangeEvent(
   now: Date = new Date(),
 ): Promise<boolean> {
   const id = uuidv7();
-  const automations = triggerQueries(workspaceId, type, id, actor, now);
+  const consumers = fanOut({ workspaceId, id, type, actor, now, answered: false });
   const result = await sql<{ recorded: boolean }>`
-    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}${automations.with}
-    select exists (select 1 from event) as recorded, ${notifyAddedQuery(WEBHOOK_QUEUE, 'jobs_added')}${automations.notify}`.execute(db);
+    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}${consumers.with}
+    select exists (select 1 from event) as recorded${consumers.notify}`.execute(db);
   return result.rows[0]?.recorded ?? false;
 }
 
-/** The WITH queries that insert the event of `event_source` (if it has a row) and its deliveries and their jobs (`jobs_added`, the queue's builder). */
+/** The WITH query that inserts the event of `event_source` (if it has a row), returning its id. */
 function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, source?: EventSource): RawBuilder<unknown> {
   return sql`event as (
       insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, created_at)
       select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${source ?? null}::text, ${now}::timestamptz
         from event_source s
       returning id
-    ), targets as materialized (
+    )`;
+}
+
+/**
+ * The log's own consumer: a pending delivery and its job (`webhook_jobs`, the queue's builder) per
+ * enabled endpoint of the workspace subscribed to the event's type (or to '*').
+ */
+const webhookDeliveries: EventConsumer = ({ workspaceId, id, type, now }) => ({
+  with: sql`, webhook_targets as materialized (
       select e.id as endpoint_id, ${sql.raw(UUID_V7_SQL)} as delivery_id, ${sql.raw(UUID_V7_SQL)} as job_id
         from webhook_endpoints e
        where e.workspace_id = ${workspaceId}::uuid
          and e.enabled
          and (${type} = any (e.events) or '*' = any (e.events))
          and exists (select 1 from event)
-    ), deliveries as (
+    ), webhook_deliveries_added as (
       insert into webhook_deliveries (workspace_id, id, endpoint_id, event_id, status, attempts, next_attempt_at, created_at)
       select ${workspaceId}::uuid, t.delivery_id, t.endpoint_id, ${id}::uuid, 'pending', 0, ${now}::timestamptz, ${now}::timestamptz
-        from targets t
-    ), jobs_added as (
+        from webhook_targets t
+    ), webhook_jobs as (
       ${enqueueEachQuery(WEBHOOK_QUEUE, {
         workspaceId,
-        from: sql`targets t`,
+        from: sql`webhook_targets t`,
         id: sql`t.job_id`,
         payload: { deliveryId: sql`t.delivery_id`, endpointId: sql`t.endpoint_id` },
         runAt: now,
         createdAt: now,
       })}
-    )`;
-}
+    )`,
+  notify: sql`, ${notifyAddedQuery(WEBHOOK_QUEUE, 'webhook_jobs')}`,
+});
+
+registerEventConsumer('webhook-deliveries', webhookDeliveries);
 
 /** An event's actor as the API shows it: null on events recorded before actors were. */
 const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);

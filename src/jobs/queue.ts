@@ -95,6 +95,11 @@ export async function enqueueWhen<K extends JobKind>(
   return result.rows.length > 0 ? id : undefined;
 }
 
+/** A UUIDv7 made by PostgreSQL (time-ordered like the service's own ids), for the jobs a statement fans out. */
+const NEW_JOB_ID = sql.raw(
+  `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`,
+);
+
 /** Each payload field of a job kind as an SQL expression of the statement that adds the jobs. */
 export type PayloadColumns<P> = { [F in keyof P]: RawBuilder<unknown> };
 
@@ -110,7 +115,8 @@ export function enqueueEachQuery<K extends JobKind>(
   job: {
     workspaceId: string;
     from: RawBuilder<unknown>;
-    id: RawBuilder<unknown>;
+    /** An expression over `from`; by default a new UUIDv7 made by PostgreSQL. */
+    id?: RawBuilder<unknown>;
     payload: PayloadColumns<JobPayloads[K]>;
     /** An instant, or an SQL expression over `from` (a timer's due time). */
     runAt: Date | RawBuilder<unknown>;
@@ -121,7 +127,7 @@ export function enqueueEachQuery<K extends JobKind>(
 ): RawBuilder<unknown> {
   const fields = Object.entries(job.payload as Record<string, RawBuilder<unknown>>).map(([name, value]) => sql`${sql.lit(name)}, ${value}`);
   return sql`insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
-      select ${job.workspaceId}::uuid, ${job.id}, ${kind}, ${job.orderingKey ?? null}::text, jsonb_build_object(${sql.join(fields)}),
+      select ${job.workspaceId}::uuid, ${job.id ?? NEW_JOB_ID}, ${kind}, ${job.orderingKey ?? null}::text, jsonb_build_object(${sql.join(fields)}),
              ${job.runAt}::timestamptz, ${job.createdAt}::timestamptz
         from ${job.from}
       returning 1`;

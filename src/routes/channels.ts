@@ -25,8 +25,8 @@ export const channelHandlers: Pick<Handlers, 'listChannels' | 'getChannel' | 'cr
     return { status: 200, body: channel };
   },
 
-  async simulateSandboxInbound({ db, auth, params, body, services }) {
+  async simulateSandboxInbound({ db, auth, params, body }) {
     const channel = await getChannelRow(db, auth.workspaceId, params.id);
-    return { status: 201, body: await receiveSandboxInbound(db, auth.workspaceId, channel, body, services.ai) };
+    return { status: 201, body: await receiveSandboxInbound(db, auth.workspaceId, channel, body) };
   },
 };

@@ -8,7 +8,6 @@ import { limitBounds, pageBounds, type Bounds, type OperationId } from '../contr
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
 import type { SecretBox } from '../channels/secrets.js';
-import type { AiReplies } from '../ai/replies.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
 import { runIdempotent } from '../idempotency.js';
@@ -61,8 +60,6 @@ export interface RateLimitState {
 export interface Services {
   /** Seals and opens secrets (channels', webhook endpoints', stored answers holding one); absent when the operator configured no SECRETS_KEY. */
   secrets?: SecretBox | undefined;
-  /** Queues AI agents' replies to inbound messages; absent when no AI_BASE_URL is configured. */
-  ai?: AiReplies | undefined;
   /** Whether webhook URLs may be http:// or private (WEBHOOK_ALLOW_PRIVATE_URLS). */
   allowPrivateWebhookUrls?: boolean;
   /** This instance's live event streams (GET /events/stream); absent, the stream is a 503. */

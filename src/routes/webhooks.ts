@@ -4,7 +4,6 @@
 // A delivery's body is read from the moment it arrives: a sender that leaves once it has sent it
 // whole (its timeout) has it stored, and one that leaves before counts as no failure.
 import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
-import type { AiReplies } from '../ai/replies.js';
 import type { SecretBox } from '../channels/secrets.js';
 import { receiveMetaDelivery, verifyChallenge, webhookChannel } from '../channels/inbound.js';
 import type { Db } from '../db/database.js';
@@ -38,7 +37,7 @@ const channelScope = (req: Request): string => String(req.params.channelId).toLo
  * for its body, whatever it sends. A client that leaves before its body is whole counts nothing. Meta signs every delivery, so its addresses only fail a channel whose app
  * secret is wrong, and then only on that channel.
  */
-export function metaWebhooks(deps: { db: Db; secrets: SecretBox | undefined; ai?: AiReplies | undefined; failedAuth: FailedAuthLimiter }): Router {
+export function metaWebhooks(deps: { db: Db; secrets: SecretBox | undefined; failedAuth: FailedAuthLimiter }): Router {
   const router = Router();
   const channelOf = (req: Request): Promise<ChannelRow> => webhookChannel(deps.db, String(req.params.channelId));
 
@@ -74,7 +73,7 @@ export function metaWebhooks(deps: { db: Db; secrets: SecretBox | undefined; ai?
     const channel = await channelOf(req);
     const raw = await body;
     // From here on the sender may be gone: its delivery is checked and stored all the same.
-    await counted(req, 'invalid_signature', () => receiveMetaDelivery(deps.db, deps.secrets, channel, raw, req.get('x-hub-signature-256'), req.log, deps.ai));
+    await counted(req, 'invalid_signature', () => receiveMetaDelivery(deps.db, deps.secrets, channel, raw, req.get('x-hub-signature-256'), req.log));
     res.status(200).json({ received: true });
   });
 

@@ -32,9 +32,19 @@ async function enqueueDelivery(db: Db, message: MessageRow): Promise<void> {
   );
 }
 
-/** The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one); in its transaction. */
-export async function messageCreated(trx: Db, workspaceId: string, row: MessageRow, actor: Actor, now: Date): Promise<void> {
-  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now);
+/**
+ * The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one);
+ * in its transaction. `answered`: a customer's message the service answered itself (an NPS score).
+ */
+export async function messageCreated(
+  trx: Db,
+  workspaceId: string,
+  row: MessageRow,
+  actor: Actor,
+  now: Date,
+  options: { answered?: boolean } = {},
+): Promise<void> {
+  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, options);
 }
 
 /**

@@ -172,7 +172,8 @@ export async function answerInConversation(
   if (!row) return { kind: 'duplicate' };
   const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
   await recordInbound(trx, workspaceId, asked.id, now, sentAt);
-  await messageCreated(trx, workspaceId, row, SYSTEM, now);
+  // Thanked below: no agent answers it.
+  await messageCreated(trx, workspaceId, row, SYSTEM, now, { answered: true });
   await answerNps(trx, workspaceId, asked.id, score, now, SYSTEM, 'conversation');
   await sendOnThread(trx, workspaceId, asked.id, { contactId, channelId: channel.id, content: nps.thanks }, SYSTEM, now);
   return { kind: 'answered', message: row };
