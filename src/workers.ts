@@ -15,7 +15,7 @@ import { webhookHandler } from './events/dispatcher.js';
 import { createJobListener } from './jobs/listen.js';
 import { registerEventConsumers } from './event-consumers.js';
 import { aiReplyHandler } from './ai/replies.js';
-import { earlyStatusHandler } from './channels/statuses.js';
+import { earlyStatusHandler } from './services/provider-statuses.js';
 import { purgeEvents } from './events/purge.js';
 import { purgeExpiredKeys } from './idempotency.js';
 import { automationEventHandler, automationIdleHandler } from './automations/engine.js';

@@ -1,24 +1,18 @@
-// What customers write, and what Meta says about our messages, stored: a webhook delivery (checked,
-// read, applied in one transaction, or item by item when the database refuses one item; idempotent
-// per provider message id) or a sandbox inbound.
+// The inbound side of the channels: a Meta webhook delivery checked (its channel, its signature)
+// and parsed (channels/webhook.ts), or a sandbox inbound checked, then received by the service
+// (services/receive.ts: contacts, threads, messages, statuses) in one transaction, or item by item
+// when the database refuses one item; idempotent per provider message id.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
-import { SYSTEM } from '../actor.js';
 import { findChannelById } from '../db/channels.js';
-import { transact, type Db } from '../db/database.js';
-import { externalIdExists, insertInboundMessage, messageRowToMessage, type Message } from '../db/messages.js';
-import type { ChannelRow, MessageRow } from '../db/schema.js';
-import { recordInbound } from '../db/threads.js';
+import type { Db } from '../db/database.js';
+import { messageRowToMessage, type Message } from '../db/messages.js';
+import type { ChannelRow } from '../db/schema.js';
+import { receiveEvents, type ReceivedEvents } from '../services/receive.js';
 import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
-import { findOrCreateContact } from '../services/contacts.js';
-import { messageCreated } from '../services/messages.js';
-import { answerInConversation, scoreOfReply } from '../services/nps-requests.js';
-import { openThreadId } from '../services/threads.js';
 import type { SecretBox } from './secrets.js';
-import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
-import { applyStatus, holdEarlyStatus } from './statuses.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
 
@@ -27,68 +21,6 @@ type SandboxInbound = components['schemas']['SandboxInbound'];
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PHONE = /^\+[1-9]\d{7,14}$/;
 const INSTAGRAM_ID = /^[0-9A-Za-z_.-]+$/;
-
-export interface StoredEvents {
-  messages: MessageRow[];
-  duplicates: number;
-  /** Statuses applied; stale (they would move a message back); of unknown messages, held a while. */
-  statuses: Record<'applied' | 'stale' | 'unknown', number>;
-}
-
-/**
- * Applies the events of one delivery in one transaction: all of them are stored, with their API
- * events (by the system: a customer's message and Meta's statuses), or none. A score while the
- * pair's NPS question is pending answers it on the asked thread (services/nps-requests.ts).
- */
-export async function storeInboundEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<StoredEvents> {
-  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
-  if (events.length === 0) return stored;
-  await transact(db, async (trx) => {
-    for (const event of events) {
-      const now = new Date();
-      if (event.kind === 'status') {
-        const outcome = await applyStatus(trx, channel.workspace_id, channel.id, event, now);
-        if (outcome === 'unknown') await holdEarlyStatus(trx, channel.workspace_id, channel.id, event, now);
-        stored.statuses[outcome]++;
-        continue;
-      }
-      if (await externalIdExists(trx, channel.workspace_id, channel.id, event.externalId)) {
-        stored.duplicates++;
-        continue;
-      }
-      const name = event.name ?? ('phone' in event.from ? event.from.phone : `Instagram ${event.from.instagramId}`);
-      const contactId = await findOrCreateContact(trx, channel.workspace_id, event.from, name, now, SYSTEM);
-      const score = scoreOfReply(event);
-      const answer = score === undefined ? undefined : await answerInConversation(trx, channel, contactId, event, score, now);
-      if (answer?.kind === 'duplicate') {
-        stored.duplicates++;
-        continue;
-      }
-      if (answer) {
-        stored.messages.push(answer.message);
-        continue;
-      }
-      const threadId = await openThreadId(trx, channel.workspace_id, contactId, channel.id, now, SYSTEM);
-      const files = pendingFiles(event.media);
-      const row = await insertInboundMessage(
-        trx,
-        channel.workspace_id,
-        { threadId, contactId, channelId: channel.id, content: event.content, externalId: event.externalId, attachments: files.map((f) => f.attachment) },
-        now,
-      );
-      if (!row) {
-        stored.duplicates++;
-        continue;
-      }
-      await holdInboundMedia(trx, channel.workspace_id, { channelId: channel.id, contactId, messageId: row.id }, files, now);
-      const sentAt = event.sentAt && event.sentAt < now ? event.sentAt : now;
-      await recordInbound(trx, channel.workspace_id, threadId, now, sentAt);
-      await messageCreated(trx, channel.workspace_id, row, SYSTEM, now);
-      stored.messages.push(row);
-    }
-  });
-  return stored;
-}
 
 /** The meta channel a webhook names; 404 for a malformed id, an unknown channel or a sandbox one. */
 export async function webhookChannel(db: Db, channelId: string): Promise<ChannelRow> {
@@ -118,7 +50,7 @@ export async function receiveMetaDelivery(
   raw: Buffer,
   signature: string | undefined,
   log: Logger,
-): Promise<StoredEvents | undefined> {
+): Promise<ReceivedEvents | undefined> {
   const { appSecret } = openMetaSecrets(box, channel);
   if (!signatureMatches(appSecret, raw, signature)) {
     throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
@@ -168,16 +100,16 @@ function isRefusedValue(err: unknown): err is { code: string } {
  * position and kind: never their content), so one bad item cannot fail the delivery on every retry.
  * Any other failure is thrown: the delivery is answered 5xx and Meta sends it again.
  */
-async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger): Promise<StoredEvents> {
+async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger): Promise<ReceivedEvents> {
   try {
-    return await storeInboundEvents(db, channel, events);
+    return await receiveEvents(db, channel, events);
   } catch (err) {
     if (!isRefusedValue(err)) throw err;
   }
-  const stored: StoredEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
+  const stored: ReceivedEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   for (const [index, event] of events.entries()) {
     try {
-      const one = await storeInboundEvents(db, channel, [event]);
+      const one = await receiveEvents(db, channel, [event]);
       stored.messages.push(...one.messages);
       stored.duplicates += one.duplicates;
       for (const outcome of ['applied', 'stale', 'unknown'] as const) stored.statuses[outcome] += one.statuses[outcome];
@@ -189,7 +121,7 @@ async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[]
   return stored;
 }
 
-/** A customer's message on a sandbox channel, stored as a real inbound one is. */
+/** A customer's message on a sandbox channel, received as a real inbound one is (services/receive.ts). */
 export async function receiveSandboxInbound(db: Db, workspaceId: string, channel: ChannelRow | undefined, input: SandboxInbound): Promise<Message> {
   if (!channel || channel.provider !== 'sandbox') throw notFound('Channel');
   const valid = channel.type === 'whatsapp' ? PHONE.test(input.from) : INSTAGRAM_ID.test(input.from);
@@ -208,6 +140,6 @@ export async function receiveSandboxInbound(db: Db, workspaceId: string, channel
     name: input.name,
     content: input.content,
   };
-  const stored = await storeInboundEvents(db, { ...channel, workspace_id: workspaceId }, [event]);
+  const stored = await receiveEvents(db, { ...channel, workspace_id: workspaceId }, [event]);
   return messageRowToMessage(stored.messages[0]!);
 }

@@ -81,7 +81,7 @@ export interface JobPayloads {
   'message-delivery': DeliveryPayload;
   /** A sandbox message's delivery receipt (channels/deliveries.ts). */
   'sandbox-receipt': DeliveryPayload;
-  /** A Meta status that came before its message had Meta's id (channels/statuses.ts). */
+  /** A Meta status that came before its message had Meta's id (services/provider-statuses.ts). */
   'early-status': EarlyStatusPayload;
   /** An attempt of a webhook delivery (events/dispatcher.ts). */
   'webhook-delivery': WebhookJobPayload;

@@ -136,7 +136,7 @@ export async function requestNps(trx: Db, workspaceId: string, threadId: string,
   });
 }
 
-/** What became of a customer's score (storeInboundEvents): stored as the answer of an asked thread, or a delivery already stored. */
+/** What became of a customer's score (services/receive.ts): stored as the answer of an asked thread, or a delivery already stored. */
 export type ConversationAnswer = { kind: 'answered'; message: MessageRow } | { kind: 'duplicate' };
 
 /**

@@ -1,15 +1,15 @@
-// What Meta says about our messages: a status (sent, delivered, read, failed) moves its outbound
+// What the provider (Meta) says about our messages: a status (sent, delivered, read, failed) moves its outbound
 // message forward and records message.updated. Meta can call back about a message before this
 // service has stored the id Meta gave it (the status overtakes the answer to the send, or its
 // commit): such a status is held as a job and looked at again for about a quarter of a minute.
 import { SYSTEM } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import { externalIdExists, providerStatusChange, type MessageError } from '../db/messages.js';
-import { moveMessage } from '../services/message-statuses.js';
+import { moveMessage } from './message-statuses.js';
 import { enqueue, finishJob } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
-import { statusesBefore } from './rules.js';
+import { statusesBefore } from '../channels/rules.js';
 
 export const EARLY_STATUS_QUEUE = 'early-status';
 /** When a held status is first looked at again, and the base of the backoff after that. */

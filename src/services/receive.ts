@@ -1,0 +1,110 @@
+// Receiving: what a customer writes, and what the provider says about our messages, stored. The
+// mirror of sending (services/messages.ts): a channel adapter (channels/inbound.ts, Meta's webhook
+// and the sandbox) checks and parses a delivery, then hands its events here. A customer's message
+// is received in named steps, in the caller's transaction: not already stored (per provider
+// message id), its contact (contactOfSender: the one place a sender is matched to a contact), an
+// NPS score answered on its asked thread, else the open thread of (contact, channel) found or
+// opened, the message inserted, its files held for fetching, the thread's inbound times moved and
+// message.created recorded (whose consumers queue automations and an AI agent's reply).
+import { SYSTEM } from '../actor.js';
+import type { InboundEvent } from '../channels/webhook.js';
+import { transact, type Db } from '../db/database.js';
+import { externalIdExists, insertInboundMessage } from '../db/messages.js';
+import type { ChannelRow, MessageRow } from '../db/schema.js';
+import { recordInbound } from '../db/threads.js';
+import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
+import { findOrCreateContact } from './contacts.js';
+import { messageCreated } from './messages.js';
+import { answerInConversation, scoreOfReply } from './nps-requests.js';
+import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
+import { openThreadId } from './threads.js';
+
+/** A customer's message as a channel adapter parsed it. */
+export type ReceivedMessage = Extract<InboundEvent, { kind: 'message' }>;
+
+/** What became of a received message: stored (on its thread, or as an NPS answer), or stored before. */
+export type Received = { kind: 'stored'; message: MessageRow } | { kind: 'duplicate' };
+
+export interface ReceivedEvents {
+  messages: MessageRow[];
+  duplicates: number;
+  /** Statuses applied; stale (they would move a message back); of unknown messages, held a while. */
+  statuses: Record<'applied' | 'stale' | 'unknown', number>;
+}
+
+/**
+ * The contact who wrote `message` on `channel`: found by their address on it (a WhatsApp phone, an
+ * Instagram-scoped id), or created (contact.created, by the system) named as the provider names
+ * them, else by that address.
+ */
+export async function contactOfSender(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<string> {
+  const name = message.name ?? ('phone' in message.from ? message.from.phone : `Instagram ${message.from.instagramId}`);
+  return findOrCreateContact(trx, channel.workspace_id, message.from, name, now, SYSTEM);
+}
+
+/**
+ * Receives a customer's message on `channel`, in the caller's transaction (the steps above); a
+ * provider id already stored on the channel is a duplicate, stored once.
+ */
+export async function receiveMessage(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<Received> {
+  const workspaceId = channel.workspace_id;
+  if (await externalIdExists(trx, workspaceId, channel.id, message.externalId)) return { kind: 'duplicate' };
+  const contactId = await contactOfSender(trx, channel, message, now);
+  const score = scoreOfReply(message);
+  const answer = score === undefined ? undefined : await answerInConversation(trx, channel, contactId, message, score, now);
+  if (answer?.kind === 'duplicate') return answer;
+  if (answer) return { kind: 'stored', message: answer.message };
+  const threadId = await openThreadId(trx, workspaceId, contactId, channel.id, now, SYSTEM);
+  const files = pendingFiles(message.media);
+  const row = await insertInboundMessage(
+    trx,
+    workspaceId,
+    { threadId, contactId, channelId: channel.id, content: message.content, externalId: message.externalId, attachments: files.map((f) => f.attachment) },
+    now,
+  );
+  if (!row) return { kind: 'duplicate' };
+  await holdInboundMedia(trx, workspaceId, { channelId: channel.id, contactId, messageId: row.id }, files, now);
+  const sentAt = message.sentAt && message.sentAt < now ? message.sentAt : now;
+  await recordInbound(trx, workspaceId, threadId, now, sentAt);
+  await messageCreated(trx, workspaceId, row, SYSTEM, now);
+  return { kind: 'stored', message: row };
+}
+
+/**
+ * Applies a provider's status of one of our messages on `channelId` (message.updated, by the
+ * system): `applied`, `stale` (the message is already at or past it), or `unknown` (no message has
+ * that provider id yet: the status is held and looked at again, services/provider-statuses.ts).
+ */
+export async function applyProviderStatus(
+  trx: Db,
+  workspaceId: string,
+  channelId: string,
+  status: ProviderStatus,
+  now: Date,
+): Promise<'applied' | 'stale' | 'unknown'> {
+  const outcome = await applyStatus(trx, workspaceId, channelId, status, now);
+  if (outcome === 'unknown') await holdEarlyStatus(trx, workspaceId, channelId, status, now);
+  return outcome;
+}
+
+/**
+ * Receives the events of one delivery on `channel` in one transaction: all of them are stored,
+ * with their API events (by the system), or none.
+ */
+export async function receiveEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<ReceivedEvents> {
+  const received: ReceivedEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
+  if (events.length === 0) return received;
+  await transact(db, async (trx) => {
+    for (const event of events) {
+      const now = new Date();
+      if (event.kind === 'status') {
+        received.statuses[await applyProviderStatus(trx, channel.workspace_id, channel.id, event, now)]++;
+        continue;
+      }
+      const outcome = await receiveMessage(trx, channel, event, now);
+      if (outcome.kind === 'duplicate') received.duplicates++;
+      else received.messages.push(outcome.message);
+    }
+  });
+  return received;
+}
