@@ -1,6 +1,9 @@
 // The rooms of src/ keep to the layout of docs/ARCHITECTURE.md: db/ reads and writes its tables and imports no
-// capability and no migration; each event type has exactly one emitter, in the service layer. Read
-// from the real source files with simple regular expressions.
+// capability and no migration; the queue (jobs/) imports no capability and only it names its table;
+// the event log (events/) imports none of its consumers; the Meta adapter (channels/) neither
+// imports ai/ or automations/ nor stores contacts, threads or messages itself (services/ does);
+// each event type has exactly one emitter, in the service layer. Read from the real source files
+// with simple regular expressions.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -65,6 +68,57 @@ describe('the data layer', () => {
 
   it('when the agent key of unassigned NPS answers is read, then the code’s constant is the value migration 0004 stored', () => {
     expect(NO_AGENT).toBe(MIGRATION_NO_AGENT);
+  });
+});
+
+/** `file -> target` for each import of a module of `dir` that lands in one of `rooms`. */
+function importsInto(dir: string, rooms: string[]): string[] {
+  return modules(dir).flatMap((file) =>
+    importsOf(file)
+      .filter((target) => rooms.some((room) => target.startsWith(room)))
+      .map((target) => `${file} -> ${target}`),
+  );
+}
+
+describe('the rooms', () => {
+  it('when every module of src/jobs is read, then none imports a capability, a route or the stream: the queue is only a queue (src/workers.ts wires the kinds)', () => {
+    const rooms = ['src/ai/', 'src/automations/', 'src/channels/', 'src/events/', 'src/media/', 'src/services/', 'src/routes/', 'src/stream/', 'src/outbound/'];
+
+    expect(modules('src/jobs').length).toBeGreaterThan(4);
+    expect(importsInto('src/jobs', rooms)).toEqual([]);
+  });
+
+  it('when src/ is read, then no module outside src/jobs (and the frozen migrations) names the jobs table: other rooms name jobs by kind and JobKey', () => {
+    const naming = /\b(?:from|into|update|join|table)\s+jobs\b|\b(?:selectFrom|insertInto|updateTable|deleteFrom)\(\s*'jobs\b/i;
+    const offending = modules('src').filter((file) => !file.startsWith('src/jobs/') && !file.startsWith('src/db/migrations/') && naming.test(read(file)));
+
+    expect(naming.test('delete from jobs where true')).toBe(true);
+    expect(offending).toEqual([]);
+  });
+
+  it('when every module of src/events is read, then none imports automations, ai or channels: consumers are registered (src/event-consumers.ts)', () => {
+    // Until the neutral home of secrets lands (src/secrets.ts, the names change of the same issue): delete then.
+    const secretsPending = new Set([
+      'src/events/dispatcher.ts -> src/channels/secrets.ts',
+      'src/events/endpoints.ts -> src/channels/secrets.ts',
+      'src/events/endpoints.ts -> src/channels/settings.ts',
+    ]);
+    const offending = importsInto('src/events', ['src/automations/', 'src/ai/', 'src/channels/']).filter((edge) => !secretsPending.has(edge));
+
+    expect(offending).toEqual([]);
+  });
+
+  it('when every module of src/channels is read, then none imports ai or automations', () => {
+    expect(importsInto('src/channels', ['src/ai/', 'src/automations/'])).toEqual([]);
+  });
+
+  it('when every module of src/channels is read, then none creates a contact, opens a thread or stores a message: services/receive.ts does', () => {
+    const storing =
+      /\b(?:findOrCreateContact|createContact|insertContact\w*|openThread\w*|insertInboundMessage|insertMessage|appendTo\w*Thread|messageCreated|recordInbound|recordEvent|recordChangeEvent)\s*\(/;
+    const offending = modules('src/channels').filter((file) => storing.test(read(file)));
+
+    expect(modules('src/channels').length).toBeGreaterThan(4);
+    expect(offending).toEqual([]);
   });
 });
 
