@@ -16,7 +16,7 @@ import { contractValidator } from './middleware/validator.js';
 import { dispatch } from './routes/handler.js';
 import { handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
-import type { SecretBox } from './channels/secrets.js';
+import type { SecretBox } from './secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
 import { aiRepliesOf } from './ai/replies.js';
 import type { EventStreams } from './stream/hub.js';

@@ -1,6 +1,6 @@
 // The service's configuration: the only reader of process.env, parsed and checked once.
 import path from 'node:path';
-import { parseKey, SecretsError } from './channels/secrets.js';
+import { parseKey, SecretsError } from './secrets.js';
 
 export type NodeEnv = 'production' | 'development' | 'test';
 

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox, keyIdOf } from '../src/channels/secrets.js';
+import { createSecretBox, keyIdOf } from '../src/secrets.js';
 import type { Db } from '../src/db/database.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { databaseUrl, ownDatabase, startServer, testSecretsKey, type OwnDatabase, type TestServer } from './helpers/server.js';

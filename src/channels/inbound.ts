@@ -17,7 +17,7 @@ import { findOrCreateContact } from '../services/contacts.js';
 import { messageCreated } from '../services/messages.js';
 import { answerInConversation, scoreOfReply } from '../services/nps-requests.js';
 import { openThreadId } from '../services/threads.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
 import { applyStatus, holdEarlyStatus } from './statuses.js';
 import { openMetaSecrets } from './settings.js';

@@ -13,7 +13,7 @@ import {
 import { transact, type Db } from '../db/database.js';
 import type { ChannelRow } from '../db/schema.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 
 type ChannelCreate = components['schemas']['ChannelCreate'];
 type ChannelUpdate = components['schemas']['ChannelUpdate'];

@@ -1,5 +1,5 @@
 // Channels of a workspace: sandbox or connected to Meta; a channel's default agent takes the
-// threads opened on it. The Meta secrets column holds sealed text (src/channels/secrets.ts) and
+// threads opened on it. The Meta secrets column holds sealed text (src/secrets.ts) and
 // never leaves this module's rows for the wire.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';

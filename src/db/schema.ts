@@ -52,7 +52,7 @@ export interface ChannelTable {
   provider: ColumnType<'sandbox' | 'meta', 'sandbox' | 'meta' | undefined, 'sandbox' | 'meta'>;
   /** The WhatsApp phone_number_id or Instagram account id of a meta channel. */
   external_id: string | null;
-  /** The Meta secrets, sealed by src/channels/secrets.ts; null on sandbox channels. */
+  /** The Meta secrets, sealed by src/secrets.ts; null on sandbox channels. */
   secrets: string | null;
   /** The agent a thread opened on the channel is assigned to when none is given. */
   default_agent_id: ColumnType<string | null, string | null | undefined, string | null>;
@@ -394,7 +394,7 @@ export interface WebhookEndpointTable {
   /** Event types, or '*'. */
   events: string[];
   description: string | null;
-  /** The whsec_ secret, sealed by src/channels/secrets.ts. */
+  /** The whsec_ secret, sealed by src/secrets.ts. */
   secret: string;
   enabled: ColumnType<boolean, boolean | undefined, boolean>;
   disabled_reason: ColumnType<string | null, string | null | undefined, string | null>;

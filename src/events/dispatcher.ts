@@ -6,7 +6,7 @@
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
 import { sql } from 'kysely';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';

@@ -3,7 +3,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import { SecretsUnavailableError } from '../channels/settings.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { transact, type Db } from '../db/database.js';
 import { listPage, listSource, type PageText } from '../db/pagination.js';
 import type { WebhookEndpointRow } from '../db/schema.js';

@@ -20,7 +20,7 @@ import {
 } from '../channels/graph.js';
 import { findMedia } from '../db/media.js';
 import type { MediaStore } from '../media/store.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
 import { enqueue, finishJob, finishJobQuery, type HeldJob } from './queue.js';
 import type { JobResult, QueueHandler } from './worker.js';

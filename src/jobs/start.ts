@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import type { BackgroundWork } from '../shutdown.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './deliveries.js';
 import { webhookHandler } from '../events/dispatcher.js';
 import { createJobListener } from './listen.js';

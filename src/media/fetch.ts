@@ -15,7 +15,7 @@ import { rm } from 'node:fs/promises';
 import { sql } from 'kysely';
 import { SYSTEM } from '../actor.js';
 import { classifyGraphFailure } from '../channels/graph.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
 import { findChannelById } from '../db/channels.js';
 import type { Db } from '../db/database.js';

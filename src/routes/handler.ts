@@ -7,7 +7,7 @@ import type { operations } from '../../generated/api.js';
 import { limitBounds, pageBounds, type Bounds, type OperationId } from '../contract.js';
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import type { AiReplies } from '../ai/replies.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';

@@ -5,7 +5,7 @@
 // whole (its timeout) has it stored, and one that leaves before counts as no failure.
 import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import type { AiReplies } from '../ai/replies.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { receiveMetaDelivery, verifyChallenge, webhookChannel } from '../channels/inbound.js';
 import type { Db } from '../db/database.js';
 import type { ChannelRow } from '../db/schema.js';

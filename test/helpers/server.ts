@@ -16,7 +16,7 @@ import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis.js';
-import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
+import { createSecretBox, type SecretBox } from '../../src/secrets.js';
 import { startJobs, type Jobs } from '../../src/jobs/start.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 import type { MediaStore } from '../../src/media/store.js';
