@@ -62,7 +62,7 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
     spoolUpload(media),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
-      services: { secrets, ai: aiRepliesOf(config), allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams, media },
+      services: { secrets, ai: aiRepliesOf(config), allowPrivateUrls: config.outboundAllowPrivateUrls, streams, media },
     }),
   );
 

@@ -234,7 +234,7 @@ describe('sealed secrets', () => {
 
   it('when the delivery settings are read, then the defaults are those documented and a request may outlast the lease (it is renewed)', () => {
     const config = loadConfig({});
-    expect([config.metaGraphUrl, config.deliveryRetryBaseMs, config.deliveryMaxAttempts, config.metaGraphTimeoutMs]).toEqual([
+    expect([config.metaGraphUrl, config.retryBaseMs, config.retryMaxAttempts, config.metaGraphTimeoutMs]).toEqual([
       'https://graph.facebook.com/v23.0',
       1_000,
       10,

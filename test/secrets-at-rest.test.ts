@@ -21,7 +21,7 @@ const secrets = new Set<string>();
 beforeAll(async () => {
   // A database of its own on PostgreSQL: the dump reads it whole, and the rotation re-seals it whole.
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, config: { webhookAllowPrivateUrls: true } });
+  server = await startServer({ databaseUrl: own?.url, config: { outboundAllowPrivateUrls: true } });
   ws = await createWorkspace(server);
 });
 afterAll(async () => {

@@ -40,7 +40,7 @@ beforeAll(async () => {
   const db = openDb();
   try {
     await migrateToLatest(db);
-    const server = await startServer({ db, secrets: createSecretBox(sealingKey), redisUrl: false, config: { webhookAllowPrivateUrls: true } });
+    const server = await startServer({ db, secrets: createSecretBox(sealingKey), redisUrl: false, config: { outboundAllowPrivateUrls: true } });
     try {
       const ws = await createWorkspace(server);
       meta = await createMetaChannel(ws, 'whatsapp');

@@ -31,8 +31,8 @@ export type JobsConfig = Pick<
   | 'databaseDirectUrl'
   | 'metaGraphUrl'
   | 'metaGraphTimeoutMs'
-  | 'deliveryRetryBaseMs'
-  | 'deliveryMaxAttempts'
+  | 'retryBaseMs'
+  | 'retryMaxAttempts'
   | 'deliveryConcurrency'
   | 'jobLeaseMs'
   | 'jobPollMs'
@@ -42,7 +42,7 @@ export type JobsConfig = Pick<
   | 'aiConcurrency'
   | 'automationConcurrency'
   | 'webhookRetryDelaysMs'
-  | 'webhookAllowPrivateUrls'
+  | 'outboundAllowPrivateUrls'
   | 'webhookConcurrency'
   | 'webhookEndpointConcurrency'
   | 'mediaStore'
@@ -84,8 +84,8 @@ export function startJobs(options: {
         media,
         graphUrl: config.metaGraphUrl,
         graphTimeoutMs: config.metaGraphTimeoutMs,
-        maxAttempts: config.deliveryMaxAttempts,
-        retryBaseMs: config.deliveryRetryBaseMs,
+        maxAttempts: config.retryMaxAttempts,
+        retryBaseMs: config.retryBaseMs,
       }),
       concurrency: config.deliveryConcurrency,
     },
@@ -96,7 +96,7 @@ export function startJobs(options: {
         db,
         secrets: options.secrets,
         retryDelaysMs: config.webhookRetryDelaysMs,
-        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        allowPrivateUrls: config.outboundAllowPrivateUrls,
         endpointConcurrency: config.webhookEndpointConcurrency,
         logger,
       }),
@@ -112,23 +112,23 @@ export function startJobs(options: {
         timeoutMs: config.metaGraphTimeoutMs,
         deadlineMs: config.mediaFetchTimeoutMs,
         slots: MEDIA_FETCH_SLOTS,
-        maxAttempts: config.deliveryMaxAttempts,
-        retryBaseMs: config.deliveryRetryBaseMs,
-        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        maxAttempts: config.retryMaxAttempts,
+        retryBaseMs: config.retryBaseMs,
+        allowPrivateUrls: config.outboundAllowPrivateUrls,
         logger,
       }),
       concurrency: MEDIA_FETCH_SLOTS,
     },
     'media-delete': {
-      handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: mediaDeleteHandler(media, { maxAttempts: config.retryMaxAttempts, retryBaseMs: config.retryBaseMs }),
       concurrency: 2,
     },
     'automation-event': {
-      handler: automationEventHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: automationEventHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
       concurrency: config.automationConcurrency,
     },
     'automation-idle': {
-      handler: automationIdleHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: automationIdleHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
       concurrency: config.automationConcurrency,
     },
     recurring: {

@@ -63,8 +63,8 @@ export interface Services {
   secrets?: SecretBox | undefined;
   /** Queues AI agents' replies to inbound messages; absent when no AI_BASE_URL is configured. */
   ai?: AiReplies | undefined;
-  /** Whether webhook URLs may be http:// or private (WEBHOOK_ALLOW_PRIVATE_URLS). */
-  allowPrivateWebhookUrls?: boolean;
+  /** Whether webhook endpoint URLs may be http:// or private (OUTBOUND_ALLOW_PRIVATE_URLS). */
+  allowPrivateUrls?: boolean;
   /** This instance's live event streams (GET /events/stream); absent, the stream is a 503. */
   streams?: EventStreams | undefined;
   /** Where media files' bytes are kept (MEDIA_STORE). */
