@@ -101,3 +101,41 @@ describe('events', () => {
     expect(outside).toEqual([]);
   });
 });
+
+describe('contract types', () => {
+  /** Every enum of strings in openapi.yaml (schemas, properties, parameters), as its sorted values. */
+  function contractEnums(): Map<string, string> {
+    const found = new Map<string, string>();
+    const walk = (node: unknown, where: string): void => {
+      if (Array.isArray(node)) return node.forEach((item, i) => walk(item, `${where}[${i}]`));
+      if (!node || typeof node !== 'object') return;
+      const object = node as Record<string, unknown>;
+      if (Array.isArray(object.enum) && object.enum.length > 1 && object.enum.every((v) => typeof v === 'string')) {
+        found.set([...(object.enum as string[])].sort().join(' | '), where);
+      }
+      for (const [key, value] of Object.entries(object)) walk(value, `${where}.${key}`);
+    };
+    walk(loadSpec(), '');
+    return found;
+  }
+
+  it('when src/ is read, then no union of string literals copies an enum of the contract: such types come from generated/api.ts', () => {
+    const enums = contractEnums();
+    const copies = modules('src')
+      .filter((file) => !file.startsWith('src/db/migrations/'))
+      .flatMap((file) =>
+        [...read(file).matchAll(/'[^'\n]*'(?:\s*\|\s*'[^'\n]*')+/g)]
+          .map((m) =>
+            [...m[0].matchAll(/'([^'\n]*)'/g)]
+              .map((v) => v[1]!)
+              .sort()
+              .join(' | '),
+          )
+          .filter((values) => enums.has(values))
+          .map((values) => `${file}: ${values} (the contract's ${enums.get(values)})`),
+      );
+
+    expect(enums.size).toBeGreaterThan(20);
+    expect(copies).toEqual([]);
+  });
+});

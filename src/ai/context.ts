@@ -2,16 +2,17 @@
 // inbound message and its last messages. Always one workspace's, one thread's.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
+import type { AgentStatus, AgentType, ThreadStatus } from '../db/schema.js';
 import type { ThreadLine } from './chat.js';
 
 export interface ReplyContext {
   threadId: string;
   contactId: string;
   channelId: string;
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   agentId: string | null;
   /** Null when the thread has no AI agent (none, a person, or gone). */
-  agent: { status: 'active' | 'inactive'; model: string; instructions: string } | null;
+  agent: { status: AgentStatus; model: string; instructions: string } | null;
   /** The thread's newest inbound message; a job for an older one has nothing to answer. */
   latestInboundId: string | null;
 }
@@ -24,10 +25,10 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
   const result = await sql<{
     contact_id: string;
     channel_id: string;
-    status: 'open' | 'closed';
+    status: ThreadStatus;
     agent_id: string | null;
-    agent_type: 'ai' | 'human' | null;
-    agent_status: 'active' | 'inactive' | null;
+    agent_type: AgentType | null;
+    agent_status: AgentStatus | null;
     model: string | null;
     instructions: string | null;
     latest_inbound_id: string | null;

@@ -81,7 +81,7 @@ async function changeLabels(
   workspaceId: string,
   target: RunTarget,
   actor: AutomationActor,
-  action: Extract<Action, { type: 'add_labels' | 'remove_labels' }>,
+  action: components['schemas']['LabelsAction'],
 ) {
   const edit = (current: readonly string[]): string[] =>
     action.type === 'add_labels'

@@ -13,7 +13,7 @@ import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJ
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
 import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
-import type { EventRow } from '../db/schema.js';
+import type { EventRow, WebhookDeliveryStatus } from '../db/schema.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
@@ -33,7 +33,7 @@ export interface WebhookDispatchOptions {
 }
 
 interface DeliveryTarget {
-  status: 'pending' | 'succeeded' | 'failed';
+  status: WebhookDeliveryStatus;
   attempts: number;
   url: string;
   secret: string;
