@@ -111,7 +111,7 @@ describe('contract types', () => {
       if (!node || typeof node !== 'object') return;
       const object = node as Record<string, unknown>;
       if (Array.isArray(object.enum) && object.enum.length > 1 && object.enum.every((v) => typeof v === 'string')) {
-        found.set([...(object.enum as string[])].sort().join(' | '), where);
+        found.set([...object.enum].sort().join(' | '), where);
       }
       for (const [key, value] of Object.entries(object)) walk(value, `${where}.${key}`);
     };
