@@ -122,6 +122,25 @@ describe('a webhook endpoint secret', () => {
     await expectNoSecretAtRest();
   });
 
+  it('when an instance has no SECRETS_KEY, then creating a webhook endpoint is a 503 that says so and stores nothing', async () => {
+    const keyless = await startServer({ db: server.db, secrets: null, redisUrl: false });
+    try {
+      const url = `https://keyless-${randomUUID()}.example.com/hook`;
+      const res = await request(keyless, 'POST', '/v1/webhook-endpoints', { apiKey: ws.apiKey, body: { url, events: ['*'] } });
+
+      expect(res.status).toBe(503);
+      expect(res.body.error).toEqual({
+        code: 'service_unavailable',
+        message: 'Webhook endpoints are not available: the operator has not configured SECRETS_KEY.',
+        requestId: expect.any(String),
+      });
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from webhook_endpoints where url = ${url}`.execute(server.db);
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      await keyless.close();
+    }
+  });
+
   it('when the replay reaches an instance whose keys do not open the stored answer, then it is a 503 that shows no secret', async () => {
     const stranger = await startServer({ db: server.db, secrets: createSecretBox(randomBytes(32)), redisUrl: false });
     try {
