@@ -4,10 +4,10 @@
 // thread to a person by round robin (services/round-robin.ts: one history entry, actor the agent). One job runs per thread at a
 // time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
 // gets one answer, to its last message.
-import { sql } from 'kysely';
 import { agentActor } from '../actor.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
+import { aiAgentAnswersQuery } from '../db/reply-context.js';
 import { ApiError } from '../errors.js';
 import type { ReplyPayload } from '../jobs/kinds.js';
 import { enqueueWhen, finishJob, type Job } from '../jobs/queue.js';
@@ -39,15 +39,7 @@ export async function enqueueReply(db: Db, ai: AiReplies, workspaceId: string, m
     AI_REPLY_QUEUE,
     { threadId: message.thread_id, messageId: message.id },
     { workspaceId, orderingKey: `thread:${message.thread_id}`, runAt: new Date(message.created_at.getTime() + ai.delayMs), createdAt: message.created_at },
-    db
-      .selectFrom('threads as t')
-      .innerJoin('agents as a', (join) => join.onRef('a.workspace_id', '=', 't.workspace_id').onRef('a.id', '=', 't.agent_id'))
-      .select(sql.lit(1).as('one'))
-      .where('t.workspace_id', '=', workspaceId)
-      .where('t.id', '=', message.thread_id)
-      .where('t.status', '=', 'open')
-      .where('a.type', '=', 'ai')
-      .where('a.status', '=', 'active'),
+    aiAgentAnswersQuery(db, workspaceId, message.thread_id),
   );
   return id !== undefined;
 }

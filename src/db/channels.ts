@@ -42,8 +42,10 @@ export async function listChannels(db: Db, workspaceId: string, page: number, li
   return listPage(db, channelList, [['workspace_id = ?', workspaceId]], { page, limit });
 }
 
-export async function getChannelRow(db: Db, workspaceId: string, id: string): Promise<ChannelRow | undefined> {
-  return db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+/** The channel's row; with `lock`, locked until the caller's transaction ends. */
+export async function getChannelRow(db: Db, workspaceId: string, id: string, options: { lock?: boolean } = {}): Promise<ChannelRow | undefined> {
+  const query = db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id);
+  return (options.lock ? query.forUpdate() : query).executeTakeFirst();
 }
 
 /** A channel by id alone, whatever its workspace: Meta's webhooks name nothing else. */
