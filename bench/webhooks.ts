@@ -46,7 +46,7 @@ async function main(): Promise<void> {
       REDIS_PREFIX: `sf-bench-webhooks:${stamp}:`,
       SECRETS_KEY: randomBytes(32).toString('base64'),
       // The receiver is on loopback.
-      WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+      OUTBOUND_ALLOW_PRIVATE_URLS: 'true',
     };
     // BENCH_WEBHOOK_PROFILE=<file.cpuprofile>: a CPU profile of the service over the fixed-rate run (bench/profile.ts reads it).
     const profile = process.env.BENCH_WEBHOOK_PROFILE ? path.resolve(process.env.BENCH_WEBHOOK_PROFILE) : undefined;

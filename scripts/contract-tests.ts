@@ -235,7 +235,7 @@ async function main(): Promise<number> {
     // The collection's 401 variations fail authentication 32 times from one IP on purpose; the
     // default 30 per minute would turn the last ones into 429s. The limit itself is tested in test/.
     // Webhook URLs are taken as written (no name resolved, offline): the SSRF guard is tested in test/.
-    server = await startRealServer({ databaseUrl, pgliteDir, env: { FAILED_AUTH_LIMIT: '100000', WEBHOOK_ALLOW_PRIVATE_URLS: 'true' } });
+    server = await startRealServer({ databaseUrl, pgliteDir, env: { FAILED_AUTH_LIMIT: '100000', OUTBOUND_ALLOW_PRIVATE_URLS: 'true' } });
     console.log(`contract tests: server on ${server.baseUrl} (pid ${server.child.pid})`);
     const ids = await seed(server.baseUrl, key);
     const channel = (type: string): string => key.channels.find((c) => c.type === type)?.id ?? '';

@@ -3,7 +3,7 @@
 // SECRETS_KEY, opening the old ones with SECRETS_KEY_PREVIOUS. Prints {keyId, resealed, remaining}
 // (all of them together); once remaining is 0 (and every instance runs with the new SECRETS_KEY),
 // SECRETS_KEY_PREVIOUS can be dropped.
-import { createSecretBox } from '../src/channels/secrets.js';
+import { createSecretBox } from '../src/secrets.js';
 import { rotateChannelSecrets } from '../src/channels/settings.js';
 import { rotateWebhookSecrets } from '../src/events/endpoints.js';
 import { rotateSealedResults } from '../src/idempotency.js';

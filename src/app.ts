@@ -16,7 +16,7 @@ import { contractValidator } from './middleware/validator.js';
 import { dispatch } from './routes/handler.js';
 import { handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
-import type { SecretBox } from './channels/secrets.js';
+import type { SecretBox } from './secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
 import { registerEventConsumers } from './event-consumers.js';
 import type { EventStreams } from './stream/hub.js';
@@ -64,7 +64,7 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
     spoolUpload(media),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
-      services: { secrets, allowPrivateWebhookUrls: config.webhookAllowPrivateUrls, streams, media },
+      services: { secrets, allowPrivateUrls: config.outboundAllowPrivateUrls, streams, media },
     }),
   );
 

@@ -1,6 +1,6 @@
 // The service's configuration: the only reader of process.env, parsed and checked once.
 import path from 'node:path';
-import { parseKey, SecretsError } from './channels/secrets.js';
+import { parseKey, SecretsError } from './secrets.js';
 
 export type NodeEnv = 'production' | 'development' | 'test';
 
@@ -58,10 +58,13 @@ export interface Config {
   readonly metaGraphUrl: string;
   /** How long one Graph request may take before it counts as a passing failure. */
   readonly metaGraphTimeoutMs: number;
-  /** The first retry's delay; each next one doubles, up to 10 minutes, with jitter. */
-  readonly deliveryRetryBaseMs: number;
-  /** Attempts of one delivery before the message is failed. */
-  readonly deliveryMaxAttempts: number;
+  /**
+   * The first retry's delay of a passing failure (a Graph delivery, a file fetch or erasure, an AI
+   * call, an automation run); each next one doubles, up to 10 minutes, with jitter (RETRY_BASE_MS).
+   */
+  readonly retryBaseMs: number;
+  /** Attempts of one such job before it is given up: the message or file failed, the thread handed off (RETRY_MAX_ATTEMPTS). */
+  readonly retryMaxAttempts: number;
   /** Deliveries one process runs at once. */
   readonly deliveryConcurrency: number;
   /**
@@ -86,8 +89,12 @@ export interface Config {
   readonly automationConcurrency: number;
   /** The waits (ms) after the 1st, 2nd, ... failed webhook attempt (WEBHOOK_RETRY_DELAYS, in seconds); then the delivery is failed. */
   readonly webhookRetryDelaysMs: readonly number[];
-  /** Whether webhook URLs may be http:// or reach private addresses (WEBHOOK_ALLOW_PRIVATE_URLS; default only on the embedded database). */
-  readonly webhookAllowPrivateUrls: boolean;
+  /**
+   * Whether the URLs the service calls that others chose (webhook endpoints, Instagram's attachment
+   * URLs) may be http:// or reach private addresses (OUTBOUND_ALLOW_PRIVATE_URLS; default only on
+   * the embedded database).
+   */
+  readonly outboundAllowPrivateUrls: boolean;
   /** Webhook attempts one process makes at once. */
   readonly webhookConcurrency: number;
   /** Webhook attempts to one endpoint one process makes at once: a slow endpoint holds no more slots. */
@@ -140,9 +147,31 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 
 export class ConfigError extends Error {}
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+/**
+ * Settings renamed once they served more than their first user, each with the name it had first:
+ * DELIVERY_* drove Meta deliveries only, WEBHOOK_ALLOW_PRIVATE_URLS webhook endpoints only. The first
+ * name is still read, and means the same, when the new one is unset or empty (deployments set it);
+ * when both are set the new one wins.
+ */
+export const FIRST_NAMES: Readonly<Record<string, string>> = Object.freeze({
+  RETRY_BASE_MS: 'DELIVERY_RETRY_BASE_MS',
+  RETRY_MAX_ATTEMPTS: 'DELIVERY_MAX_ATTEMPTS',
+  OUTBOUND_ALLOW_PRIVATE_URLS: 'WEBHOOK_ALLOW_PRIVATE_URLS',
+});
+
+/** The value of setting `name` (or of its first name) and the name it was read under, for messages; raw is undefined when neither is set. */
+function setting(env: NodeJS.ProcessEnv, name: string): { name: string; raw: string | undefined } {
+  const first = FIRST_NAMES[name];
+  for (const candidate of first === undefined ? [name] : [name, first]) {
+    const raw = env[candidate];
+    if (raw !== undefined && raw !== '') return { name: candidate, raw };
+  }
+  return { name, raw: undefined };
+}
+
+function integer(env: NodeJS.ProcessEnv, key: string, fallback: number, min: number, max: number): number {
+  const { name, raw } = setting(env, key);
+  if (raw === undefined) return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) {
     throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
@@ -150,9 +179,9 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value;
 }
 
-function boolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+function boolean(env: NodeJS.ProcessEnv, key: string, fallback: boolean): boolean {
+  const { name, raw } = setting(env, key);
+  if (raw === undefined) return fallback;
   if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
   if (['0', 'false', 'no', 'off'].includes(raw.toLowerCase())) return false;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
@@ -258,8 +287,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretsKeyPrevious: keys.previous,
     metaGraphUrl: (url(env, 'META_GRAPH_URL', ['https:', 'http:']) ?? 'https://graph.facebook.com/v23.0').replace(/\/+$/, ''),
     metaGraphTimeoutMs,
-    deliveryRetryBaseMs: integer(env, 'DELIVERY_RETRY_BASE_MS', 1_000, 1, 600_000),
-    deliveryMaxAttempts: integer(env, 'DELIVERY_MAX_ATTEMPTS', 10, 1, 100),
+    retryBaseMs: integer(env, 'RETRY_BASE_MS', 1_000, 1, 600_000),
+    retryMaxAttempts: integer(env, 'RETRY_MAX_ATTEMPTS', 10, 1, 100),
     deliveryConcurrency: integer(env, 'DELIVERY_CONCURRENCY', 64, 1, 1_000),
     jobLeaseMs,
     jobPollMs: integer(env, 'JOB_POLL_MS', 1_000, 10, 60_000),
@@ -270,7 +299,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
     automationConcurrency: integer(env, 'AUTOMATION_CONCURRENCY', 8, 1, 1_000),
     webhookRetryDelaysMs: Object.freeze(retryDelays(env)),
-    webhookAllowPrivateUrls: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
+    outboundAllowPrivateUrls: boolean(env, 'OUTBOUND_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),
     webhookEndpointConcurrency: integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
     mediaStore: mediaStore(env),

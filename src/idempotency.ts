@@ -3,7 +3,7 @@
 // all; a retry within 24 hours replays the result instead of changing anything again. A result
 // whose answer holds a secret is stored sealed under SECRETS_KEY, as the secret itself is.
 import { createHash } from 'node:crypto';
-import { SecretsError, type SecretBox } from './channels/secrets.js';
+import { SecretsError, type SecretBox } from './secrets.js';
 import { transact, type Db } from './db/database.js';
 import {
   isResultInTheWay,

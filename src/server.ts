@@ -15,7 +15,7 @@ import { sweepSpool, sweepSpoolEvery } from './media/spool.js';
 import { createRedis } from './redis.js';
 import { createBackgroundWork } from './shutdown.js';
 import { createHttpServer } from './http-server.js';
-import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './channels/secrets.js';
+import { createSecretBox, loadOrCreateKeyFile, unopenableSecrets, type SecretBox } from './secrets.js';
 import { sealedKeysInUse } from './db/sealed-keys.js';
 import { backoffMs } from './jobs/backoff.js';
 import { startWorkers } from './workers.js';

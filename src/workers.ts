@@ -9,7 +9,7 @@ import type { Config } from './config.js';
 import type { Db } from './db/database.js';
 import type { Logger } from './logger.js';
 import type { BackgroundWork } from './shutdown.js';
-import type { SecretBox } from './channels/secrets.js';
+import type { SecretBox } from './secrets.js';
 import { deliveryHandler, sandboxReceiptHandler } from './channels/deliveries.js';
 import { webhookHandler } from './events/dispatcher.js';
 import { createJobListener } from './jobs/listen.js';
@@ -34,8 +34,8 @@ export type WorkersConfig = Pick<
   | 'databaseDirectUrl'
   | 'metaGraphUrl'
   | 'metaGraphTimeoutMs'
-  | 'deliveryRetryBaseMs'
-  | 'deliveryMaxAttempts'
+  | 'retryBaseMs'
+  | 'retryMaxAttempts'
   | 'deliveryConcurrency'
   | 'jobLeaseMs'
   | 'jobPollMs'
@@ -46,7 +46,7 @@ export type WorkersConfig = Pick<
   | 'aiReplyDelayMs'
   | 'automationConcurrency'
   | 'webhookRetryDelaysMs'
-  | 'webhookAllowPrivateUrls'
+  | 'outboundAllowPrivateUrls'
   | 'webhookConcurrency'
   | 'webhookEndpointConcurrency'
   | 'mediaStore'
@@ -90,8 +90,8 @@ export function startWorkers(options: {
         media,
         graphUrl: config.metaGraphUrl,
         graphTimeoutMs: config.metaGraphTimeoutMs,
-        maxAttempts: config.deliveryMaxAttempts,
-        retryBaseMs: config.deliveryRetryBaseMs,
+        maxAttempts: config.retryMaxAttempts,
+        retryBaseMs: config.retryBaseMs,
       }),
       concurrency: config.deliveryConcurrency,
     },
@@ -102,7 +102,7 @@ export function startWorkers(options: {
         db,
         secrets: options.secrets,
         retryDelaysMs: config.webhookRetryDelaysMs,
-        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        allowPrivateUrls: config.outboundAllowPrivateUrls,
         endpointConcurrency: config.webhookEndpointConcurrency,
         logger,
       }),
@@ -118,23 +118,23 @@ export function startWorkers(options: {
         timeoutMs: config.metaGraphTimeoutMs,
         deadlineMs: config.mediaFetchTimeoutMs,
         slots: MEDIA_FETCH_SLOTS,
-        maxAttempts: config.deliveryMaxAttempts,
-        retryBaseMs: config.deliveryRetryBaseMs,
-        allowPrivateUrls: config.webhookAllowPrivateUrls,
+        maxAttempts: config.retryMaxAttempts,
+        retryBaseMs: config.retryBaseMs,
+        allowPrivateUrls: config.outboundAllowPrivateUrls,
         logger,
       }),
       concurrency: MEDIA_FETCH_SLOTS,
     },
     'media-delete': {
-      handler: mediaDeleteHandler(media, { maxAttempts: config.deliveryMaxAttempts, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: mediaDeleteHandler(media, { maxAttempts: config.retryMaxAttempts, retryBaseMs: config.retryBaseMs }),
       concurrency: 2,
     },
     'automation-event': {
-      handler: automationEventHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: automationEventHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
       concurrency: config.automationConcurrency,
     },
     'automation-idle': {
-      handler: automationIdleHandler({ db, logger, retryBaseMs: config.deliveryRetryBaseMs }),
+      handler: automationIdleHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
       concurrency: config.automationConcurrency,
     },
     recurring: {

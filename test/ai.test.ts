@@ -111,8 +111,8 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
         aiApiKey: API_KEY,
         aiTimeoutMs: 1_000,
         aiReplyDelayMs: REPLY_DELAY_MS,
-        deliveryMaxAttempts: MAX_ATTEMPTS,
-        deliveryRetryBaseMs: 20,
+        retryMaxAttempts: MAX_ATTEMPTS,
+        retryBaseMs: 20,
         jobLeaseMs: 5_000,
         jobPollMs: 200,
       },
@@ -443,7 +443,7 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     expect(await messagesOf(setup.ws, first.threadId)).toEqual([first]);
   });
 
-  it('when the AI keeps failing, then after DELIVERY_MAX_ATTEMPTS calls the thread is handed off with reason ai_unavailable', async () => {
+  it('when the AI keeps failing, then after RETRY_MAX_ATTEMPTS calls the thread is handed off with reason ai_unavailable', async () => {
     const setup = await withAgent();
     let calls = 0;
     ai.answerFor(setup.model, () => (++calls === 2 ? { drop: true } : errorAnswer(calls === 1 ? 503 : 500)));

@@ -23,7 +23,7 @@ let own: OwnDatabase | undefined;
 beforeAll(async () => {
   // Its workers take every job of their database: one of their own (PGlite: each server has its own).
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { jobPollMs: 200, deliveryRetryBaseMs: 20 } });
+  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { jobPollMs: 200, retryBaseMs: 20 } });
 });
 afterAll(async () => {
   await server?.close();

@@ -28,7 +28,7 @@ beforeAll(async () => {
   graph = await GraphDouble.start();
   // Its workers take every job of their database: one of their own (PGlite: each server has its own).
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { metaGraphUrl: graph.url, jobPollMs: 200, deliveryRetryBaseMs: 20 } });
+  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { metaGraphUrl: graph.url, jobPollMs: 200, retryBaseMs: 20 } });
 });
 afterAll(async () => {
   await server?.close();

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { classifyGraphFailure, instagramTextBody, sentMessageId, whatsappTemplateBody, whatsappTextBody } from '../src/channels/graph.js';
 import { statusesBefore, templateContent, withinMessagingWindow } from '../src/channels/rules.js';
-import { createSecretBox, parseKey } from '../src/channels/secrets.js';
+import { createSecretBox, parseKey } from '../src/secrets.js';
 import { parseMetaWebhook, signatureMatches, whatsappContent } from '../src/channels/webhook.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { backoffMs, MAX_RETRY_DELAY_MS, retryDelayMs } from '../src/jobs/backoff.js';
@@ -234,7 +234,7 @@ describe('sealed secrets', () => {
 
   it('when the delivery settings are read, then the defaults are those documented and a request may outlast the lease (it is renewed)', () => {
     const config = loadConfig({});
-    expect([config.metaGraphUrl, config.deliveryRetryBaseMs, config.deliveryMaxAttempts, config.metaGraphTimeoutMs]).toEqual([
+    expect([config.metaGraphUrl, config.retryBaseMs, config.retryMaxAttempts, config.metaGraphTimeoutMs]).toEqual([
       'https://graph.facebook.com/v23.0',
       1_000,
       10,

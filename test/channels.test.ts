@@ -4,7 +4,7 @@ import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox } from '../src/channels/secrets.js';
+import { createSecretBox } from '../src/secrets.js';
 import { createChannel, rotateChannelSecrets } from '../src/channels/settings.js';
 import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest, migrations } from '../src/db/migrate.js';

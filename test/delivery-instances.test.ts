@@ -29,7 +29,7 @@ describe.skipIf(!databaseUrl)('two instances on one PostgreSQL database (needs D
       // Each instance reaches Graph under its own prefix, so the double tells who sent what.
       const metaGraphUrl = graph.url.replace(/\/v23\.0$/, `/${name}/v23.0`);
       servers.push(
-        await startServer({ db, databaseUrl: own.url, jobs: true, config: { metaGraphUrl, deliveryRetryBaseMs: 20, jobPollMs: 200, deliveryConcurrency: 8 } }),
+        await startServer({ db, databaseUrl: own.url, jobs: true, config: { metaGraphUrl, retryBaseMs: 20, jobPollMs: 200, deliveryConcurrency: 8 } }),
       );
     }
   });
@@ -123,7 +123,7 @@ describe.skipIf(!databaseUrl)('a server killed mid-delivery (needs DATABASE_URL)
         META_GRAPH_TIMEOUT_MS: '1000',
         JOB_LEASE_MS: '3000',
         JOB_POLL_MS: '200',
-        DELIVERY_RETRY_BASE_MS: '200',
+        RETRY_BASE_MS: '200',
       };
       const first = new Service(await freePort(), env);
       services.push(first);

@@ -24,7 +24,7 @@ beforeAll(async () => {
     databaseUrl: own?.url,
     jobs: true,
     logs: logs.destination,
-    config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, deliveryMaxAttempts: 4, metaGraphTimeoutMs: 1_500, jobLeaseMs: 5_000, jobPollMs: 200 },
+    config: { metaGraphUrl: graph.url, retryBaseMs: 20, retryMaxAttempts: 4, metaGraphTimeoutMs: 1_500, jobLeaseMs: 5_000, jobPollMs: 200 },
   });
 });
 afterAll(async () => {
@@ -252,7 +252,7 @@ describe('failures', () => {
     }
   });
 
-  it('when every attempt fails passingly, then after DELIVERY_MAX_ATTEMPTS the message fails with the last error', async () => {
+  it('when every attempt fails passingly, then after RETRY_MAX_ATTEMPTS the message fails with the last error', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'whatsapp');
     const contact = await contactWithPhone(ws);

@@ -35,7 +35,7 @@ beforeAll(async () => {
   server = await startServer({
     databaseUrl: own?.url,
     jobs: true,
-    config: { metaGraphUrl: graph.url, aiBaseUrl: ai.url, aiApiKey: 'sk-test', aiReplyDelayMs: 50, webhookAllowPrivateUrls: true, jobPollMs: 100 },
+    config: { metaGraphUrl: graph.url, aiBaseUrl: ai.url, aiApiKey: 'sk-test', aiReplyDelayMs: 50, outboundAllowPrivateUrls: true, jobPollMs: 100 },
   });
 });
 afterAll(async () => {

@@ -21,7 +21,7 @@ beforeAll(async () => {
   receiver = await WebhookReceiver.start();
   // Its workers deliver webhooks and take every job of their database: one of their own.
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { webhookAllowPrivateUrls: true, jobPollMs: 100 } });
+  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { outboundAllowPrivateUrls: true, jobPollMs: 100 } });
 });
 afterAll(async () => {
   await server?.close();

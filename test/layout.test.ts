@@ -1,11 +1,12 @@
-// The rooms of src/ keep to the layout of docs/ARCHITECTURE.md: db/ reads and writes its tables and imports no
-// capability and no migration; the queue (jobs/) imports no capability and only it names its table;
-// the event log (events/) imports none of its consumers; the Meta adapter (channels/) neither
-// imports ai/ or automations/ nor stores contacts, threads or messages itself (services/ does);
-// each event type has exactly one emitter, in the service layer. Read from the real source files
-// with simple regular expressions.
+// The rooms of src/ keep to the layout of the README and docs/ARCHITECTURE.md: the boundaries of eslint.config.js
+// refuse each import across a room's wall (probes linted with ESLint's API); the queue (jobs/) imports no
+// capability and only it names its table; the event log (events/) imports none of its consumers; the Meta
+// adapter (channels/) stores no contact, thread or message itself (services/ does); each table is named in SQL
+// by its owner or a named reader; each event type has exactly one emitter, in the service layer; no union of
+// literals copies a contract enum. Read from the real source files.
 import fs from 'node:fs';
 import path from 'node:path';
+import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 import { NO_AGENT } from '../src/db/schema.js';
 import { NO_AGENT as MIGRATION_NO_AGENT } from '../src/db/migrations/0004_funnel_and_crm.js';
@@ -24,52 +25,86 @@ function modules(dir: string): string[] {
 
 const read = (file: string): string => fs.readFileSync(path.join(ROOT, file), 'utf8');
 
+/** ESLint as `npm run lint` runs it, with the boundary rules only and no type information (a probe is a file of its own, not on disk). */
+const boundaryLint = new ESLint({
+  cwd: ROOT,
+  overrideConfig: { languageOptions: { parserOptions: { projectService: false } } },
+  ruleFilter: ({ ruleId }) => ruleId === 'no-restricted-imports' || ruleId === 'no-restricted-syntax',
+});
+
+/** What lint says of `code` written at `file` (relative to the repository): each finding's rule and message. */
+async function lintAt(file: string, code: string): Promise<Array<{ rule: string | null; message: string }>> {
+  const [result] = await boundaryLint.lintText(code, { filePath: path.join(ROOT, file) });
+  return result!.messages.map((m) => ({ rule: m.ruleId, message: m.message }));
+}
+
+describe('room boundaries (eslint.config.js, so `npm run lint` and editors show them)', () => {
+  const refused = [
+    {
+      file: 'src/db/boundary-probe.ts',
+      imports: ['../services/threads.js', '../channels/graph.js', '../jobs/queue.js', '../stream/hub.js', './migrations/0001_initial.js'],
+    },
+    { file: 'src/db/migrations/9999_boundary_probe.ts', imports: ['../schema.js', '../../time.js', './0001_initial.js'] },
+    {
+      file: 'src/jobs/boundary-probe.ts',
+      imports: ['../ai/replies.js', '../automations/engine.js', '../channels/graph.js', '../events/record.js', '../media/store.js', '../services/messages.js'],
+    },
+    { file: 'src/jobs/boundary-probe.ts', imports: ['../routes/index.js', '../stream/hub.js', '../outbound/http.js'] },
+    { file: 'src/events/boundary-probe.ts', imports: ['../automations/triggers.js', '../ai/replies.js', '../channels/settings.js'] },
+    { file: 'src/channels/boundary-probe.ts', imports: ['../ai/replies.js', '../automations/engine.js'] },
+    { file: 'src/config.ts', imports: ['./channels/graph.js', './db/schema.js', './outbound/ssrf.js'] },
+    { file: 'src/media/boundary-probe.ts', imports: ['../channels/secrets.js'] },
+    { file: 'src/boundary-probe.ts', imports: ['./channels/secrets.js'] },
+    { file: 'test/boundary-probe.test.ts', imports: ['../src/channels/secrets.js'] },
+  ];
+
+  it.each(refused)('when $file imports $imports, then lint refuses each import, type imports too, with the boundary’s reason', async ({ file, imports }) => {
+    const code = imports.map((target, i) => (i % 2 ? `import type { T${i} } from '${target}';` : `import { v${i} } from '${target}';`)).join('\n');
+
+    const findings = await lintAt(file, `${code}\n`);
+
+    expect(findings).toHaveLength(imports.length);
+    for (const [i, target] of imports.entries()) {
+      expect(findings[i]).toEqual({ rule: 'no-restricted-imports', message: expect.stringContaining(`'${target}' import is restricted`) });
+    }
+  });
+
+  it('when a module of src/ imports a relative module with import() (a value or a type), then lint refuses it: the boundaries see static imports only', async () => {
+    const findings = await lintAt(
+      'src/db/boundary-probe.ts',
+      "export const load = () => import('../services/threads.js');\nexport type T = import('../services/threads.js').ThreadState;\n",
+    );
+
+    expect(findings.map((f) => f.rule)).toEqual(['no-restricted-syntax', 'no-restricted-syntax']);
+  });
+
+  it.each([
+    { file: 'src/jobs/boundary-probe.ts', imports: ['../db/database.js', '../logger.js', './queue.js', '../config.js'] },
+    { file: 'src/events/boundary-probe.ts', imports: ['../jobs/queue.js', '../outbound/http.js', '../db/schema.js', '../secrets.js'] },
+    { file: 'src/channels/boundary-probe.ts', imports: ['../services/messages.js', '../media/store.js', '../secrets.js', './graph.js'] },
+    { file: 'src/db/boundary-probe.ts', imports: ['./schema.js', '../actor.js', '../../generated/api.js'] },
+    { file: 'src/db/migrate.ts', imports: ['./migrations/0001_initial.js', './database.js'] },
+    { file: 'src/db/migrations/9999_boundary_probe.ts', imports: ['kysely'] },
+    { file: 'src/config.ts', imports: ['./secrets.js', 'node:path'] },
+  ])('when $file imports what its room may ($imports), then lint says nothing', async ({ file, imports }) => {
+    const code = imports.map((target, i) => `import { v${i} } from '${target}';`).join('\n');
+
+    expect(await lintAt(file, `${code}\n`)).toEqual([]);
+  });
+});
+
+describe('the data layer', () => {
+  it('when the agent key of unassigned NPS answers is read, then the code’s constant is the value migration 0004 stored', () => {
+    expect(NO_AGENT).toBe(MIGRATION_NO_AGENT);
+  });
+});
+
 /** The repository paths a module imports relatively (value and type imports alike, `import('...')` types too). */
 function importsOf(file: string): string[] {
   const text = read(file);
   const specifiers = [...text.matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)'(\.{1,2}\/[^']+)'/gm)].map((m) => m[1]!);
   return specifiers.map((s) => path.join(path.dirname(file), s).replace(/\.js$/, '.ts'));
 }
-
-/** The rooms of capabilities and of HTTP, which the data layer serves and never calls. */
-const ROOMS = [
-  'src/ai/',
-  'src/automations/',
-  'src/channels/',
-  'src/events/',
-  'src/jobs/',
-  'src/media/',
-  'src/middleware/',
-  'src/outbound/',
-  'src/routes/',
-  'src/services/',
-];
-
-describe('the data layer', () => {
-  it('when every module of src/db is read, then none imports a capability, a route, a service or a migration (migrate.ts runs them)', () => {
-    const data = modules('src/db').filter((f) => !f.startsWith('src/db/migrations/'));
-    const offending = data.flatMap((file) =>
-      importsOf(file)
-        .filter((target) => ROOMS.some((room) => target.startsWith(room)) || (target.startsWith('src/db/migrations/') && file !== 'src/db/migrate.ts'))
-        .map((target) => `${file} -> ${target}`),
-    );
-
-    expect(data.length).toBeGreaterThan(10);
-    expect(offending).toEqual([]);
-  });
-
-  it('when a migration is read, then it imports nothing of the application (it is frozen in time)', () => {
-    const migrations = modules('src/db/migrations');
-    const offending = migrations.flatMap((file) => importsOf(file).map((target) => `${file} -> ${target}`));
-
-    expect(migrations.length).toBeGreaterThan(10);
-    expect(offending).toEqual([]);
-  });
-
-  it('when the agent key of unassigned NPS answers is read, then the code’s constant is the value migration 0004 stored', () => {
-    expect(NO_AGENT).toBe(MIGRATION_NO_AGENT);
-  });
-});
 
 /** `file -> target` for each import of a module of `dir` that lands in one of `rooms`. */
 function importsInto(dir: string, rooms: string[]): string[] {
@@ -97,15 +132,7 @@ describe('the rooms', () => {
   });
 
   it('when every module of src/events is read, then none imports automations, ai or channels: consumers are registered (src/event-consumers.ts)', () => {
-    // Until the neutral home of secrets lands (src/secrets.ts, the names change of the same issue): delete then.
-    const secretsPending = new Set([
-      'src/events/dispatcher.ts -> src/channels/secrets.ts',
-      'src/events/endpoints.ts -> src/channels/secrets.ts',
-      'src/events/endpoints.ts -> src/channels/settings.ts',
-    ]);
-    const offending = importsInto('src/events', ['src/automations/', 'src/ai/', 'src/channels/']).filter((edge) => !secretsPending.has(edge));
-
-    expect(offending).toEqual([]);
+    expect(importsInto('src/events', ['src/automations/', 'src/ai/', 'src/channels/'])).toEqual([]);
   });
 
   it('when every module of src/channels is read, then none imports ai or automations', () => {
@@ -119,6 +146,69 @@ describe('the rooms', () => {
 
     expect(modules('src/channels').length).toBeGreaterThan(4);
     expect(offending).toEqual([]);
+  });
+});
+
+describe('where SQL lives', () => {
+  /** The tables of the Database interface (src/db/schema.ts). */
+  const tables = (): string[] => {
+    const schema = read('src/db/schema.ts');
+    return [
+      ...schema
+        .slice(schema.indexOf('export interface Database {'))
+        .split('}')[0]!
+        .matchAll(/^\s+([a-z_]+): /gm),
+    ].map((m) => m[1]!);
+  };
+
+  /** The room that owns a table: the queue's, the event log's and the stream's own tables are theirs, the API's resources are src/db/'s. */
+  const ownerOf = (table: string): string =>
+    table === 'jobs'
+      ? 'src/jobs/'
+      : ['events', 'webhook_endpoints', 'webhook_deliveries'].includes(table)
+        ? 'src/events/'
+        : table.startsWith('stream_')
+          ? 'src/stream/'
+          : 'src/db/';
+
+  /**
+   * Reads of another room's table inside a statement of the reader's, where one round trip is the
+   * point: an event's consumers add their WITH queries to the statement recording the event.
+   */
+  const READS: Record<string, string[]> = {
+    'src/db/automation-runs.ts': ['events'], // startEventRun: the event's object, in the run's one statement
+    'src/db/sealed-keys.ts': ['webhook_endpoints'], // the key ids of every sealed value, in one query at start
+    'src/stream/log.ts': ['events'], // the live stream reads the log in commit order; it writes nothing
+    'src/stream/tokens.ts': ['api_keys'], // a token stands for its key only while the key is not revoked
+    // The event log's consumers (events/fan-out.ts): which automations an event runs and which idle
+    // timers it moves, and whether its thread's AI agent answers, decided in the event's statement.
+    'src/automations/triggers.ts': ['automations', 'automation_runs', 'threads', 'messages'],
+    'src/ai/replies.ts': ['threads', 'agents'],
+  };
+
+  it('when src/ is read, then each table is named in SQL only by the room that owns it, or by a named reader', () => {
+    const all = tables();
+    const found = modules('src')
+      .filter((file) => !file.startsWith('src/db/migrations/'))
+      .flatMap((file) => {
+        const code = read(file)
+          .replace(/\/\*[\s\S]*?\*\//g, '')
+          .replace(/^\s*\/\/.*$/gm, '');
+        return all
+          .filter((table) => !file.startsWith(ownerOf(table)))
+          .filter((table) =>
+            new RegExp(
+              `\\b(?:from|join|into|update)\\s+(?:public\\.)?${table}\\b(?!\\.)|(?:selectFrom|insertInto|updateTable|deleteFrom|innerJoin|leftJoin)\\(\\s*'${table}\\b`,
+            ).test(code),
+          )
+          .map((table) => `${file}: ${table}`);
+      });
+    const named = Object.entries(READS).flatMap(([file, names]) => names.map((table) => `${file}: ${table}`));
+
+    expect(all.length).toBeGreaterThan(20);
+    expect(found.filter((hit) => !named.includes(hit))).toEqual([]);
+    // A named reader that no longer reads leaves the list.
+    expect(named.filter((hit) => !found.includes(hit))).toEqual([]);
   });
 });
 
@@ -153,5 +243,43 @@ describe('events', () => {
     const outside = emissions().filter((e) => !e.file.startsWith('src/services/'));
 
     expect(outside).toEqual([]);
+  });
+});
+
+describe('contract types', () => {
+  /** Every enum of strings in openapi.yaml (schemas, properties, parameters), as its sorted values. */
+  function contractEnums(): Map<string, string> {
+    const found = new Map<string, string>();
+    const walk = (node: unknown, where: string): void => {
+      if (Array.isArray(node)) return node.forEach((item, i) => walk(item, `${where}[${i}]`));
+      if (!node || typeof node !== 'object') return;
+      const object = node as Record<string, unknown>;
+      if (Array.isArray(object.enum) && object.enum.length > 1 && object.enum.every((v) => typeof v === 'string')) {
+        found.set([...object.enum].sort().join(' | '), where);
+      }
+      for (const [key, value] of Object.entries(object)) walk(value, `${where}.${key}`);
+    };
+    walk(loadSpec(), '');
+    return found;
+  }
+
+  it('when src/ is read, then no union of string literals copies an enum of the contract: such types come from generated/api.ts', () => {
+    const enums = contractEnums();
+    const copies = modules('src')
+      .filter((file) => !file.startsWith('src/db/migrations/'))
+      .flatMap((file) =>
+        [...read(file).matchAll(/'[^'\n]*'(?:\s*\|\s*'[^'\n]*')+/g)]
+          .map((m) =>
+            [...m[0].matchAll(/'([^'\n]*)'/g)]
+              .map((v) => v[1]!)
+              .sort()
+              .join(' | '),
+          )
+          .filter((values) => enums.has(values))
+          .map((values) => `${file}: ${values} (the contract's ${enums.get(values)})`),
+      );
+
+    expect(enums.size).toBeGreaterThan(20);
+    expect(copies).toEqual([]);
   });
 });

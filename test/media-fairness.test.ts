@@ -83,7 +83,7 @@ describe('a download past MEDIA_FETCH_TIMEOUT_MS', () => {
   let drip: DripHost;
   beforeAll(async () => {
     drip = await DripHost.start();
-    service = await startMediaService('media-deadline', { mediaFetchTimeoutMs: 1_000, deliveryMaxAttempts: 2 });
+    service = await startMediaService('media-deadline', { mediaFetchTimeoutMs: 1_000, retryMaxAttempts: 2 });
   });
   afterAll(async () => {
     await drip?.close();

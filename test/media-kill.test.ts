@@ -60,7 +60,7 @@ describe.skipIf(!databaseUrl)('a process killed mid-download (needs DATABASE_URL
         MEDIA_STORE: `file:${dir}`,
         JOB_LEASE_MS: '2000',
         JOB_POLL_MS: '200',
-        DELIVERY_RETRY_BASE_MS: '200',
+        RETRY_BASE_MS: '200',
       };
       const victim = new Service(await freePort(), env);
       services.push(victim);

@@ -30,7 +30,7 @@ beforeAll(async () => {
   server = await startServer({
     databaseUrl: own?.url,
     jobs: true,
-    config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, deliveryMaxAttempts: 4, metaGraphTimeoutMs: 1_500, jobLeaseMs: 5_000, jobPollMs: 200 },
+    config: { metaGraphUrl: graph.url, retryBaseMs: 20, retryMaxAttempts: 4, metaGraphTimeoutMs: 1_500, jobLeaseMs: 5_000, jobPollMs: 200 },
   });
 });
 afterAll(async () => {

@@ -54,8 +54,8 @@ describe.skipIf(missing)('behind PgBouncer in transaction pooling mode', () => {
       jobs: true,
       config: {
         metaGraphUrl: graph.url,
-        webhookAllowPrivateUrls: true,
-        deliveryRetryBaseMs: 20,
+        outboundAllowPrivateUrls: true,
+        retryBaseMs: 20,
         databasePreparedStatements: false,
         databaseStatementTimeoutMs: 0,
         databaseDirectUrl: own.url,

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox, keyIdOf } from '../src/channels/secrets.js';
+import { createSecretBox, keyIdOf } from '../src/secrets.js';
 import type { Db } from '../src/db/database.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { databaseUrl, ownDatabase, startServer, testSecretsKey, type OwnDatabase, type TestServer } from './helpers/server.js';
@@ -21,7 +21,7 @@ const secrets = new Set<string>();
 beforeAll(async () => {
   // A database of its own on PostgreSQL: the dump reads it whole, and the rotation re-seals it whole.
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, config: { webhookAllowPrivateUrls: true } });
+  server = await startServer({ databaseUrl: own?.url, config: { outboundAllowPrivateUrls: true } });
   ws = await createWorkspace(server);
 });
 afterAll(async () => {
@@ -120,6 +120,25 @@ describe('a webhook endpoint secret', () => {
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.body).toEqual(keyed.answer);
     await expectNoSecretAtRest();
+  });
+
+  it('when an instance has no SECRETS_KEY, then creating a webhook endpoint is a 503 that says so and stores nothing', async () => {
+    const keyless = await startServer({ db: server.db, secrets: null, redisUrl: false });
+    try {
+      const url = `https://keyless-${randomUUID()}.example.com/hook`;
+      const res = await request(keyless, 'POST', '/v1/webhook-endpoints', { apiKey: ws.apiKey, body: { url, events: ['*'] } });
+
+      expect(res.status).toBe(503);
+      expect(res.body.error).toEqual({
+        code: 'service_unavailable',
+        message: 'Webhook endpoints are not available: the operator has not configured SECRETS_KEY.',
+        requestId: expect.any(String),
+      });
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from webhook_endpoints where url = ${url}`.execute(server.db);
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      await keyless.close();
+    }
   });
 
   it('when the replay reaches an instance whose keys do not open the stored answer, then it is a 503 that shows no secret', async () => {

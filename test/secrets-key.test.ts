@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox, keyIdOf, unopenableSecrets } from '../src/channels/secrets.js';
+import { createSecretBox, keyIdOf, unopenableSecrets } from '../src/secrets.js';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { createWorkspace, request } from './helpers/api.js';
@@ -40,7 +40,7 @@ beforeAll(async () => {
   const db = openDb();
   try {
     await migrateToLatest(db);
-    const server = await startServer({ db, secrets: createSecretBox(sealingKey), redisUrl: false, config: { webhookAllowPrivateUrls: true } });
+    const server = await startServer({ db, secrets: createSecretBox(sealingKey), redisUrl: false, config: { outboundAllowPrivateUrls: true } });
     try {
       const ws = await createWorkspace(server);
       meta = await createMetaChannel(ws, 'whatsapp');

@@ -30,7 +30,7 @@ beforeAll(async () => {
     jobs: true,
     config: {
       webhookRetryDelaysMs: [50, 50],
-      webhookAllowPrivateUrls: true,
+      outboundAllowPrivateUrls: true,
       webhookConcurrency: 8,
       webhookEndpointConcurrency: 2,
       jobPollMs: 100,

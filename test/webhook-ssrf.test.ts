@@ -71,7 +71,7 @@ let own: OwnDatabase | undefined;
 beforeAll(async () => {
   receiver = await WebhookReceiver.start();
   own = databaseUrl ? await ownDatabase() : undefined;
-  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { webhookAllowPrivateUrls: false, webhookRetryDelaysMs: [50], jobPollMs: 100 } });
+  server = await startServer({ databaseUrl: own?.url, jobs: true, config: { outboundAllowPrivateUrls: false, webhookRetryDelaysMs: [50], jobPollMs: 100 } });
 });
 afterAll(async () => {
   await server.close();

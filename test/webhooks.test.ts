@@ -22,7 +22,7 @@ beforeAll(async () => {
     databaseUrl: own?.url,
     jobs: true,
     logs: logs.destination,
-    config: { metaGraphUrl: graph.url, deliveryRetryBaseMs: 20, jobPollMs: 200 },
+    config: { metaGraphUrl: graph.url, retryBaseMs: 20, jobPollMs: 200 },
   });
 });
 afterAll(async () => {

@@ -4,6 +4,7 @@
 // rather than the `openai` package: one request and one JSON shape, and the durable queue already
 // retries with backoff across restarts and instances, which the package's in-process retries would
 // only multiply.
+import type { MessageDirection } from '../db/schema.js';
 import { postJson } from '../outbound/http.js';
 
 /** The tool an agent calls to pass the conversation to a person. */
@@ -31,7 +32,7 @@ export interface AgentBrief {
 
 /** A message of the thread as the AI sees it; content null once the contact was erased (or a file without caption). */
 export interface ThreadLine {
-  direction: 'inbound' | 'outbound';
+  direction: MessageDirection;
   content: string | null;
   /** Its files, as the AI is told of them: what they are, never their bytes. */
   attachments?: ReadonlyArray<{ id: string; type: string; caption: string | null }> | undefined;

@@ -1,17 +1,18 @@
-// What an agent's answer depends on, read from the database: the thread, its agent, its latest
-// inbound message and its last messages. Always one workspace's, one thread's.
-import { sql } from 'kysely';
+// What an agent's answer depends on, as the AI sees it: the thread, its agent, its latest inbound
+// message and its last messages (read by src/db/reply-context.ts). Always one workspace's, one thread's.
 import type { Db } from '../db/database.js';
+import { readRecentMessages, readReplyThread } from '../db/reply-context.js';
+import type { AgentStatus, ThreadStatus } from '../db/schema.js';
 import type { ThreadLine } from './chat.js';
 
 export interface ReplyContext {
   threadId: string;
   contactId: string;
   channelId: string;
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   agentId: string | null;
   /** Null when the thread has no AI agent (none, a person, or gone). */
-  agent: { status: 'active' | 'inactive'; model: string; instructions: string } | null;
+  agent: { status: AgentStatus; model: string; instructions: string } | null;
   /** The thread's newest inbound message; a job for an older one has nothing to answer. */
   latestInboundId: string | null;
 }
@@ -21,27 +22,7 @@ export const agentMayAnswer = (context: ReplyContext): boolean => context.status
 
 /** The thread and its agent; with `lock`, the thread row is locked until the caller's transaction ends. */
 export async function readReplyContext(db: Db, workspaceId: string, threadId: string, options: { lock?: boolean } = {}): Promise<ReplyContext | undefined> {
-  const result = await sql<{
-    contact_id: string;
-    channel_id: string;
-    status: 'open' | 'closed';
-    agent_id: string | null;
-    agent_type: 'ai' | 'human' | null;
-    agent_status: 'active' | 'inactive' | null;
-    model: string | null;
-    instructions: string | null;
-    latest_inbound_id: string | null;
-  }>`
-    select t.contact_id, t.channel_id, t.status, t.agent_id, a.type as agent_type, a.status as agent_status, a.model, a.instructions,
-           (select m.id from messages m
-             where m.workspace_id = t.workspace_id and m.thread_id = t.id and m.direction = 'inbound'
-             order by m.created_at desc, m.id desc
-             limit 1) as latest_inbound_id
-      from threads t
-      left join agents a on a.workspace_id = t.workspace_id and a.id = t.agent_id
-     where t.workspace_id = ${workspaceId} and t.id = ${threadId}
-     ${options.lock ? sql`for update of t` : sql``}`.execute(db);
-  const row = result.rows[0];
+  const row = await readReplyThread(db, workspaceId, threadId, options);
   if (!row) return undefined;
   return {
     threadId,
@@ -54,18 +35,10 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
   };
 }
 
-/** The thread's last `limit` messages, oldest first. */
+/** The thread's last `limit` messages, oldest first, as the AI is told of them. */
 export async function recentLines(db: Db, workspaceId: string, threadId: string, limit: number): Promise<ThreadLine[]> {
-  const rows = await db
-    .selectFrom('messages')
-    .select(['direction', 'content', 'attachments'])
-    .where('workspace_id', '=', workspaceId)
-    .where('thread_id', '=', threadId)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(limit)
-    .execute();
-  return rows.reverse().map((row) => ({
+  const rows = await readRecentMessages(db, workspaceId, threadId, limit);
+  return rows.map((row) => ({
     direction: row.direction,
     content: row.content,
     attachments: row.attachments.map((a) => ({ id: a.id, type: a.type, caption: a.caption })),

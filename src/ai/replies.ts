@@ -65,7 +65,7 @@ export function aiReplyConsumer(ai: AiReplies): EventConsumer {
   };
 }
 
-export type ReplyConfig = Pick<Config, 'aiBaseUrl' | 'aiApiKey' | 'aiTimeoutMs' | 'deliveryMaxAttempts' | 'deliveryRetryBaseMs'>;
+export type ReplyConfig = Pick<Config, 'aiBaseUrl' | 'aiApiKey' | 'aiTimeoutMs' | 'retryMaxAttempts' | 'retryBaseMs'>;
 
 /** The job is still the thread's to answer: its message is the latest inbound, and the agent may answer. */
 const stillAnswering = (context: ReplyContext | undefined, payload: ReplyPayload): context is ReplyContext & { agentId: string } =>
@@ -115,8 +115,8 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
 
   return {
     queue: AI_REPLY_QUEUE,
-    maxAttempts: config.deliveryMaxAttempts,
-    retryBaseMs: config.deliveryRetryBaseMs,
+    maxAttempts: config.retryMaxAttempts,
+    retryBaseMs: config.retryBaseMs,
 
     async run(job, signal) {
       const payload = job.payload;

@@ -76,13 +76,7 @@ async function changeTheThread(
   if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
 }
 
-async function changeLabels(
-  trx: Db,
-  workspaceId: string,
-  target: RunTarget,
-  actor: AutomationActor,
-  action: Extract<Action, { type: 'add_labels' | 'remove_labels' }>,
-) {
+async function changeLabels(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: components['schemas']['LabelsAction']) {
   const edit = (current: readonly string[]): string[] =>
     action.type === 'add_labels'
       ? normalizeLabels([...current, ...action.labels])

@@ -11,7 +11,7 @@ import { ATTRIBUTE_PREFIX, fieldRule, type Comparison, type Condition, type Oper
 
 export type ConditionResult = components['schemas']['AutomationConditionResult'];
 export type Conditions = components['schemas']['AutomationConditions'];
-export type AttributeValue = string | number | boolean;
+export type AttributeValue = components['schemas']['AttributeValue'];
 
 /** What the event brings: the objects its trigger has, and whether the workspace is in its business hours. */
 export interface ConditionContext {

@@ -21,7 +21,7 @@ import {
 } from './graph.js';
 import { findMedia } from '../db/media.js';
 import type { MediaStore } from '../media/store.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from './settings.js';
 import { enqueue, finishJob, finishJobQuery, type HeldJob } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';

@@ -3,7 +3,7 @@
 // (passing, and worth retrying, or permanent).
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Attachment } from '../db/schema.js';
+import type { Attachment, ChannelType } from '../db/schema.js';
 import { httpRequest, postJson } from '../outbound/http.js';
 
 /** The most of Graph's answer that is read; a longer one is a network failure. */
@@ -163,7 +163,7 @@ const INSTAGRAM_TYPES: Readonly<Record<Attachment['type'], string>> = { image: '
  */
 export async function uploadGraphMedia(options: {
   baseUrl: string;
-  channelType: 'whatsapp' | 'instagram';
+  channelType: ChannelType;
   externalId: string;
   accessToken: string;
   attachment: Attachment;

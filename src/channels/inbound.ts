@@ -12,7 +12,7 @@ import { receiveEvents, type ReceivedEvents } from '../services/receive.js';
 import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
 

@@ -13,7 +13,7 @@ import {
 import { transact, type Db } from '../db/database.js';
 import type { ChannelRow } from '../db/schema.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 
 type ChannelCreate = components['schemas']['ChannelCreate'];
 type ChannelUpdate = components['schemas']['ChannelUpdate'];
@@ -90,7 +90,7 @@ const incomplete = (missing: string[]): ApiError =>
  */
 export async function updateChannel(db: Db, box: SecretBox | undefined, workspaceId: string, id: string, patch: ChannelUpdate): Promise<Channel | undefined> {
   return transact(db, async (trx) => {
-    const row = await trx.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).forUpdate().executeTakeFirst();
+    const row = await getChannelRow(trx, workspaceId, id, { lock: true });
     if (!row) return undefined;
     if (patch.type !== undefined && patch.type !== row.type) {
       throw new ApiError(409, 'conflict', "A channel's type cannot change; create another channel.", [

@@ -5,7 +5,7 @@
 // out on its own with the reason, so the rest of the delivery is stored.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { MessageError } from '../db/messages.js';
-import type { MediaSource, MediaType } from '../db/schema.js';
+import type { ChannelType, MediaSource, MediaType } from '../db/schema.js';
 import { cleanFilename } from '../text.js';
 
 /** A file a customer's message carries, as Meta announces it: where to fetch it, and what it should be. */
@@ -305,7 +305,7 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
  * The events of a delivery for a channel of `type` (and Meta id `externalId`), or undefined when
  * the body is not a delivery this service understands at all (logged and answered 200).
  */
-export function parseMetaWebhook(body: unknown, channel: { type: 'whatsapp' | 'instagram'; externalId: string | null }): ParsedDelivery | undefined {
+export function parseMetaWebhook(body: unknown, channel: { type: ChannelType; externalId: string | null }): ParsedDelivery | undefined {
   if (!isObject(body) || !Array.isArray(body.entry)) return undefined;
   const out: ParsedDelivery = { events: [], ignored: [] };
   if (body.object === 'whatsapp_business_account') {

@@ -39,3 +39,10 @@ export async function revokeApiKey(db: Db, keyId: string): Promise<{ workspaceId
   const row = await db.selectFrom('api_keys').select(['workspace_id', 'revoked_at']).where('id', '=', keyId).executeTakeFirst();
   return row?.revoked_at ? { workspaceId: row.workspace_id, revokedAt: row.revoked_at } : undefined;
 }
+
+/** Of these keys, the ones not revoked. */
+export async function activeKeyIds(db: Db, keyIds: string[]): Promise<Set<string>> {
+  if (keyIds.length === 0) return new Set();
+  const rows = await db.selectFrom('api_keys').select('id').where('id', 'in', keyIds).where('revoked_at', 'is', null).execute();
+  return new Set(rows.map((row) => row.id));
+}

@@ -10,7 +10,7 @@ import { rowToStoredSettings, type Settings } from './settings.js';
 import { MAX_DEFINITION_BYTES, threadContextQuery, type ThreadContextRow } from './automations.js';
 
 type StoredSettingsRow = Parameters<typeof rowToStoredSettings>[0] & object;
-import type { AutomationRow } from './schema.js';
+import type { AutomationRow, MessageDirection, ThreadStatus } from './schema.js';
 
 export type AutomationRun = components['schemas']['AutomationRun'];
 export type AutomationRunAction = components['schemas']['AutomationRunAction'];
@@ -93,12 +93,12 @@ export async function purgeOldRuns(db: Db, now: Date = new Date()): Promise<numb
 /** A thread as a run sees it: locked until the run's transaction ends, with its last message (the silence's start). */
 export interface LockedThread {
   id: string;
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   contact_id: string;
   channel_id: string;
   last_message_id: string | null;
   last_message_at: Date | null;
-  last_message_direction: 'inbound' | 'outbound' | null;
+  last_message_direction: MessageDirection | null;
   /** How many messages automations sent on the thread in the last hour. */
   automation_messages: number;
 }

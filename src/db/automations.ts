@@ -6,7 +6,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { AutomationRow } from './schema.js';
+import type { AutomationRow, ThreadStatus } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Automation = components['schemas']['Automation'];
@@ -176,7 +176,7 @@ export async function referencedNames(db: Db, workspaceId: string, ids: Record<R
  * exist and answers null where they do not.
  */
 export interface ThreadContextRow {
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   stage_id: string;
   agent_id: string | null;
   channel_id: string;

@@ -1,5 +1,5 @@
 // Channels of a workspace: sandbox or connected to Meta; a channel's default agent takes the
-// threads opened on it. The Meta secrets column holds sealed text (src/channels/secrets.ts) and
+// threads opened on it. The Meta secrets column holds sealed text (src/secrets.ts) and
 // never leaves this module's rows for the wire.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
@@ -42,8 +42,10 @@ export async function listChannels(db: Db, workspaceId: string, page: number, li
   return listPage(db, channelList, [['workspace_id = ?', workspaceId]], { page, limit });
 }
 
-export async function getChannelRow(db: Db, workspaceId: string, id: string): Promise<ChannelRow | undefined> {
-  return db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+/** The channel's row; with `lock`, locked until the caller's transaction ends. */
+export async function getChannelRow(db: Db, workspaceId: string, id: string, options: { lock?: boolean } = {}): Promise<ChannelRow | undefined> {
+  const query = db.selectFrom('channels').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id);
+  return (options.lock ? query.forUpdate() : query).executeTakeFirst();
 }
 
 /** A channel by id alone, whatever its workspace: Meta's webhooks name nothing else. */

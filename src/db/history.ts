@@ -4,7 +4,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import type { Db } from './database.js';
-import type { HistoryField, NewThreadHistory } from './schema.js';
+import type { HistoryField, NewThreadHistory, ThreadStatus } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type ThreadHistoryEntry = components['schemas']['ThreadHistoryEntry'];
@@ -40,7 +40,7 @@ export function historyRows(
       change.field === 'labels'
         ? { ...base, from_labels: change.from && JSON.stringify(change.from), to_labels: JSON.stringify(change.to), stay_ms: null }
         : change.field === 'status'
-          ? { ...base, from_status: change.from as 'open' | 'closed' | null, to_status: change.to as 'open' | 'closed' | null, stay_ms: change.stayMs ?? null }
+          ? { ...base, from_status: change.from as ThreadStatus | null, to_status: change.to as ThreadStatus | null, stay_ms: change.stayMs ?? null }
           : { ...base, from_id: change.from, to_id: change.to, stay_ms: change.stayMs ?? null };
     return {
       ...values,

@@ -3,12 +3,13 @@
 // (nps_daily by day, nps_daily_groups by channel, agent and stage), kept exact by setNpsAnswer,
 // and only the two partial edge days are counted from the answered threads' indexes.
 import { sql, type RawBuilder } from 'kysely';
+import type { operations } from '../../generated/api.js';
 import type { Db } from './database.js';
 import { NO_AGENT } from './schema.js';
 import type { NpsCounts } from './threads.js';
 import { instantToIso, wholeUtcDays } from '../time.js';
 
-export type NpsGroupBy = 'channel' | 'agent' | 'stage' | 'day';
+export type NpsGroupBy = NonNullable<NonNullable<operations['getNpsStats']['parameters']['query']>['groupBy']>;
 
 export interface NpsGroupCounts extends NpsCounts {
   /** A channel, agent or stage id, or a UTC date YYYY-MM-DD; null for answers given without an agent. */

@@ -1,29 +1,36 @@
 // Table types of the database, combined into the one Database interface Kysely is typed with, and
-// the constants stored in its tables.
+// the constants stored in its tables. A column holding a value the API shows as it is (an enum, an
+// attachment, a message's error) takes its type from the contract (generated/api.ts), never a copy.
 import type { ColumnType, Insertable, Selectable, Updateable } from 'kysely';
 import type { components } from '../../generated/api.js';
+
+type Schemas = components['schemas'];
 
 type CreatedAt = ColumnType<Date, Date | undefined, never>;
 type Timestamp = ColumnType<Date, Date | undefined, Date>;
 type NullableTimestamp = ColumnType<Date | null, Date | null | undefined, Date | null>;
 
-export type Plan = 'free' | 'pro' | 'enterprise';
-export type Scope =
-  | 'agents:read'
-  | 'agents:write'
-  | 'contacts:read'
-  | 'contacts:write'
-  | 'messages:read'
-  | 'messages:write'
-  | 'channels:write'
-  | 'funnel:read'
-  | 'funnel:write'
-  | 'webhooks:read'
-  | 'webhooks:write'
-  | 'settings:read'
-  | 'settings:write'
-  | 'automations:read'
-  | 'automations:write';
+export type Plan = Schemas['Plan'];
+export type Scope = Schemas['Scope'];
+export type ChannelType = Schemas['ChannelType'];
+export type ChannelProvider = Schemas['ChannelProvider'];
+export type AgentStatus = Schemas['AgentStatus'];
+export type AgentType = Schemas['AgentType'];
+export type AgentAvailability = Schemas['AgentAvailability'];
+export type ContactAttributes = Schemas['ContactAttributes'];
+export type ThreadStatus = Schemas['ThreadStatus'];
+export type HistoryField = Schemas['ThreadHistoryField'];
+/** Who made a change (src/actor.ts); thread_history admits all four since migration 0016. */
+export type ActorType = Schemas['Actor']['type'];
+export type MessageDirection = Schemas['MessageDirection'];
+export type MessageStatus = Schemas['MessageStatus'];
+/** A message's file as the API shows it; messages.attachments holds them as they are. */
+export type Attachment = Schemas['Attachment'];
+/** The kind of a media file (the contract's AttachmentType). */
+export type MediaType = Schemas['AttachmentType'];
+export type MediaStatus = Schemas['AttachmentStatus'];
+export type AutomationRunStatus = Schemas['AutomationRun']['status'];
+export type WebhookDeliveryStatus = Schemas['WebhookDelivery']['status'];
 
 export interface WorkspaceTable {
   id: string;
@@ -47,12 +54,12 @@ export interface ApiKeyTable {
 export interface ChannelTable {
   workspace_id: string;
   id: string;
-  type: 'whatsapp' | 'instagram';
+  type: ChannelType;
   name: string;
-  provider: ColumnType<'sandbox' | 'meta', 'sandbox' | 'meta' | undefined, 'sandbox' | 'meta'>;
+  provider: ColumnType<ChannelProvider, ChannelProvider | undefined, ChannelProvider>;
   /** The WhatsApp phone_number_id or Instagram account id of a meta channel. */
   external_id: string | null;
-  /** The Meta secrets, sealed by src/channels/secrets.ts; null on sandbox channels. */
+  /** The Meta secrets, sealed by src/secrets.ts; null on sandbox channels. */
   secrets: string | null;
   /** The agent a thread opened on the channel is assigned to when none is given. */
   default_agent_id: ColumnType<string | null, string | null | undefined, string | null>;
@@ -64,7 +71,7 @@ export interface AgentTable {
   workspace_id: string;
   id: string;
   name: string;
-  status: 'active' | 'inactive';
+  status: AgentStatus;
   /** Fixed at creation (migration 0015: existing rows are 'ai'). */
   type: ColumnType<AgentType, AgentType | undefined, never>;
   /** AI agents only (null for people). */
@@ -79,10 +86,6 @@ export interface AgentTable {
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
-
-export type AgentType = 'ai' | 'human';
-export type AgentAvailability = 'online' | 'away' | 'offline';
-export type ContactAttributes = Record<string, string | number | boolean>;
 
 export interface ContactTable {
   workspace_id: string;
@@ -111,7 +114,7 @@ export interface ThreadTable {
   stage_id: string;
   /** When the thread entered its current stage: a stay's duration is measured from it. */
   stage_entered_at: ColumnType<Date, Date, Date>;
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   closed_at: NullableTimestamp;
   nps_score: number | null;
   nps_created_at: NullableTimestamp;
@@ -147,22 +150,19 @@ export interface AutomationTable {
   enabled: boolean;
   position: number;
   /** jsonb; written as JSON text. */
-  trigger: ColumnType<components['schemas']['AutomationTrigger'], string, string>;
+  trigger: ColumnType<Schemas['AutomationTrigger'], string, string>;
   /** jsonb; written as JSON text. */
-  conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  conditions: ColumnType<Schemas['AutomationConditions'], string, string>;
   /** jsonb: the conditions with their text values folded when saved (automations/conditions.ts foldConditions); null for rows from before. */
-  folded_conditions: ColumnType<components['schemas']['AutomationConditions'] | null, string | null | undefined, string>;
+  folded_conditions: ColumnType<Schemas['AutomationConditions'] | null, string | null | undefined, string>;
   /** jsonb; written as JSON text. */
-  actions: ColumnType<components['schemas']['AutomationActions'], string, string>;
+  actions: ColumnType<Schemas['AutomationActions'], string, string>;
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
 
-export type HistoryField = 'status' | 'stageId' | 'agentId' | 'labels';
-/** Who made a change (src/actor.ts); thread_history admits all four since migration 0016. */
-export type ActorType = 'api_key' | 'agent' | 'automation' | 'system';
 /** How an nps.answered answer came: `POST /threads/{id}/nps`, or a score the customer wrote. */
-export type EventSource = 'api' | 'conversation';
+export type EventSource = Schemas['NpsAnsweredEvent']['data']['source'];
 
 /**
  * One change of one field of a thread. Status values sit in from_status/to_status, stage and agent
@@ -174,8 +174,8 @@ export interface ThreadHistoryTable {
   id: string;
   thread_id: string;
   field: HistoryField;
-  from_status: 'open' | 'closed' | null;
-  to_status: 'open' | 'closed' | null;
+  from_status: ThreadStatus | null;
+  to_status: ThreadStatus | null;
   from_id: string | null;
   to_id: string | null;
   from_labels: ColumnType<string[] | null, string | null | undefined, never>;
@@ -220,15 +220,15 @@ export interface MessageTable {
   thread_id: string;
   contact_id: string;
   channel_id: string;
-  direction: 'outbound' | 'inbound';
+  direction: MessageDirection;
   /** Null once the contact was erased. */
   content: string | null;
   status: MessageStatus;
   external_id: ColumnType<string | null, string | null | undefined, string | null>;
   /** jsonb {code, message}; written as JSON text. */
-  error: ColumnType<{ code: string; message: string } | null, string | null | undefined, string | null>;
+  error: ColumnType<Schemas['MessageError'] | null, string | null | undefined, string | null>;
   /** jsonb {name, language, parameters?}; written as JSON text. */
-  template: ColumnType<{ name: string; language: string; parameters?: string[] } | null, string | null | undefined, never>;
+  template: ColumnType<Schemas['MessageTemplate'] | null, string | null | undefined, never>;
   /** The AI agent that wrote an outbound message; kept after the agent is deleted. */
   agent_id: ColumnType<string | null, string | null | undefined, never>;
   /** The automation that sent an outbound message; kept after the automation is deleted. */
@@ -245,21 +245,6 @@ export interface QuickReply {
   title: string;
   payload: string;
 }
-
-/** A message's file as the API shows it (the contract's Attachment). */
-export interface Attachment {
-  id: string;
-  type: MediaType;
-  mimeType: string;
-  size: number | null;
-  sha256: string | null;
-  filename: string | null;
-  caption: string | null;
-  status: MediaStatus;
-}
-
-export type MediaType = 'image' | 'video' | 'audio' | 'document' | 'sticker';
-export type MediaStatus = 'pending' | 'stored' | 'failed';
 
 /** Where Meta has an inbound file: a WhatsApp media id, or an Instagram attachment URL. */
 export type MediaSource = { whatsappMediaId: string; sha256?: string | undefined; size?: number | undefined } | { url: string };
@@ -283,8 +268,6 @@ export interface MediaTable {
   created_at: CreatedAt;
 }
 
-export type MessageStatus = 'queued' | 'sent' | 'delivered' | 'read' | 'failed';
-
 /** One automation's run for one event or silence (migration 0022). */
 export interface AutomationRunTable {
   workspace_id: string;
@@ -294,10 +277,10 @@ export interface AutomationRunTable {
   trigger_key: string;
   event_id: string | null;
   thread_id: string | null;
-  status: 'succeeded' | 'skipped' | 'failed';
+  status: AutomationRunStatus;
   reason: string | null;
   /** jsonb; written as JSON text. */
-  actions: ColumnType<components['schemas']['AutomationRunAction'][], string, string>;
+  actions: ColumnType<Schemas['AutomationRunAction'][], string, string>;
   /** The event id, or `idle:<message id>`, that began the run's chain of automations; null for runs from before. */
   root_key: ColumnType<string | null, string | null | undefined, never>;
   created_at: CreatedAt;
@@ -394,7 +377,7 @@ export interface WebhookEndpointTable {
   /** Event types, or '*'. */
   events: string[];
   description: string | null;
-  /** The whsec_ secret, sealed by src/channels/secrets.ts. */
+  /** The whsec_ secret, sealed by src/secrets.ts. */
   secret: string;
   enabled: ColumnType<boolean, boolean | undefined, boolean>;
   disabled_reason: ColumnType<string | null, string | null | undefined, string | null>;
@@ -403,8 +386,6 @@ export interface WebhookEndpointTable {
   created_at: CreatedAt;
   updated_at: Timestamp;
 }
-
-export type WebhookDeliveryStatus = 'pending' | 'succeeded' | 'failed';
 
 /** One event to one endpoint, and how its attempts went. */
 export interface WebhookDeliveryTable {

@@ -6,14 +6,14 @@
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
 import { sql } from 'kysely';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
 import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
-import type { EventRow } from '../db/schema.js';
+import type { EventRow, WebhookDeliveryStatus } from '../db/schema.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 
@@ -33,7 +33,7 @@ export interface WebhookDispatchOptions {
 }
 
 interface DeliveryTarget {
-  status: 'pending' | 'succeeded' | 'failed';
+  status: WebhookDeliveryStatus;
   attempts: number;
   url: string;
   secret: string;

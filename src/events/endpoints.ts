@@ -2,8 +2,7 @@
 // delivery logs, with the manual retry of a delivery.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
-import { SecretsUnavailableError } from '../channels/settings.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { transact, type Db } from '../db/database.js';
 import { listPage, listSource, type PageText } from '../db/pagination.js';
 import type { WebhookEndpointRow } from '../db/schema.js';
@@ -68,7 +67,7 @@ export async function createEndpoint(
   input: WebhookEndpointCreate,
   allowPrivate: boolean,
 ): Promise<WebhookEndpointCreated> {
-  if (!box) throw new SecretsUnavailableError();
+  if (!box) throw new ApiError(503, 'service_unavailable', 'Webhook endpoints are not available: the operator has not configured SECRETS_KEY.');
   await checkUrl(input.url, allowPrivate);
   const secret = newWebhookSecret();
   const now = new Date();

@@ -6,7 +6,7 @@
 // Meta writes the hash in hex or base64) and the size limit (the type's, or Instagram's when larger),
 // and stored; then the media row, the message's attachment and its message.updated event move in one
 // statement with the job's end.
-// Network errors, timeouts, 429 and 5xx are retried (DELIVERY_RETRY_BASE_MS, DELIVERY_MAX_ATTEMPTS);
+// Network errors, timeouts, 429 and 5xx are retried (RETRY_BASE_MS, RETRY_MAX_ATTEMPTS);
 // a mismatch or any other refusal fails the file at once. An attempt has two time limits: each pause
 // of the answer (META_GRAPH_TIMEOUT_MS) and the whole attempt (MEDIA_FETCH_TIMEOUT_MS), so bytes that
 // trickle forever are a failed attempt too. One workspace, or one host, runs at most half of this
@@ -15,7 +15,7 @@ import { rm } from 'node:fs/promises';
 import { sql } from 'kysely';
 import { SYSTEM } from '../actor.js';
 import { classifyGraphFailure } from '../channels/graph.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from '../channels/settings.js';
 import { findChannelById } from '../db/channels.js';
 import type { Db } from '../db/database.js';
@@ -47,7 +47,7 @@ export interface MediaFetchOptions {
   slots: number;
   maxAttempts: number;
   retryBaseMs: number;
-  /** WEBHOOK_ALLOW_PRIVATE_URLS: Instagram URLs may then be http:// and private (development, tests). */
+  /** OUTBOUND_ALLOW_PRIVATE_URLS: Instagram URLs may then be http:// and private (development, tests). */
   allowPrivateUrls: boolean;
   logger: Logger;
 }

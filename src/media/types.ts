@@ -1,7 +1,7 @@
 // Which files the service keeps, as pure rules: the MIME types of each attachment type and its size
 // limit (1 MB = 2^20 bytes), as openapi.yaml's POST /media lists them, and what each
 // channel can carry.
-import type { MediaType } from '../db/schema.js';
+import type { ChannelType, MediaType } from '../db/schema.js';
 
 const MB = 2 ** 20;
 
@@ -64,7 +64,7 @@ const instagramLimit = (type: MediaType): number => (type === 'image' ? 8 * MB :
  * The most bytes an inbound file of the channel may have: the type's limit above, or more when the
  * channel carries more (an Instagram video of 20 MB is the customer's, and is kept).
  */
-export function inboundLimit(channelType: 'whatsapp' | 'instagram', type: MediaType): number {
+export function inboundLimit(channelType: ChannelType, type: MediaType): number {
   return channelType === 'instagram' ? Math.max(MEDIA_LIMITS[type], instagramLimit(type)) : MEDIA_LIMITS[type];
 }
 
@@ -73,7 +73,7 @@ export function inboundLimit(channelType: 'whatsapp' | 'instagram', type: MediaT
  * Instagram takes the formats of INSTAGRAM_MIME_TYPES, up to 8 MB for images and 25 MB otherwise,
  * and no stickers; WhatsApp the types and limits above (a file received on Instagram may pass them).
  */
-export function channelRefuses(channelType: 'whatsapp' | 'instagram', media: { type: MediaType; mimeType: string; size: number }): string | undefined {
+export function channelRefuses(channelType: ChannelType, media: { type: MediaType; mimeType: string; size: number }): string | undefined {
   if (channelType === 'whatsapp') {
     if (!MEDIA_TYPES.has(media.mimeType)) return `WhatsApp does not take files of type ${media.mimeType}`;
     if (media.size > MEDIA_LIMITS[media.type]) return `WhatsApp takes a ${media.type} of at most ${MEDIA_LIMITS[media.type] / MB} MB`;

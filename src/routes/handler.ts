@@ -7,7 +7,7 @@ import type { operations } from '../../generated/api.js';
 import { limitBounds, pageBounds, type Bounds, type OperationId } from '../contract.js';
 import type { Db } from '../db/database.js';
 import type { AuthContext } from '../middleware/authenticate.js';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { ApiError } from '../errors.js';
 import { JsonText } from '../db/pagination.js';
 import { runIdempotent } from '../idempotency.js';
@@ -60,8 +60,8 @@ export interface RateLimitState {
 export interface Services {
   /** Seals and opens secrets (channels', webhook endpoints', stored answers holding one); absent when the operator configured no SECRETS_KEY. */
   secrets?: SecretBox | undefined;
-  /** Whether webhook URLs may be http:// or private (WEBHOOK_ALLOW_PRIVATE_URLS). */
-  allowPrivateWebhookUrls?: boolean;
+  /** Whether webhook endpoint URLs may be http:// or private (OUTBOUND_ALLOW_PRIVATE_URLS). */
+  allowPrivateUrls?: boolean;
   /** This instance's live event streams (GET /events/stream); absent, the stream is a 503. */
   streams?: EventStreams | undefined;
   /** Where media files' bytes are kept (MEDIA_STORE). */

@@ -20,7 +20,7 @@ export const webhookEndpointHandlers: Pick<
   },
 
   async createWebhookEndpoint({ db, auth, body, services }) {
-    const created = await endpoints.createEndpoint(db, services.secrets, auth.workspaceId, body, services.allowPrivateWebhookUrls ?? false);
+    const created = await endpoints.createEndpoint(db, services.secrets, auth.workspaceId, body, services.allowPrivateUrls ?? false);
     return { status: 201, body: created, holdsSecret: true };
   },
 
@@ -31,7 +31,7 @@ export const webhookEndpointHandlers: Pick<
   },
 
   async updateWebhookEndpoint({ db, auth, params, body, services }) {
-    const endpoint = await endpoints.updateEndpoint(db, auth.workspaceId, params.id, body, services.allowPrivateWebhookUrls ?? false);
+    const endpoint = await endpoints.updateEndpoint(db, auth.workspaceId, params.id, body, services.allowPrivateUrls ?? false);
     if (!endpoint) throw notFound('Webhook endpoint');
     return { status: 200, body: endpoint };
   },

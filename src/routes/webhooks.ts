@@ -4,7 +4,7 @@
 // A delivery's body is read from the moment it arrives: a sender that leaves once it has sent it
 // whole (its timeout) has it stored, and one that leaves before counts as no failure.
 import express, { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
-import type { SecretBox } from '../channels/secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { receiveMetaDelivery, verifyChallenge, webhookChannel } from '../channels/inbound.js';
 import type { Db } from '../db/database.js';
 import type { ChannelRow } from '../db/schema.js';

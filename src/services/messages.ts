@@ -15,7 +15,7 @@ import { enqueue } from '../jobs/queue.js';
 import { recordEvent } from '../events/record.js';
 import { openThread } from './threads.js';
 import { findStoredMedia, mediaRowToAttachment } from '../db/media.js';
-import type { Attachment } from '../db/schema.js';
+import type { Attachment, ChannelType } from '../db/schema.js';
 import { channelRefuses } from '../media/types.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
@@ -51,7 +51,7 @@ export async function messageCreated(
  * The files of `attachments` as each message will show it, in order; 422 for one the workspace has
  * not stored (unknown, another workspace's, still pending, failed or erased) or the channel cannot carry.
  */
-async function attachmentsToSend(db: Db, workspaceId: string, input: MessageCreate, channelType: 'whatsapp' | 'instagram'): Promise<Attachment[]> {
+async function attachmentsToSend(db: Db, workspaceId: string, input: MessageCreate, channelType: ChannelType): Promise<Attachment[]> {
   const refs = input.attachments ?? [];
   const rows = new Map((await findStoredMedia(db, workspaceId, [...new Set(refs.map((r) => r.mediaId))])).map((row) => [row.id, row]));
   return refs.map((ref, i) => {

@@ -7,11 +7,11 @@ import { transact, type Db } from '../db/database.js';
 import type { FieldChange } from '../db/history.js';
 import { findOpenThreadId, insertOpenThread, readThreadForChange, threadRowToThread, writeThreadChange, type OpenThreadInput } from '../db/threads.js';
 import { recordEvent } from '../events/record.js';
-import type { ThreadRow } from '../db/schema.js';
+import type { ThreadRow, ThreadStatus } from '../db/schema.js';
 import { normalizeLabels, sameLabels } from './labels.js';
 
 export interface ThreadState {
-  status: 'open' | 'closed';
+  status: ThreadStatus;
   stage_id: string;
   stage_entered_at: Date;
   agent_id: string | null;
@@ -19,7 +19,7 @@ export interface ThreadState {
 }
 
 export interface ThreadChange {
-  status?: 'open' | 'closed' | undefined;
+  status?: ThreadStatus | undefined;
   stageId?: string | undefined;
   /** null unassigns. */
   agentId?: string | null | undefined;
@@ -29,7 +29,7 @@ export interface ThreadChange {
 
 export interface PlannedChange {
   /** The columns to write; empty when nothing changes. */
-  set: Partial<{ status: 'open' | 'closed'; closed_at: Date | null; stage_id: string; stage_entered_at: Date; agent_id: string | null; labels: string[] }>;
+  set: Partial<{ status: ThreadStatus; closed_at: Date | null; stage_id: string; stage_entered_at: Date; agent_id: string | null; labels: string[] }>;
   /** One entry per changed field, in the order status, stageId, agentId, labels. */
   changes: FieldChange[];
 }

@@ -10,7 +10,8 @@ import { createJobListener, type JobListener } from '../jobs/listen.js';
 import type { Logger } from '../logger.js';
 import { createStreamSlots, type StreamSlots } from './key-slots.js';
 import { createLeases } from './leases.js';
-import { activeKeyIds, committedSince, currentHorizon, type LoggedEvent } from './log.js';
+import { activeKeyIds } from '../db/api-keys.js';
+import { committedSince, currentHorizon, type LoggedEvent } from './log.js';
 
 export const EVENTS_CHANNEL = 'events_added';
 /** How soon to look again while an announced event waits for an older transaction to end. */

@@ -92,13 +92,6 @@ export async function eventsAfter(
   return rows.map(toEvent);
 }
 
-/** Of these keys, the ones not revoked. */
-export async function activeKeyIds(db: Db, keyIds: string[]): Promise<Set<string>> {
-  if (keyIds.length === 0) return new Set();
-  const rows = await db.selectFrom('api_keys').select('id').where('id', 'in', keyIds).where('revoked_at', 'is', null).execute();
-  return new Set(rows.map((row) => row.id));
-}
-
 /** `a` comes after `b` in the stream's order. */
 export function isAfter(a: Position, b: Position): boolean {
   return a.xid > b.xid || (a.xid === b.xid && a.id > b.id);

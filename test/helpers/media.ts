@@ -25,8 +25,8 @@ export async function startMediaService(name: string, config: Partial<Config> = 
     jobs: true,
     config: {
       metaGraphUrl: graph.url,
-      deliveryRetryBaseMs: 20,
-      deliveryMaxAttempts: 4,
+      retryBaseMs: 20,
+      retryMaxAttempts: 4,
       metaGraphTimeoutMs: 1_500,
       jobPollMs: 200,
       mediaStore: { kind: 'file', dir },

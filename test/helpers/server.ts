@@ -16,7 +16,7 @@ import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis.js';
-import { createSecretBox, type SecretBox } from '../../src/channels/secrets.js';
+import { createSecretBox, type SecretBox } from '../../src/secrets.js';
 import { startWorkers, type Workers as Jobs } from '../../src/workers.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 import type { MediaStore } from '../../src/media/store.js';
@@ -94,7 +94,8 @@ export interface StartOptions {
   databaseUrl?: string;
   /** Run the job workers (message delivery) in this server, as src/server.ts does. */
   jobs?: boolean;
-  secrets?: SecretBox;
+  /** What seals secrets (default: a box of testSecretsKey); null: none, as without SECRETS_KEY in production. */
+  secrets?: SecretBox | null;
   /** Over the event streams' defaults (keep-alive, key check and buffer limit). */
   streams?: Partial<StreamOptions>;
   /** Where media bytes live instead of config.mediaStore's store (a stand-in that fails, say). */
@@ -166,7 +167,7 @@ export async function startServer(options: StartOptions = {}): Promise<TestServe
   const logger = createLogger(options.logLevel ?? (options.logs ? 'info' : config.logLevel), options.logs);
   const redis = url ? createRedis(url, logger) : undefined;
   if (redis && options.waitForRedis !== false) await waitForReady(redis);
-  const secrets = options.secrets ?? createSecretBox(testSecretsKey);
+  const secrets = options.secrets === null ? undefined : (options.secrets ?? createSecretBox(testSecretsKey));
   const streams = createEventStreams({ db, databaseUrl: dbUrl, logger, streamsPerKey: config.streamsPerKey, options: options.streams });
   const app = createApp({ config, db, logger, redis, secrets, streams, media: options.media });
   const http = createHttpServer(app, config, logger, streams.slots);

@@ -6,7 +6,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { SealedKeyUse, SealedKind } from '../db/sealed-keys.js';
+import type { SealedKeyUse, SealedKind } from './db/sealed-keys.js';
 
 const VERSION = 'v1';
 const IV_BYTES = 12;
