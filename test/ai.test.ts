@@ -3,6 +3,7 @@
 // (history, actor the agent; to null when nobody is online), one answer to a burst, the AI down, a deactivated agent, no AI configured, and
 // a context that never holds another thread's messages. The only double is the AI provider, a local
 // HTTP server speaking the Chat Completions wire format.
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import type { components } from '../generated/api.js';
@@ -12,15 +13,19 @@ import { buildAgent, buildHuman, buildPhone, createWorkspace, UUID, type TestWor
 import { AiDouble, errorAnswer, textAnswer, toolCallAnswer } from './helpers/ai.js';
 import { createMetaChannel, postWebhook } from './helpers/channels.js';
 import { GraphDouble, whatsappDelivery } from './helpers/graph.js';
-import { waitFor } from './helpers/processes.js';
+import { waitFor as waitUntil } from './helpers/processes.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
 
 type Message = components['schemas']['Message'];
 type Entry = components['schemas']['ThreadHistoryEntry'];
 
 const API_KEY = 'sk-test-0123456789abcdef';
-/** How long an agent waits for a burst to end before answering, in these tests. */
-const REPLY_DELAY_MS = 400;
+/**
+ * How long an agent waits for a burst to end before answering, in these tests: longer than any test,
+ * so no reply runs by itself while a test is still acting (a burst, a close, a deactivation), however
+ * busy the machine. A test's waits let them run (`waitFor` below).
+ */
+const REPLY_DELAY_MS = 60_000;
 const MAX_ATTEMPTS = 3;
 
 const HANDOFF_TOOL = {
@@ -172,6 +177,23 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
 
   const aiJobs = (workspaceId: string) =>
     server.db.selectFrom('jobs').selectAll().where('workspace_id', '=', workspaceId).where('queue', '=', 'ai-reply').execute();
+
+  /** Waits for `check`, each look first making the replies queued so far due now: the burst is over when the test waits. */
+  const waitFor = (what: string, check: () => boolean | Promise<boolean>, timeoutMs?: number): Promise<void> =>
+    waitUntil(
+      what,
+      async () => {
+        await server.db
+          .updateTable('jobs')
+          .set({ run_at: sql`now()` })
+          .where('queue', '=', 'ai-reply')
+          .where('locked_by', 'is', null)
+          .where('run_at', '>', sql<Date>`now()`)
+          .execute();
+        return check();
+      },
+      timeoutMs,
+    );
 
   it('when a customer writes to a thread of an active agent, then the AI gets the documented request and its answer is sent as the agent', async () => {
     const setup = await withAgent();

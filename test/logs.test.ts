@@ -3,10 +3,9 @@
 // warnings once per window, and never an API key.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../src/db/database.js';
 import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
-import { startServer, type TestServer } from './helpers/server.js';
+import { emptyDatabase, startServer, type TestServer } from './helpers/server.js';
 import { openStream } from './helpers/sse.js';
 
 const FAILED_AUTH_LIMIT = 3;
@@ -151,7 +150,7 @@ describe('request logs', () => {
   });
 
   it('when a request fails unexpectedly, then its error is logged with the request id, and the body tells nothing', async () => {
-    const empty = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+    const empty = await emptyDatabase();
     const brokenLogs = new LogCapture();
     const broken = await startServer({ db: empty, redisUrl: false, logs: brokenLogs.destination });
     try {

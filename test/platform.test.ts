@@ -9,7 +9,7 @@ import { createDatabase } from '../src/db/database.js';
 import { sql } from 'kysely';
 import { buildAgent, buildContact, clientFor, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { fetchFromAnotherProcess, sleep } from './helpers/processes.js';
-import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
+import { databaseUrl, emptyDatabase, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
 let workspace: TestWorkspace;
@@ -276,7 +276,7 @@ describe('service endpoints', () => {
 describe('when the database is broken', () => {
   it('when a query fails unexpectedly, then 500 internal_error without SQL or stack', async () => {
     // A real database with no tables: the key lookup fails with "relation does not exist".
-    const empty = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+    const empty = await emptyDatabase();
     const broken = await startServer({ db: empty, redisUrl: false });
     try {
       const response = await request(broken, 'GET', '/v1/agents', { apiKey: workspace.apiKey });

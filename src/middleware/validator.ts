@@ -46,8 +46,26 @@ const percentEncodingCheck: RequestHandler = (req, _res, next) => {
   );
 };
 
+/**
+ * The validator's middleware, made once per process for each setting: it reads the contract and
+ * compiles each operation's schemas on that operation's first request, work every app of the process
+ * (several in one test file, or one per test file in a worker) shares instead of redoing. It keeps no
+ * state of its own app: the path parameters it would install with app.param are read by no route here
+ * (the API's routes are dispatched from the contract's operations, src/routes/handler.ts).
+ */
+const validators = new Map<boolean, RequestHandler[]>();
+
 export function contractValidator(options: { validateResponses: boolean }): RequestHandler[] {
-  const validator = OpenApiValidator.middleware({
+  let validator = validators.get(options.validateResponses);
+  if (!validator) {
+    validator = compileValidator(options);
+    validators.set(options.validateResponses, validator);
+  }
+  return [percentEncodingCheck, ...validator];
+}
+
+function compileValidator(options: { validateResponses: boolean }): RequestHandler[] {
+  return OpenApiValidator.middleware({
     apiSpec: withoutDiscriminatorMappings(loadSpec()) as never,
     validateRequests: { allowUnknownQueryParameters: false, allErrors: true, discriminator: true },
     validateResponses: options.validateResponses,
@@ -58,5 +76,4 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
     formats: { uuid: UUID },
     fileUploader: false,
   } as never) as RequestHandler[];
-  return [percentEncodingCheck, ...validator];
 }

@@ -2,11 +2,11 @@
 // on real PostgreSQL (the run's fresh database; DATABASE_URL outside vitest) or an in-memory PGlite,
 // counting rate limits in real Redis when there is one.
 import { randomBytes, randomUUID } from 'node:crypto';
-import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import pg from 'pg';
 import type { DestinationStream } from 'pino';
 import { createApp } from '../../src/app.js';
@@ -20,48 +20,9 @@ import { createSecretBox, type SecretBox } from '../../src/secrets.js';
 import { startWorkers, type Workers as Jobs } from '../../src/workers.js';
 import { createEventStreams, type StreamOptions } from '../../src/stream/hub.js';
 import type { MediaStore } from '../../src/media/store.js';
+import { cloneTemplate, databaseUrl, pgliteSeed, redisUrl, template } from './databases.js';
 
-/**
- * The run's services: under vitest, a PostgreSQL database of this test file's own (a clone of the
- * run's migrated template: files in parallel workers never share one) or the migrated PGlite dump;
- * a script reads the environment.
- */
-const services = process.env.VITEST
-  ? await fileServices()
-  : { databaseUrl: process.env.DATABASE_URL || undefined, redisUrl: process.env.REDIS_URL || undefined };
-
-export const databaseUrl: string | undefined = services.databaseUrl;
-export const redisUrl: string | undefined = services.redisUrl;
-const template: { url: string; server: string } | undefined = services.template;
-const pgliteSeed: Blob | undefined = services.pgliteSeed;
-
-async function fileServices(): Promise<{ databaseUrl?: string; redisUrl?: string; template?: { url: string; server: string }; pgliteSeed?: Blob }> {
-  const { inject } = await import('vitest');
-  const templateUrl = inject('databaseTemplate');
-  const template = templateUrl ? { url: templateUrl, server: inject('databaseServer')! } : undefined;
-  const seed = inject('pgliteSeed');
-  return {
-    databaseUrl: template ? await cloneTemplate(template, 'f') : undefined,
-    redisUrl: inject('redisUrl'),
-    template,
-    pgliteSeed: seed ? new Blob([fs.readFileSync(seed)]) : undefined,
-  };
-}
-
-/** A new database copied from the migrated template, named after it (the run's end drops it). */
-async function cloneTemplate(template: { url: string; server: string }, kind: 'f' | 'o'): Promise<string> {
-  const url = new URL(template.url);
-  const name = `${url.pathname.slice(1)}_${kind}${randomBytes(8).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: template.server });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name} template ${url.pathname.slice(1)}`);
-  } finally {
-    await admin.end();
-  }
-  url.pathname = `/${name}`;
-  return url.toString();
-}
+export { databaseUrl, redisUrl };
 
 export interface TestServer {
   baseUrl: string;
@@ -109,6 +70,19 @@ export async function openDatabase(url: string | undefined = databaseUrl): Promi
   const db = createDatabase({ databaseUrl: url, pgliteDir: 'memory://', pgliteData: url ? undefined : pgliteSeed, poolSize: 5 });
   await migrateToLatest(db);
   databases.push(db);
+  return db;
+}
+
+/**
+ * A real database with no tables, where every query of the app fails ("relation does not exist"): on
+ * PostgreSQL a new empty database of the run's server (the run's end drops it), on PGlite the run's
+ * dump with its schema dropped (cheaper than a PGlite made from nothing). The caller destroys it.
+ */
+export async function emptyDatabase(): Promise<Db> {
+  if (template) return createDatabase({ databaseUrl: await cloneTemplate(template, 'e', 'template0'), pgliteDir: 'memory://', poolSize: 2 });
+  const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://', pgliteData: pgliteSeed });
+  await sql`drop schema public cascade`.execute(db);
+  await sql`create schema public`.execute(db);
   return db;
 }
 
