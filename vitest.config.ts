@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { configDefaults, defineConfig } from 'vitest/config';
+import { buildAliases } from './test/build.js';
 import { namedTestFiles, slowTier, timedFiles } from './test/tiers.js';
 
 // `npm test` runs the fast tier; `npm run test:all` (TEST_TIER=all) and a command naming test files run every file.
@@ -14,6 +15,8 @@ const slow = Object.keys(slowTier);
 const timed = Object.keys(timedFiles);
 
 export default defineConfig({
+  // TEST_BUILD=dist: against the build (test/build.ts).
+  resolve: { alias: buildAliases() },
   test: {
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
