@@ -92,7 +92,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     server.once('error', reject);
   });
   startWorkers({ db, config, logger, secrets, background });
-  // A cluster's primary serves METRICS_PORT for all its workers.
+  // One process serves METRICS_PORT itself; a cluster's primary serves it for all its workers (runPrimary).
   if (!cluster.isWorker && config.metricsEnabled && config.metricsPort !== undefined) {
     const metricsServer = await listenForMetrics({ port: config.metricsPort, host: config.host, token: config.metricsToken });
     background.register('metrics-server', () => metricsServer.close());
