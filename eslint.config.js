@@ -80,11 +80,13 @@ const boundaries = [
 ];
 
 export default tseslint.config(
-  { ignores: ['generated/', 'client/dist/', 'node_modules/', 'data/', 'coverage/', 'bench/results/', 'test/generated-client/'] },
+  { ignores: ['generated/', 'dist/', 'client/dist/', 'node_modules/', 'data/', 'coverage/', 'bench/results/', 'test/generated-client/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js'] }, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'scripts/*.mjs'] }, tsconfigRootDir: import.meta.dirname },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
@@ -98,7 +100,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js'],
+    files: ['eslint.config.js', 'scripts/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },
   {

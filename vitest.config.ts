@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { configDefaults, defineConfig } from 'vitest/config';
+import { buildAliases } from './test/build.js';
 import { corePaths, namedTestFiles, slowTier, timedFiles } from './test/tiers.js';
 
 // `npm test` runs the fast tier; `npm run test:all` (TEST_TIER=all) and a command naming test files run every file;
@@ -18,6 +19,8 @@ const timed = Object.keys(timedFiles);
 const FAST_WORKERS = 3;
 
 export default defineConfig({
+  // TEST_BUILD=dist: against the build (test/build.ts).
+  resolve: { alias: buildAliases() },
   test: {
     globalSetup: ['test/global-setup.ts'],
     // Before each file: a database of the file's own (a clone of the run's migrated template).

@@ -24,6 +24,9 @@ import { streamTokenCredential } from './stream/tokens.js';
 import { openMediaStore } from './media/open-store.js';
 import type { MediaStore } from './media/store.js';
 import { spoolUpload } from './media/upload.js';
+import { bindMetricSources } from './metrics/collect.js';
+import { metricsHandler, readMetrics, requestMetrics } from './metrics/http.js';
+import { collectProcessMetrics } from './metrics/registry.js';
 
 export interface AppDeps {
   config: Config;
@@ -50,6 +53,11 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
 
   const limits = createRateLimits({ config, redis, logger });
 
+  if (config.metricsEnabled) {
+    collectProcessMetrics();
+    bindMetricSources({ db, streams });
+    app.use(requestMetrics());
+  }
   app.use(requestContext(app, logger));
 
   // The API first: its requests do not walk past the service endpoints' layers.
@@ -80,6 +88,15 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
     const status = database === 'down' ? 'unavailable' : redisState === 'down' ? 'degraded' : 'ok';
     res.status(database === 'up' ? 200 : 503).json({ status, database, redis: redisState });
   });
+  // Prometheus' scrape, outside /v1 and the contract; on METRICS_PORT's server instead when that is set.
+  // Its gauges read this app's queue and streams (a test process may build several apps).
+  if (config.metricsEnabled && config.metricsPort === undefined) {
+    const read = (): Promise<string> => {
+      bindMetricSources({ db, streams });
+      return readMetrics();
+    };
+    app.get('/metrics', metricsHandler({ token: config.metricsToken, read }));
+  }
   app.get('/openapi.json', (_req, res) => {
     res.type('application/json').send(specJson);
   });

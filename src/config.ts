@@ -103,6 +103,12 @@ export interface Config {
   readonly mediaStore: MediaStoreConfig;
   /** How long one attempt to download an inbound file may take in all (MEDIA_FETCH_TIMEOUT_MS), however its bytes trickle. */
   readonly mediaFetchTimeoutMs: number;
+  /** Whether the service keeps metrics and serves GET /metrics (METRICS_ENABLED). */
+  readonly metricsEnabled: boolean;
+  /** The Bearer token GET /metrics asks for (METRICS_TOKEN); unset, it asks for none. */
+  readonly metricsToken: string | undefined;
+  /** A port of its own for GET /metrics (METRICS_PORT), off the public one; unset, /metrics is on PORT. */
+  readonly metricsPort: number | undefined;
 }
 
 /** A directory (`file:<dir>`) or an S3 bucket (`s3://bucket[/prefix]`) for media files' bytes. */
@@ -257,9 +263,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const jobLeaseMs = integer(env, 'JOB_LEASE_MS', 6_000, 1_000, 3_600_000);
   const aiBaseUrl = url(env, 'AI_BASE_URL', ['https:', 'http:'])?.replace(/\/+$/, '');
   const aiTimeoutMs = integer(env, 'AI_TIMEOUT_MS', 30_000, 100, 600_000);
+  const port = integer(env, 'PORT', 3000, 0, 65535);
+  const metricsPort = env.METRICS_PORT ? integer(env, 'METRICS_PORT', 0, 1, 65535) : undefined;
+  if (metricsPort !== undefined && metricsPort === port) throw new ConfigError(`METRICS_PORT must differ from PORT (${port})`);
+  const metricsToken = env.METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,512}$/.test(metricsToken)) {
+    throw new ConfigError('METRICS_TOKEN must be 16 to 512 printable characters without spaces');
+  }
   return Object.freeze({
     nodeEnv,
-    port: integer(env, 'PORT', 3000, 0, 65535),
+    port,
     host: env.HOST || '0.0.0.0',
     logLevel,
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
@@ -304,5 +317,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookEndpointConcurrency: integer(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8, 1, 1_000),
     mediaStore: mediaStore(env),
     mediaFetchTimeoutMs: integer(env, 'MEDIA_FETCH_TIMEOUT_MS', 120_000, 100, 3_600_000),
+    metricsEnabled: boolean(env, 'METRICS_ENABLED', true),
+    metricsToken,
+    metricsPort,
   });
 }

@@ -20,6 +20,9 @@ import { sealedKeysInUse } from './db/sealed-keys.js';
 import { backoffMs } from './jobs/backoff.js';
 import { startWorkers } from './workers.js';
 import { createEventStreams } from './stream/hub.js';
+import { serveWorkersMetrics } from './metrics/cluster.js';
+import { listenForMetrics } from './metrics/http.js';
+import { registry } from './metrics/registry.js';
 
 function baseUrl(config: Config, server: Server): string {
   const address = server.address();
@@ -89,6 +92,12 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     server.once('error', reject);
   });
   startWorkers({ db, config, logger, secrets, background });
+  // One process serves METRICS_PORT itself; a cluster's primary serves it for all its workers (runPrimary).
+  if (!cluster.isWorker && config.metricsEnabled && config.metricsPort !== undefined) {
+    const metricsServer = await listenForMetrics({ port: config.metricsPort, host: config.host, token: config.metricsToken });
+    background.register('metrics-server', () => metricsServer.close());
+    logger.info({ port: metricsServer.port }, 'metrics listening');
+  }
   const url = baseUrl(config, server);
   logger.info({ url, database: config.databaseUrl ? 'postgresql' : 'pglite', redis: Boolean(redis) }, 'listening');
   if (demo) {
@@ -188,6 +197,18 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
     }, restartDelayMs);
     restarts.add(timer);
   });
+  if (config.metricsEnabled) {
+    serveWorkersMetrics();
+    if (config.metricsPort !== undefined) {
+      const metricsServer = await listenForMetrics({
+        port: config.metricsPort,
+        host: config.host,
+        token: config.metricsToken,
+        read: () => registry.clusterMetrics(),
+      });
+      logger.info({ port: metricsServer.port }, 'metrics listening');
+    }
+  }
   for (let i = 0; i < config.webConcurrency; i++) cluster.fork();
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

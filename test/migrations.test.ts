@@ -10,6 +10,7 @@ import { countNpsGroups } from '../src/db/nps-groups.js';
 import { countNpsAnswers } from '../src/db/threads.js';
 import { parseInstant } from '../src/time.js';
 import { databaseUrl } from './helpers/server.js';
+import { entryArgs } from './build.js';
 
 const instant = (text: string): bigint => parseInstant(text)!;
 
@@ -107,7 +108,7 @@ describe('migrations', () => {
       url.pathname = `/${name}`;
       try {
         const env = { DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' };
-        const runs = await Promise.all([1, 2, 3].map(() => run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], env)));
+        const runs = await Promise.all([1, 2, 3].map(() => run(process.execPath, entryArgs('scripts/migrate'), env)));
 
         for (const r of runs) expect(r.code, r.stderr).toBe(0);
         const applied = runs.flatMap((r) => (JSON.parse(r.stdout) as { applied: string[] }).applied);

@@ -9,6 +9,7 @@ export const slowTier: Record<string, string> = {
   'test/media-kill.test.ts': 'kills service processes mid-upload and waits for leases to expire',
   'test/process-failures.test.ts': 'starts service processes that crash and waits for them to exit',
   'test/cluster.test.ts': 'starts a cluster of service processes',
+  'test/metrics-process.test.ts': 'starts clusters of service processes and scrapes them',
   'test/docs.browser.test.ts': 'drives /docs in headless Chromium',
   'test/stream.browser.test.ts': 'drives the event stream in headless Chromium',
   'test/fuzz.test.ts': 'runs the property-based fuzzer over the contract',

@@ -22,6 +22,7 @@ import type { Database } from '../db/schema.js';
 import { finishHeldJobQuery, finishJob, type HeldJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
+import { metrics } from '../metrics/registry.js';
 import { recordRun } from '../services/automation-runs.js';
 import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, MAX_AUTOMATION_MESSAGES, type RunBudget, type RunTarget } from './actions.js';
@@ -149,6 +150,7 @@ async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomati
   // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets here).
   if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root })))
     throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
+  metrics.automationRuns.inc({ status: outcome.status });
   return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 

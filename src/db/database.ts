@@ -61,7 +61,9 @@ export function createDatabase(options: DatabaseOptions): Db {
     pool.on('connect', (client) => {
       client.on('error', () => {});
     });
-    return new Kysely<Database>({ dialect: pipelinedPostgresDialect(pool, options.preparedStatements ?? true) });
+    const db = new Kysely<Database>({ dialect: pipelinedPostgresDialect(pool, options.preparedStatements ?? true) });
+    pools.set(db, pool);
+    return db;
   }
   if (!options.pgliteDir.startsWith('memory://')) fs.mkdirSync(options.pgliteDir, { recursive: true });
   // PGlite reads timestamps with `new Date(text)`, which takes year 0099 for 1999; parse them the
@@ -74,6 +76,13 @@ export function createDatabase(options: DatabaseOptions): Db {
 }
 
 const embedded = new WeakMap<Db, PGlite>();
+const pools = new WeakMap<Db, pg.Pool>();
+
+/** The connection pool behind `db` now (GET /metrics); undefined on the embedded database, which has none. */
+export function poolStatsOf(db: Db): { inUse: number; idle: number; waiting: number } | undefined {
+  const pool = pools.get(db);
+  return pool && { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount };
+}
 
 /** The embedded database behind `db` (for LISTEN, which Kysely does not offer); undefined on PostgreSQL. */
 export function embeddedDatabaseOf(db: Db): PGlite | undefined {

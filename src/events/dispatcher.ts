@@ -16,6 +16,7 @@ import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
 import type { EventRow, WebhookDeliveryStatus } from '../db/schema.js';
 import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
+import { metrics } from '../metrics/registry.js';
 
 /** An endpoint whose attempts have all failed for this long is disabled. */
 export const DISABLE_AFTER_MS = 5 * 86_400_000;
@@ -207,6 +208,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
            where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId} and status = 'pending'`.execute(trx);
         await finishJob(trx, job);
       });
+      metrics.webhookAttempts.inc({ outcome: 'failed' });
       return { kind: 'finished' };
     }
     let result: AttemptResult;
@@ -228,6 +230,9 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
     }
     if (signal.aborted && !result.ok) throw new Error('stopped');
     await record(job, payload, result);
+    metrics.webhookAttempts.inc({
+      outcome: result.ok ? 'succeeded' : (payload.manual && payload.wasFailed) || target.attempts + 1 > delays.length ? 'failed' : 'retrying',
+    });
     return { kind: 'finished' };
   }
 
@@ -267,6 +272,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
            where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId}`.execute(trx);
         await finishJob(trx, job);
       });
+      metrics.webhookAttempts.inc({ outcome: 'failed' });
     },
   };
 }

@@ -101,6 +101,20 @@ export interface JobPayloads {
 
 export type JobKind = keyof JobPayloads;
 
+/** Every kind, at run time (what GET /metrics reports a queue for, none left out: `satisfies` checks it). */
+export const JOB_KINDS = Object.keys({
+  'message-delivery': true,
+  'sandbox-receipt': true,
+  'early-status': true,
+  'webhook-delivery': true,
+  'ai-reply': true,
+  'media-fetch': true,
+  'media-delete': true,
+  'automation-event': true,
+  'automation-idle': true,
+  recurring: true,
+} satisfies Record<JobKind, true>) as JobKind[];
+
 /** The payload of a queue's jobs: its registered type, or any JSON object for a queue outside the registry (tests, the bench). */
 export type PayloadOf<Q extends string> = Q extends JobKind ? JobPayloads[Q] : Record<string, unknown>;
 

@@ -391,3 +391,24 @@ export async function rescheduleJob(db: Db, job: HeldJob, afterMs: number, error
      where ${held(job)}`.execute(db);
   return (result.numAffectedRows ?? 0n) > 0n;
 }
+
+/** One kind's queue as GET /metrics reports it. */
+export interface QueueStats {
+  kind: string;
+  /** Every job of the kind: due, waiting for later, running. */
+  queued: number;
+  /** Due and not running (claim_jobs' "due", less the wait behind an ordering key). */
+  due: number;
+  /** How long the oldest of those has been due, in seconds; 0 when none is. */
+  oldestDueAgeSeconds: number;
+}
+
+/** The queue's depth and lag per kind present in it, in one statement over jobs_due_idx (metrics, at scrape time). */
+export async function queueStats(db: Db): Promise<QueueStats[]> {
+  const result = await sql<{ kind: string; queued: number; due: number; oldest_due_age: number }>`
+    select queue as kind, count(*)::int as queued,
+           count(*) filter (where run_at <= now() and (locked_until is null or locked_until < now()))::int as due,
+           coalesce(extract(epoch from now() - min(run_at) filter (where run_at <= now() and (locked_until is null or locked_until < now()))), 0)::float8 as oldest_due_age
+      from jobs group by queue`.execute(db);
+  return result.rows.map((row) => ({ kind: row.kind, queued: row.queued, due: row.due, oldestDueAgeSeconds: row.oldest_due_age }));
+}

@@ -9,6 +9,7 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { backoffMs, retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
+import { countJobOutcome } from '../metrics/registry.js';
 import { claimJobs, finishJob, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type Job } from './queue.js';
 
 /** What a job's run asks of the worker. */
@@ -101,6 +102,10 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
   });
 
   async function settle(job: Job<Q>, result: JobResult): Promise<void> {
+    countJobOutcome(
+      handler.queue,
+      result.kind === 'later' ? 'postponed' : result.kind !== 'retry' ? 'done' : job.attempts >= handler.maxAttempts ? 'failed' : 'retried',
+    );
     if (result.kind === 'finished') return;
     if (result.kind === 'later') {
       await postponeJob(db, job, result.runAt);

@@ -26,6 +26,7 @@ import { httpGetStream, httpRequest, type StreamOutcome } from '../outbound/http
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 import { finishJobQuery, type HeldJob, type Job } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
+import { metrics } from '../metrics/registry.js';
 import { moveMessage } from '../services/message-statuses.js';
 import { fetchShares, type FetchShares } from './fetch-shares.js';
 import { CutShortError, spool, TooLargeError, type Spooled } from './spool.js';
@@ -237,6 +238,7 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
     await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, payload.messageId, payload.mediaId, { status: 'failed' }), SYSTEM, {
       also: sql`failed as (${markMediaFailed(db, job.workspace_id, payload.mediaId)}), finished as (${finishJobQuery(job)})`,
     });
+    metrics.mediaFetches.inc({ outcome: 'failed' });
     if ((await findMedia(db, job.workspace_id, payload.mediaId))?.status !== 'stored') {
       await store.delete(mediaKey(job.workspace_id, payload.mediaId)).catch((err: unknown) => {
         options.logger.warn({ err, mediaId: payload.mediaId }, 'the bytes of a failed media fetch could not be deleted from the store');
@@ -277,7 +279,11 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
     }
     const outcome = await fetchFileInTime(options, shares, media, channel, signal);
     if ('busy' in outcome) return stepAside();
-    if ('retry' in outcome) return { kind: 'retry', error: outcome.retry };
+    if ('retry' in outcome) {
+      // On the last attempt the give-up that follows counts it as failed.
+      if (job.attempts < options.maxAttempts) metrics.mediaFetches.inc({ outcome: 'retrying' });
+      return { kind: 'retry', error: outcome.retry };
+    }
     if ('fail' in outcome) return fail(job, job.payload, outcome.fail);
     const { spooled, mimeType } = outcome;
     const key = mediaKey(job.workspace_id, mediaId);
@@ -290,6 +296,7 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
     await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, messageId, mediaId, { status: 'stored', ...facts }), SYSTEM, {
       also: sql`stored as (${markMediaStored(db, job.workspace_id, mediaId, { ...facts, storageKey: key })}), finished as (${finishJobQuery(job)})`,
     });
+    metrics.mediaFetches.inc({ outcome: 'stored' });
     // Erased while it was fetched: its row is gone, and so go its bytes.
     if (!(await findMedia(db, job.workspace_id, mediaId))) await store.delete(key);
     return { kind: 'finished' };

@@ -1,9 +1,11 @@
-// The service as operators run it: `node --import tsx src/server.ts` in a process group of its own,
-// configured by environment only, its stdout captured as log lines.
+// The service as operators run it: `node --import tsx src/server.ts`, or `node dist/src/server.js` under
+// TEST_BUILD=dist, in a process group of its own, configured by environment only, its stdout captured
+// as log lines.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { entryArgs } from '../build.js';
 import { LogCapture, waitFor, waitForExit } from './processes.js';
 
 // Each process compiles the TypeScript sources with tsx at start: on a busy 2-core machine that has
@@ -30,7 +32,7 @@ export class Service {
     readonly port: number,
     env: Record<string, string>,
   ) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    this.child = spawn(process.execPath, entryArgs('src/server'), {
       cwd: root,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
