@@ -1036,6 +1036,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           lastMessageAt: c,
           lastInboundAt: null,
           labels: [],
+          sla: null,
           createdAt: c,
           updatedAt: c,
         });
@@ -1242,6 +1243,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           lastMessageAt: c,
           lastInboundAt: c,
           labels: [],
+          sla: null,
           createdAt: c,
           updatedAt: c,
         });
@@ -1333,6 +1335,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         lastMessageAt: null,
         lastInboundAt: null,
         labels: keptLabels(input.labels),
+        sla: null,
         createdAt: thread.createdAt,
         updatedAt: thread.createdAt,
       };
