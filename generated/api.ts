@@ -2491,7 +2491,7 @@ export interface components {
             total: components["schemas"]["ResponseTimes"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
