@@ -90,7 +90,12 @@ describe('/sla-policies', () => {
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: policy.createdAt,
     });
-    const second = await createPolicy(ws, { name: 'VIP', targets: { resolutionMinutes: 60 }, position: 1, conditions: { all: [{ field: 'contact.labels', operator: 'contains', value: 'vip' }] } });
+    const second = await createPolicy(ws, {
+      name: 'VIP',
+      targets: { resolutionMinutes: 60 },
+      position: 1,
+      conditions: { all: [{ field: 'contact.labels', operator: 'contains', value: 'vip' }] },
+    });
     const { data: list } = await ws.api.GET('/sla-policies');
     expect(list!.data.map((p) => [p.position, p.name])).toEqual([
       [1, 'VIP'],
@@ -112,9 +117,24 @@ describe('/sla-policies', () => {
       [{ name: 'x', targets: { firstResponseMinutes: 0 } }, 400, 'validation_error', '/body/targets/firstResponseMinutes'],
       [{ name: 'x', targets: { resolutionMinutes: 525601 } }, 400, 'validation_error', '/body/targets/resolutionMinutes'],
       [{ name: 'x', targets: { nextResponseMinutes: 1.5 } }, 400, 'validation_error', '/body/targets/nextResponseMinutes'],
-      [{ name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'message.content', operator: 'contains', value: 'oi' }] } }, 400, 'validation_error', '/body/conditions/all/0/field'],
-      [{ name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'thread.labels', operator: 'gt', value: 1 }] } }, 400, 'validation_error', '/body/conditions/all/0/operator'],
-      [{ name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'thread.stageId', operator: 'equals', value: uuidv7() }] } }, 422, 'invalid_reference', '/body/conditions/all/0/value'],
+      [
+        { name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'message.content', operator: 'contains', value: 'oi' }] } },
+        400,
+        'validation_error',
+        '/body/conditions/all/0/field',
+      ],
+      [
+        { name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'thread.labels', operator: 'gt', value: 1 }] } },
+        400,
+        'validation_error',
+        '/body/conditions/all/0/operator',
+      ],
+      [
+        { name: 'x', targets: { firstResponseMinutes: 5 }, conditions: { all: [{ field: 'thread.stageId', operator: 'equals', value: uuidv7() }] } },
+        422,
+        'invalid_reference',
+        '/body/conditions/all/0/value',
+      ],
     ];
     for (const [body, status, code, path] of refusals) {
       const res = await request(server, 'POST', '/v1/sla-policies', { apiKey: ws.apiKey, body });
@@ -174,10 +194,18 @@ describe('clocks and breaches', () => {
     const [breach] = await events(ws, 'sla.breached');
     expect(Date.parse(breach!.createdAt)).toBeGreaterThanOrEqual(due);
     expect(Date.parse(breach!.createdAt) - due).toBeLessThanOrEqual(5_000);
-    expect(breach!.data).toMatchObject({ metric: 'firstResponse', actor: { type: 'system', id: null }, object: { id: threadId, sla: { status: 'breached', breached: ['firstResponse'] } } });
+    expect(breach!.data).toMatchObject({
+      metric: 'firstResponse',
+      actor: { type: 'system', id: null },
+      object: { id: threadId, sla: { status: 'breached', breached: ['firstResponse'] } },
+    });
     expect(JSON.parse(delivery!.body)).toMatchObject({ id: breach!.id, type: 'sla.breached', data: { metric: 'firstResponse' } });
     await waitFor('the escalation', async () => (await thread(ws, threadId)).labels.includes('sla-estourado'), 5_000);
-    expect((await thread(ws, threadId)).sla).toMatchObject({ status: 'breached', breached: ['firstResponse'], firstResponseDueAt: new Date(due).toISOString() });
+    expect((await thread(ws, threadId)).sla).toMatchObject({
+      status: 'breached',
+      breached: ['firstResponse'],
+      firstResponseDueAt: new Date(due).toISOString(),
+    });
   }, 90_000);
 
   it('when a person answers in time, then the first-response clock stops with one metric row and no breach is recorded, while an unanswered thread breaches', async () => {
@@ -194,7 +222,12 @@ describe('clocks and breaches', () => {
     expect((await thread(ws, answered.threadId)).sla).toMatchObject({ firstResponseDueAt: null, status: 'achieved', breached: [] });
     const metrics = await server.db.selectFrom('sla_metrics').selectAll().where('workspace_id', '=', ws.workspaceId).execute();
     expect(metrics).toMatchObject([{ thread_id: answered.threadId, metric: 'firstResponse', agent_id: person!.id, by_ai: false, within_sla: true }]);
-    const timers = await server.db.selectFrom('jobs').select('ordering_key').where('workspace_id', '=', ws.workspaceId).where('queue', '=', 'sla-timer').execute();
+    const timers = await server.db
+      .selectFrom('jobs')
+      .select('ordering_key')
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('queue', '=', 'sla-timer')
+      .execute();
     expect(timers.map((j) => j.ordering_key)).toEqual([`sla:${waiting.threadId}`]);
 
     await travel(server.db, ws, answered.threadId, 6 * 60_000);
@@ -208,7 +241,10 @@ describe('clocks and breaches', () => {
     const ws = await createWorkspace(server);
     const { threadId } = await sandboxInbound(ws, 'Oi', '+5511911112004');
     const t = await thread(ws, threadId);
-    const res = await request(server, 'POST', '/v1/messages', { apiKey: ws.apiKey, body: { contactId: t.contactId, channelId: t.channelId, content: 'Olá', agentId: uuidv7() } });
+    const res = await request(server, 'POST', '/v1/messages', {
+      apiKey: ws.apiKey,
+      body: { contactId: t.contactId, channelId: t.channelId, content: 'Olá', agentId: uuidv7() },
+    });
     expect(res.status).toBe(422);
     expect((res.body as Schemas['ErrorResponse']).error).toMatchObject({ code: 'invalid_reference', details: [{ path: '/body/agentId' }] });
     const { data } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId } } });
@@ -223,7 +259,10 @@ describe('clocks and breaches', () => {
       const ws = await createWorkspace(first);
       await alwaysOpen(ws);
       await createPolicy(ws, { name: 'Dez minutos', targets: { firstResponseMinutes: 10 } });
-      const { data } = await ws.api.POST('/channels/{id}/sandbox/inbound', { params: { path: { id: ws.channels[0]!.id } }, body: { from: '+5511911112005', content: 'Oi' } });
+      const { data } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+        params: { path: { id: ws.channels[0]!.id } },
+        body: { from: '+5511911112005', content: 'Oi' },
+      });
       const threadId = data!.threadId;
       await first.close();
       first = undefined;
@@ -233,10 +272,17 @@ describe('clocks and breaches', () => {
       void api;
       await waitFor(
         'the breach after the restart',
-        async () => (await sql<{ n: number }>`select count(*)::int as n from events where workspace_id = ${ws.workspaceId} and type = 'sla.breached'`.execute(again!.db)).rows[0]!.n === 1,
+        async () =>
+          (await sql<{ n: number }>`select count(*)::int as n from events where workspace_id = ${ws.workspaceId} and type = 'sla.breached'`.execute(again!.db))
+            .rows[0]!.n === 1,
         5_000,
       );
-      const clock = await again.db.selectFrom('sla_clocks').selectAll().where('thread_id', '=', threadId).where('metric', '=', 'firstResponse').executeTakeFirstOrThrow();
+      const clock = await again.db
+        .selectFrom('sla_clocks')
+        .selectAll()
+        .where('thread_id', '=', threadId)
+        .where('metric', '=', 'firstResponse')
+        .executeTakeFirstOrThrow();
       expect(clock.breached).toBe(true);
     } finally {
       await first?.close();
@@ -318,7 +364,14 @@ describe('GET /reports/response-times', () => {
       total,
     });
     const hours = await request(server, 'GET', `/v1/reports/response-times${query}&businessHours=true`, { apiKey: ws.apiKey });
-    expect((hours.body as Schemas['ResponseTimesReport']).total.firstResponse).toEqual({ count: 4, meanSeconds: 135, p50Seconds: 105, p90Seconds: 255, byAi: 1, byHuman: 3 });
+    expect((hours.body as Schemas['ResponseTimesReport']).total.firstResponse).toEqual({
+      count: 4,
+      meanSeconds: 135,
+      p50Seconds: 105,
+      p90Seconds: 255,
+      byAi: 1,
+      byHuman: 3,
+    });
     expect((hours.body as Schemas['ResponseTimesReport']).data).toEqual([]);
     // Days in the workspace's zone (America/Sao_Paulo, UTC-3): 12:00Z and 13:00Z are the same local day.
     const days = await request(server, 'GET', `/v1/reports/response-times${query}&groupBy=day`, { apiKey: ws.apiKey });

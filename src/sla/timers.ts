@@ -5,13 +5,11 @@
 // locks the thread and its clock and, when that clock (same metric, same start) still runs and has
 // not recorded it, records sla.warning or sla.breached and the thread's new `sla` with the job's
 // end, in one transaction: once per thread, metric and clock, across instances and restarts (a
-// duplicate or a rival holder finds it recorded, or fails its commit). The one emitter of both events.
+// duplicate or a rival holder finds it recorded, or fails its commit); services/sla-events.ts emits them.
 import { sql } from 'kysely';
-import { SYSTEM } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import type { SlaClockRow, SlaMetric, ThreadRow } from '../db/schema.js';
-import { threadRowToThread } from '../db/threads.js';
-import { recordEvent } from '../events/record.js';
+import { slaBreached, slaWarned } from '../services/sla-events.js';
 import { cancelWaitingQuery, enqueue, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
@@ -98,7 +96,7 @@ async function fire(trx: Db, thread: ThreadRow, clock: SlaClockRow, breach: bool
     .where('id', '=', threadId)
     .returningAll()
     .executeTakeFirstOrThrow();
-  await recordEvent(trx, workspaceId, breach ? 'sla.breached' : 'sla.warning', threadRowToThread(row), SYSTEM, now, { metric });
+  await (breach ? slaBreached : slaWarned)(trx, row, metric, now);
 }
 
 /** How many times a timer that threw (the database away) is tried before it is given up and logged. */
