@@ -16,19 +16,22 @@ const MESSAGES_PER_THREAD = 10;
 const RUNS = Number(process.env.RUNS || 30);
 const adminUrl = process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
 
-const name = `sf_bench_sla_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+// BENCH_DB: measure a database seeded before (kept with BENCH_KEEP=1) instead of seeding one.
+const reuse = process.env.BENCH_DB;
+const name = reuse ?? `sf_bench_sla_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
 const admin = new pg.Client({ connectionString: adminUrl });
 await admin.connect();
-await admin.query(`create database ${name}`);
+if (!reuse) await admin.query(`create database ${name}`);
 const url = new URL(adminUrl);
 url.pathname = `/${name}`;
 const db = createDatabase({ databaseUrl: url.toString(), pgliteDir: 'memory://', poolSize: 4 });
-try {
-  await migrateToLatest(db);
+
+/** 100,000 threads, 1,000,000 messages and the metric rows of their clocks, in set-based statements; the workspace's id. */
+async function seed(): Promise<string> {
   const { workspaceId, channels } = await createWorkspace(db, 'bench', DEFAULT_STAGES);
   const channelId = channels[0]!.id;
   const stage = await db.selectFrom('stages').select('id').where('workspace_id', '=', workspaceId).orderBy('position').executeTakeFirstOrThrow();
-  let t = Date.now();
+  const t = Date.now();
   await sql`insert into contacts (workspace_id, id, name, phone, created_at, updated_at)
             select ${workspaceId}::uuid, gen_random_uuid(), 'Contato ' || n, '+55119' || lpad(n::text, 8, '0'), now(), now()
               from generate_series(1, ${THREADS}) n`.execute(db);
@@ -65,7 +68,15 @@ try {
     )
   ).rows[0]!;
   console.log(JSON.stringify({ seeded: counts, seedSeconds: Math.round(seedMs / 1000) }));
+  return workspaceId;
+}
+
+try {
+  await migrateToLatest(db);
+  const seeded = reuse ? await db.selectFrom('workspaces').select('id').executeTakeFirst() : undefined;
+  const workspaceId = seeded?.id ?? (await seed());
   const now = Date.now();
+
   const shapes: Array<{ label: string; days: number; groupBy?: GroupBy; businessHours?: boolean }> = [
     { label: '30 days, total', days: 30 },
     { label: '30 days, by agent', days: 30, groupBy: 'agent' },
@@ -79,7 +90,7 @@ try {
     const times: number[] = [];
     let count = 0;
     for (let i = 0; i < RUNS + 2; i++) {
-      t = performance.now();
+      const t = performance.now();
       const report = await responseTimes(db, workspaceId, window, { groupBy: shape.groupBy, businessHours: shape.businessHours ?? false });
       if (i >= 2) times.push(performance.now() - t);
       count = report.total.firstResponse.count + report.total.nextResponse.count + report.total.resolution.count;
@@ -90,6 +101,7 @@ try {
   }
 } finally {
   await db.destroy();
-  await admin.query(`drop database if exists ${name} with (force)`);
+  if (process.env.BENCH_KEEP === '1') console.log(JSON.stringify({ kept: name }));
+  else await admin.query(`drop database if exists ${name} with (force)`);
   await admin.end();
 }

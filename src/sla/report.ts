@@ -39,8 +39,8 @@ interface Row {
   metric: 'firstResponse' | 'nextResponse' | 'resolution';
   count: number;
   mean: number | null;
-  p50: number | null;
-  p90: number | null;
+  /** p50 and p90 (one sort for both). */
+  p: [number, number] | null;
   by_ai: number;
   by_human: number;
   within: number;
@@ -69,7 +69,7 @@ const round = (value: number | null): number | null => (value === null ? null : 
 function figuresOf(rows: readonly Row[]): Totals {
   const of = (metric: Row['metric']): Figures => {
     const row = rows.find((r) => r.metric === metric);
-    return row ? { count: row.count, meanSeconds: round(row.mean), p50Seconds: round(row.p50), p90Seconds: round(row.p90) } : EMPTY;
+    return row ? { count: row.count, meanSeconds: round(row.mean), p50Seconds: round(row.p?.[0] ?? null), p90Seconds: round(row.p?.[1] ?? null) } : EMPTY;
   };
   const first = rows.find((r) => r.metric === 'firstResponse');
   const timed = rows.reduce((sum, r) => sum + r.timed, 0);
@@ -92,14 +92,14 @@ export async function responseTimes(
   const settings = options.groupBy === 'day' ? await loadSettings(db, workspaceId) : undefined;
   const duration = options.businessHours ? sql`business_seconds` : sql`seconds`;
   const { rows } = await sql<Row>`
-    select grouping(key) = 1 as total, key, metric, count(*)::int as count, avg(d)::float8 as mean,
-           percentile_cont(0.5) within group (order by d) as p50, percentile_cont(0.9) within group (order by d) as p90,
+    select ${options.groupBy ? sql`grouping(key) = 1` : sql`true`} as total, ${options.groupBy ? sql`key` : sql`null::text`} as key, metric,
+           count(*)::int as count, avg(d)::float8 as mean, percentile_cont(array[0.5, 0.9]) within group (order by d) as p,
            (count(*) filter (where by_ai))::int as by_ai, (count(*) filter (where not by_ai))::int as by_human,
            (count(*) filter (where within_sla))::int as within, count(within_sla)::int as timed
       from (select ${keyOf(options.groupBy, settings?.timezone ?? 'UTC')} as key, metric, ${duration} as d, by_ai, within_sla
               from sla_metrics
              where workspace_id = ${workspaceId} and happened_at between ${window.from}::timestamptz and ${window.to}::timestamptz) m
-     group by grouping sets ((key, metric), (metric))`.execute(db);
+     group by ${options.groupBy ? sql`grouping sets ((key, metric), (metric))` : sql`metric`}`.execute(db);
   const groups = new Map<string | null, Row[]>();
   if (options.groupBy) {
     for (const row of rows.filter((r) => !r.total)) groups.set(row.key, [...(groups.get(row.key) ?? []), row]);
