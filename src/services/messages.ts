@@ -79,12 +79,12 @@ async function attachmentsToSend(db: Db, workspaceId: string, input: MessageCrea
 async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, now: Date): Promise<Attachment[]> {
   const context = await getSendContext(db, workspaceId, input.contactId, input.channelId);
   if (!context.contact) throw invalidReference('contactId', 'contact');
+  if (!context.channel) throw invalidReference('channelId', 'channel');
   if (input.agentId !== undefined && (await getAgentType(db, workspaceId, input.agentId)) !== 'human') {
     throw new ApiError(422, 'invalid_reference', 'The agent does not exist or is not a person.', [
       { path: '/body/agentId', message: 'no human agent with this id' },
     ]);
   }
-  if (!context.channel) throw invalidReference('channelId', 'channel');
   const { type, provider } = context.channel;
   const attachments = await attachmentsToSend(db, workspaceId, input, type);
   if (input.template && type === 'instagram') {
