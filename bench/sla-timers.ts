@@ -3,7 +3,8 @@
 // first-response clock and its timer on the job queue (queue.ts's enqueueEachQuery); DUE of them fall
 // due over the next SPREAD seconds, the rest in a month. Then runs one instance's SLA timer worker
 // (concurrency as AUTOMATION_CONCURRENCY's default) and reports, for the breaches recorded, how long
-// after its due time each event was recorded (p50, p95, max).
+// after its due time each event was recorded (p50, p95, max). The first falls due LEAD seconds
+// (default 120) after seeding starts: seeding must end before it.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
@@ -41,7 +42,7 @@ try {
             values (${workspaceId}, ${policyId}, 'bench', 1, '{"firstResponseMinutes": 15}', now(), now())`.execute(db);
   await sql`insert into contacts (workspace_id, id, name, created_at, updated_at)
             select ${workspaceId}::uuid, gen_random_uuid(), 'Contato ' || n, now(), now() from generate_series(1, ${THREADS}) n`.execute(db);
-  const start = Date.now() + 15_000;
+  const start = Date.now() + Number(process.env.LEAD || 120) * 1000;
   await sql`insert into threads (workspace_id, id, contact_id, channel_id, stage_id, stage_entered_at, status, created_at, updated_at, sla)
             select workspace_id, gen_random_uuid(), id, ${channels[0]!.id}::uuid, ${stage.id}::uuid, now(), 'open', now(), now(),
                    jsonb_build_object('policyId', ${policyId}::text, 'firstResponseDueAt', null, 'nextResponseDueAt', null,
