@@ -386,6 +386,116 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sla-policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the SLA policies
+         * @description The workspace's service-level policies in `position` order (1 first): the order in which
+         *     they are tried for a thread. Disabled ones are listed too.
+         *     Needs the `settings:read` scope.
+         */
+        get: operations["listSlaPolicies"];
+        put?: never;
+        /**
+         * Create an SLA policy
+         * @description Adds a service-level policy at `position` (1 to the number of policies plus one; the last
+         *     place when left out); the policies from that position on move one place down. A workspace
+         *     has at most 20 policies (then 422 `limit_reached`). `targets` needs at least one of
+         *     `firstResponseMinutes`, `nextResponseMinutes`, `resolutionMinutes` (whole minutes, 1 to
+         *     525,600). `conditions` are the automations' grammar over the thread, its contact and its
+         *     channel (`thread.*`, `channel.type`, `contact.*`, `time.businessHours`): a condition
+         *     outside it (`message.content`, `nps.score`, a wrong operator or value) is a 400
+         *     `validation_error` naming it; a stage, agent or channel the workspace does not have is a
+         *     422 `invalid_reference`. Nothing is stored on any error. The policy applies to threads
+         *     opened or reopened from then on, and to open threads whose stage or labels change.
+         *     Needs the `settings:write` scope.
+         */
+        post: operations["createSlaPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sla-policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an SLA policy
+         * @description One service-level policy of the workspace.
+         *     Needs the `settings:read` scope.
+         */
+        get: operations["getSlaPolicy"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an SLA policy
+         * @description Deletes the policy; the policies after it move one place up. Threads under it keep their
+         *     running clocks and due times until their stage or labels change or they reopen.
+         *     Needs the `settings:write` scope.
+         */
+        delete: operations["deleteSlaPolicy"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an SLA policy
+         * @description Changes any of its fields; those left out keep their value, `conditions` and `targets` are
+         *     replaced whole. A new `position` (1 to the number of policies) shifts the policies between
+         *     its old and new places by one. The result is checked as a new policy is (400, 422).
+         *     Threads already under it keep their due times until their stage or labels change or they
+         *     reopen.
+         *     Needs the `settings:write` scope.
+         */
+        patch: operations["updateSlaPolicy"];
+        trace?: never;
+    };
+    "/reports/response-times": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Response times
+         * @description How fast the team answers and resolves, over the responses and closings that happened in
+         *     [`dateFrom`, `dateTo`] (both bounds inclusive; at most 366 days, else 400; `dateFrom` after
+         *     `dateTo` is 400). For each metric (see `SlaMetric`): `count`, `meanSeconds`, `p50Seconds`
+         *     and `p90Seconds` (interpolated as PostgreSQL's `percentile_cont`; null when `count` is 0).
+         *     A first or next response is the first outbound message after the clock started that a
+         *     person sent (an API key, or a human agent named in `POST /messages` `agentId`) or an AI
+         *     agent sent; automations' messages, templates and NPS questions never count.
+         *     `firstResponse.byAi` and `byHuman` count who gave it. `slaAchievedPercent` is the share of
+         *     those that had a due time under an SLA policy that came within it. With
+         *     `businessHours=true` durations count only the workspace's business hours (its settings
+         *     when the response happened).
+         *
+         *     With `groupBy`, `data` has one entry per group: `agent` (who answered; who had the thread
+         *     when it closed; `null` when nobody is named), `channel`, `stage` (the thread's when it
+         *     happened) or `day` (the date in the workspace's time zone, `YYYY-MM-DD`).
+         *     Needs the `reports:read` scope.
+         */
+        get: operations["getResponseTimesReport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/stages": {
         parameters: {
             query?: never;
@@ -1430,7 +1540,7 @@ export interface components {
          * @description What a key may do (see "Authentication and scopes").
          * @enum {string}
          */
-        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write" | "automations:read" | "automations:write";
+        Scope: "agents:read" | "agents:write" | "contacts:read" | "contacts:write" | "messages:read" | "messages:write" | "channels:write" | "funnel:read" | "funnel:write" | "webhooks:read" | "webhooks:write" | "settings:read" | "settings:write" | "automations:read" | "automations:write" | "reports:read";
         /** @description The key's current rate-limit window, as the RateLimit-* headers tell it. */
         RateLimitStatus: {
             /** @description Requests the key may make per window. */
@@ -1803,6 +1913,11 @@ export interface components {
             template?: components["schemas"]["MessageTemplate"];
             /** @description Files uploaded with `POST /media`, each sent as its own message, after `content` when both are given. */
             attachments?: components["schemas"]["AttachmentRef"][];
+            /**
+             * @description The person who wrote it: a human agent of the workspace (else 422 `invalid_reference`).
+             *     It becomes the message's `agentId`, and the response-time report counts the answer as theirs.
+             */
+            agentId?: components["schemas"]["Uuid"];
         } & ((unknown | unknown) | unknown);
         MessageList: {
             data: components["schemas"]["Message"][];
@@ -1845,6 +1960,7 @@ export interface components {
              */
             lastInboundAt: string | null;
             labels: components["schemas"]["LabelList"];
+            sla: components["schemas"]["ThreadSla"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -2111,9 +2227,9 @@ export interface components {
          * @description The kind of change an event records.
          * @enum {string}
          */
-        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run";
+        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached";
         /** @description A change the API exposed, as `GET /events` and webhooks carry it; `type` tells which object `data.object` is. */
-        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"] | components["schemas"]["AutomationRunEvent"];
+        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"] | components["schemas"]["AutomationRunEvent"] | components["schemas"]["SlaWarningEvent"] | components["schemas"]["SlaBreachedEvent"];
         /** @description A contact was created (`POST /contacts`, or a customer who wrote for the first time). */
         ContactCreatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
@@ -2221,8 +2337,161 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
+        /**
+         * @description A clock of a thread: `firstResponse` (from opening, reopening or an AI agent's handoff to
+         *     the first counting outbound message), `nextResponse` (from the first inbound message after
+         *     our last outbound to our next counting outbound), `resolution` (from opening or reopening
+         *     to closing).
+         * @enum {string}
+         */
+        SlaMetric: "firstResponse" | "nextResponse" | "resolution";
+        /** @description Whole minutes, 1 to 525,600 (a year). */
+        SlaMinutes: number;
+        /** @description How long each clock may run before it is breached; at least one target. */
+        SlaTargets: {
+            firstResponseMinutes?: components["schemas"]["SlaMinutes"];
+            nextResponseMinutes?: components["schemas"]["SlaMinutes"];
+            resolutionMinutes?: components["schemas"]["SlaMinutes"];
+        };
+        SlaPolicyName: string;
+        /**
+         * @description A service level: the targets of a thread's clocks. The first enabled policy, in `position`
+         *     order, whose `conditions` hold applies when a thread opens or reopens, and is chosen again
+         *     when its stage or labels change (the new targets then count from the running clocks'
+         *     starts). `conditions` are the automations' (see `AutomationCondition`) over `thread.*`,
+         *     `channel.type`, `contact.*` and `time.businessHours`. With `businessHoursOnly` the due
+         *     times count only the workspace's business hours (`GET /settings`). With `humanOnly` an AI
+         *     agent's answer does not stop the response clocks. `warnBeforeMinutes` records an
+         *     `sla.warning` that long before each due time (none when null).
+         */
+        SlaPolicy: {
+            id: components["schemas"]["Uuid"];
+            name: components["schemas"]["SlaPolicyName"];
+            enabled: boolean;
+            /** @description Its place in the order policies are tried in (1 first; 1, 2, 3, ... without gaps). */
+            position: number;
+            conditions: components["schemas"]["AutomationConditions"];
+            targets: components["schemas"]["SlaTargets"];
+            businessHoursOnly: boolean;
+            humanOnly: boolean;
+            warnBeforeMinutes: number | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        SlaPolicyCreate: {
+            name: components["schemas"]["SlaPolicyName"];
+            /** @description Whether it applies (`true` when left out). */
+            enabled?: boolean;
+            /** @description Where it goes (1 to the number of policies plus one); the last place when left out. */
+            position?: number;
+            conditions?: components["schemas"]["AutomationConditions"];
+            targets: components["schemas"]["SlaTargets"];
+            /** @description Count only business hours (`false` when left out). */
+            businessHoursOnly?: boolean;
+            /** @description Only a person's answer stops the response clocks (`false` when left out). */
+            humanOnly?: boolean;
+            /** @description `sla.warning` this many minutes before each due time; null (the default) for none. */
+            warnBeforeMinutes?: number | null;
+        };
+        /** @description Any of the fields; those left out keep their value, `conditions` and `targets` are replaced whole. */
+        SlaPolicyUpdate: {
+            name?: components["schemas"]["SlaPolicyName"];
+            enabled?: boolean;
+            /** @description Its new place (1 to the number of policies); those in between shift by one. */
+            position?: number;
+            conditions?: components["schemas"]["AutomationConditions"];
+            targets?: components["schemas"]["SlaTargets"];
+            businessHoursOnly?: boolean;
+            humanOnly?: boolean;
+            warnBeforeMinutes?: number | null;
+        };
+        SlaPolicyList: {
+            data: components["schemas"]["SlaPolicy"][];
+            pagination: components["schemas"]["Pagination"];
+        };
+        /**
+         * @description The service level the thread is held to; null when no policy applies. Each due time is
+         *     null when its clock is not running (or the policy sets no target for it). `status`:
+         *     `breached` once a due time passed in this opening of the thread (`breached` lists which),
+         *     else `warning` once a warning was recorded for a running clock, else `active` while a clock
+         *     with a target runs, else `achieved`.
+         */
+        ThreadSla: null | {
+            policyId: components["schemas"]["Uuid"];
+            /** Format: date-time */
+            firstResponseDueAt: string | null;
+            /** Format: date-time */
+            nextResponseDueAt: string | null;
+            /** Format: date-time */
+            resolutionDueAt: string | null;
+            /** @enum {string} */
+            status: "active" | "warning" | "breached" | "achieved";
+            breached: components["schemas"]["SlaMetric"][];
+        };
+        /** @description A thread's clock is `warnBeforeMinutes` from its due time (its policy's); the object is the thread. */
+        SlaWarningEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "sla.warning";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["Thread"];
+                actor: components["schemas"]["EventActor"];
+                metric: components["schemas"]["SlaMetric"];
+            };
+        };
+        /** @description A thread's clock passed its due time (recorded within 5 seconds of it, once per clock); the object is the thread. */
+        SlaBreachedEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "sla.breached";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["Thread"];
+                actor: components["schemas"]["EventActor"];
+                metric: components["schemas"]["SlaMetric"];
+            };
+        };
+        /** @description Durations of one metric in seconds; the figures are null when `count` is 0. Percentiles are interpolated (PostgreSQL's `percentile_cont`). */
+        ResponseTimeFigures: {
+            count: number;
+            meanSeconds: number | null;
+            p50Seconds: number | null;
+            p90Seconds: number | null;
+        };
+        /** @description As `ResponseTimeFigures`, with how many first responses an AI agent gave (`byAi`) and how many a person (`byHuman`). */
+        FirstResponseFigures: {
+            count: number;
+            meanSeconds: number | null;
+            p50Seconds: number | null;
+            p90Seconds: number | null;
+            byAi: number;
+            byHuman: number;
+        };
+        ResponseTimes: {
+            firstResponse: components["schemas"]["FirstResponseFigures"];
+            nextResponse: components["schemas"]["ResponseTimeFigures"];
+            resolution: components["schemas"]["ResponseTimeFigures"];
+            /** @description Of the responses and closings that had a due time, the share within it (0..100, one decimal); null when none had one. */
+            slaAchievedPercent: number | null;
+        };
+        ResponseTimesGroup: {
+            /** @description An agent, channel or stage id (`null` for responses no agent was named for), or a date `YYYY-MM-DD` in the workspace's time zone. */
+            key: string | null;
+            firstResponse: components["schemas"]["FirstResponseFigures"];
+            nextResponse: components["schemas"]["ResponseTimeFigures"];
+            resolution: components["schemas"]["ResponseTimeFigures"];
+            slaAchievedPercent: number | null;
+        };
+        ResponseTimesReport: {
+            /** @description One entry per group with figures in the window, sorted by `key` (null last); empty without `groupBy`. */
+            data: components["schemas"]["ResponseTimesGroup"][];
+            total: components["schemas"]["ResponseTimes"];
+        };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
@@ -2346,14 +2615,15 @@ export interface components {
          * Event trigger
          * @description Runs for each such event. `contact.created` has a contact and no thread: its conditions and
          *     actions may only use `contact.*` and `time.businessHours` (and `stop`, labels and
-         *     attributes of the contact).
+         *     attributes of the contact). `sla.warning` and `sla.breached` run for those events (an SLA
+         *     escalation): their thread is the event's, and `sla.metric` tells which clock.
          */
         AutomationEventTrigger: {
             /**
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
              */
-            event: "contact.created" | "thread.created" | "thread.updated" | "message.received" | "message.sent" | "nps.answered";
+            event: "contact.created" | "thread.created" | "thread.updated" | "message.received" | "message.sent" | "nps.answered" | "sla.warning" | "sla.breached";
         };
         /**
          * Idle timer
@@ -2409,9 +2679,10 @@ export interface components {
          *     | `message.content` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `is_set`, `is_not_set` | a string / a list of strings / a string / none |
          *     | `nps.score` | `equals`, `not_equals` / `in`, `not_in` / `gt`, `gte`, `lt`, `lte` | an integer 0..10 / a list of them / a number |
          *     | `time.businessHours` | `equals`, `not_equals` | `true` or `false` |
+         *     | `sla.metric` | `equals`, `not_equals` / `in`, `not_in` | `firstResponse`, `nextResponse` or `resolution` / a list of them |
          *
          *     Which trigger has what: `message.*` needs `message.received` or `message.sent`;
-         *     `nps.score` needs `nps.answered`; `thread.*` and `channel.*` need any trigger but
+         *     `nps.score` needs `nps.answered`; `sla.metric` needs `sla.warning` or `sla.breached`; `thread.*` and `channel.*` need any trigger but
          *     `contact.created`; `contact.*` and `time.businessHours` fit every trigger.
          *
          *     Text (`message.content`, string attributes) is compared ignoring case and accents ("NÃO"
@@ -2888,6 +3159,20 @@ export interface components {
          *     this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`).
          */
         AutomationRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /**
+         * @description The workspace already has 20 SLA policies (`limit_reached`), a condition names a stage,
+         *     agent or channel the workspace does not have (`invalid_reference`, naming where), or this
+         *     `Idempotency-Key` was used with another path or body (`idempotency_key_reused`).
+         */
+        SlaPolicyRefused: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
@@ -4814,6 +5099,448 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listSlaPolicies: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page number, from 1.
+                 * @example 1
+                 */
+                page?: components["parameters"]["Page"];
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of policies, in position order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11",
+                     *           "name": "Primeira resposta em 15 minutos",
+                     *           "enabled": true,
+                     *           "position": 1,
+                     *           "conditions": {
+                     *             "all": [
+                     *               {
+                     *                 "field": "channel.type",
+                     *                 "operator": "equals",
+                     *                 "value": "whatsapp"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "targets": {
+                     *             "firstResponseMinutes": 15,
+                     *             "resolutionMinutes": 1440
+                     *           },
+                     *           "businessHoursOnly": true,
+                     *           "humanOnly": false,
+                     *           "warnBeforeMinutes": 5,
+                     *           "createdAt": "2026-11-24T12:00:00.000Z",
+                     *           "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "limit": 20
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SlaPolicyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createSlaPolicy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Primeira resposta em 15 minutos",
+                 *       "conditions": {
+                 *         "all": [
+                 *           {
+                 *             "field": "channel.type",
+                 *             "operator": "equals",
+                 *             "value": "whatsapp"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "targets": {
+                 *         "firstResponseMinutes": 15,
+                 *         "resolutionMinutes": 1440
+                 *       },
+                 *       "businessHoursOnly": true,
+                 *       "warnBeforeMinutes": 5
+                 *     }
+                 */
+                "application/json": components["schemas"]["SlaPolicyCreate"];
+            };
+        };
+        responses: {
+            /** @description The policy was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11",
+                     *       "name": "Primeira resposta em 15 minutos",
+                     *       "enabled": true,
+                     *       "position": 1,
+                     *       "conditions": {
+                     *         "all": [
+                     *           {
+                     *             "field": "channel.type",
+                     *             "operator": "equals",
+                     *             "value": "whatsapp"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "targets": {
+                     *         "firstResponseMinutes": 15,
+                     *         "resolutionMinutes": 1440
+                     *       },
+                     *       "businessHoursOnly": true,
+                     *       "humanOnly": false,
+                     *       "warnBeforeMinutes": 5,
+                     *       "createdAt": "2026-11-24T12:00:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SlaPolicy"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["SlaPolicyRefused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSlaPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11",
+                     *       "name": "Primeira resposta em 15 minutos",
+                     *       "enabled": true,
+                     *       "position": 1,
+                     *       "conditions": {
+                     *         "all": [
+                     *           {
+                     *             "field": "channel.type",
+                     *             "operator": "equals",
+                     *             "value": "whatsapp"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "targets": {
+                     *         "firstResponseMinutes": 15,
+                     *         "resolutionMinutes": 1440
+                     *       },
+                     *       "businessHoursOnly": true,
+                     *       "humanOnly": false,
+                     *       "warnBeforeMinutes": 5,
+                     *       "createdAt": "2026-11-24T12:00:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SlaPolicy"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteSlaPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy was deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateSlaPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "warnBeforeMinutes": 3
+                 *     }
+                 */
+                "application/json": components["schemas"]["SlaPolicyUpdate"];
+            };
+        };
+        responses: {
+            /** @description The changed policy. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11",
+                     *       "name": "Primeira resposta em 15 minutos",
+                     *       "enabled": true,
+                     *       "position": 1,
+                     *       "conditions": {
+                     *         "all": [
+                     *           {
+                     *             "field": "channel.type",
+                     *             "operator": "equals",
+                     *             "value": "whatsapp"
+                     *           }
+                     *         ]
+                     *       },
+                     *       "targets": {
+                     *         "firstResponseMinutes": 15,
+                     *         "resolutionMinutes": 1440
+                     *       },
+                     *       "businessHoursOnly": true,
+                     *       "humanOnly": false,
+                     *       "warnBeforeMinutes": 3,
+                     *       "createdAt": "2026-11-24T12:00:00.000Z",
+                     *       "updatedAt": "2026-11-24T12:30:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SlaPolicy"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["SlaPolicyRefused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getResponseTimesReport: {
+        parameters: {
+            query: {
+                /**
+                 * @description Start of the window, inclusive (ISO 8601 with offset).
+                 * @example 2026-11-01T00:00:00-03:00
+                 */
+                dateFrom: string;
+                /**
+                 * @description End of the window, inclusive (ISO 8601 with offset); not before `dateFrom`, at most 366 days after it.
+                 * @example 2026-11-30T23:59:59.999-03:00
+                 */
+                dateTo: string;
+                /**
+                 * @description Break the figures down by `agent`, `channel`, `stage` or `day`.
+                 * @example agent
+                 */
+                groupBy?: "agent" | "channel" | "stage" | "day";
+                /** @description Count only business hours in the durations (default `false`). */
+                businessHours?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures of the window, and their breakdown when `groupBy` is given. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "key": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *           "firstResponse": {
+                     *             "count": 2,
+                     *             "meanSeconds": 450,
+                     *             "p50Seconds": 450,
+                     *             "p90Seconds": 690,
+                     *             "byAi": 0,
+                     *             "byHuman": 2
+                     *           },
+                     *           "nextResponse": {
+                     *             "count": 1,
+                     *             "meanSeconds": 120,
+                     *             "p50Seconds": 120,
+                     *             "p90Seconds": 120
+                     *           },
+                     *           "resolution": {
+                     *             "count": 1,
+                     *             "meanSeconds": 7200,
+                     *             "p50Seconds": 7200,
+                     *             "p90Seconds": 7200
+                     *           },
+                     *           "slaAchievedPercent": 75
+                     *         }
+                     *       ],
+                     *       "total": {
+                     *         "firstResponse": {
+                     *           "count": 2,
+                     *           "meanSeconds": 450,
+                     *           "p50Seconds": 450,
+                     *           "p90Seconds": 690,
+                     *           "byAi": 0,
+                     *           "byHuman": 2
+                     *         },
+                     *         "nextResponse": {
+                     *           "count": 1,
+                     *           "meanSeconds": 120,
+                     *           "p50Seconds": 120,
+                     *           "p90Seconds": 120
+                     *         },
+                     *         "resolution": {
+                     *           "count": 1,
+                     *           "meanSeconds": 7200,
+                     *           "p50Seconds": 7200,
+                     *           "p90Seconds": 7200
+                     *         },
+                     *         "slaAchievedPercent": 75
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ResponseTimesReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listStages: {
         parameters: {
             query?: {
@@ -5631,6 +6358,7 @@ export interface operations {
                      *           "npsRequestedAt": null,
                      *           "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *           "lastInboundAt": null,
+                     *           "sla": null,
                      *           "labels": [
                      *             "Cliente VIP",
                      *             "Boleto"
@@ -5721,6 +6449,7 @@ export interface operations {
                      *       "npsRequestedAt": null,
                      *       "lastMessageAt": null,
                      *       "lastInboundAt": null,
+                     *       "sla": null,
                      *       "labels": [
                      *         "Boleto"
                      *       ],
@@ -5932,6 +6661,7 @@ export interface operations {
                      *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "sla": null,
                      *       "labels": [
                      *         "Cliente VIP"
                      *       ],
@@ -6002,6 +6732,7 @@ export interface operations {
                      *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "sla": null,
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "Boleto"
@@ -6138,6 +6869,7 @@ export interface operations {
                      *       "npsRequestedAt": null,
                      *       "lastMessageAt": "2026-11-20T14:32:05.123Z",
                      *       "lastInboundAt": null,
+                     *       "sla": null,
                      *       "labels": [
                      *         "Cliente VIP"
                      *       ],
@@ -6214,6 +6946,7 @@ export interface operations {
                      *       "npsRequestedAt": "2026-11-20T15:02:11.090Z",
                      *       "lastMessageAt": "2026-11-20T15:02:11.090Z",
                      *       "lastInboundAt": "2026-11-20T14:58:37.201Z",
+                     *       "sla": null,
                      *       "labels": [
                      *         "Cliente VIP"
                      *       ],
@@ -6640,6 +7373,7 @@ export interface operations {
                      *               "npsRequestedAt": null,
                      *               "lastMessageAt": "2026-11-22T13:40:02.118Z",
                      *               "lastInboundAt": "2026-11-22T13:38:55.430Z",
+                     *               "sla": null,
                      *               "labels": [
                      *                 "Cliente VIP"
                      *               ],
@@ -6713,7 +7447,7 @@ export interface operations {
                      *
                      *     id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f
                      *     event: thread.updated
-                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"npsRequestedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
+                     *     data: {"id":"01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f","type":"thread.updated","createdAt":"2026-11-22T14:03:41.007Z","data":{"object":{"id":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","agentId":null,"stageId":"01935f4d-0a10-7b11-8c12-0d13e14f1502","status":"open","closedAt":null,"npsScore":null,"npsCreatedAt":null,"npsRequestedAt":null,"lastMessageAt":"2026-11-22T14:03:10.512Z","lastInboundAt":"2026-11-22T14:03:10.512Z","labels":["Cliente VIP"],"sla":null,"createdAt":"2026-11-20T09:12:00.000Z","updatedAt":"2026-11-22T14:03:41.007Z"},"actor":{"type":"api_key","id":"01935f40-7a1b-7c2d-9e3f-0a1b2c3d4e5f"}}}
                      */
                     "text/event-stream": string;
                 };

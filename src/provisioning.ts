@@ -24,6 +24,7 @@ export const SCOPES: readonly Scope[] = [
   'settings:write',
   'automations:read',
   'automations:write',
+  'reports:read',
 ];
 
 /** The funnel every new workspace starts with, in order; a new thread enters the first stage. */

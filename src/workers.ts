@@ -20,6 +20,7 @@ import { purgeEvents } from './events/purge.js';
 import { purgeExpiredKeys } from './idempotency.js';
 import { automationEventHandler, automationIdleHandler } from './automations/engine.js';
 import { purgeAutomationRuns } from './automations/purge.js';
+import { slaTimerHandler } from './sla/timers.js';
 import type { JobKind, ScheduleName } from './jobs/kinds.js';
 import { recurringHandler } from './jobs/recurring.js';
 import { startWorker, type QueueHandler, type Worker } from './jobs/worker.js';
@@ -135,6 +136,10 @@ export function startWorkers(options: {
     },
     'automation-idle': {
       handler: automationIdleHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
+      concurrency: config.automationConcurrency,
+    },
+    'sla-timer': {
+      handler: slaTimerHandler({ db, logger, retryBaseMs: config.retryBaseMs }),
       concurrency: config.automationConcurrency,
     },
     recurring: {

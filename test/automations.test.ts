@@ -186,7 +186,8 @@ describe('refusals store nothing', () => {
     expect(res.body.error.details).toEqual([
       {
         path: '/body/trigger/event',
-        message: 'must be one of contact.created, thread.created, thread.updated, message.received, message.sent, nps.answered, thread.idle',
+        message:
+          'must be one of contact.created, thread.created, thread.updated, message.received, message.sent, nps.answered, sla.warning, sla.breached, thread.idle',
       },
     ]);
   });

@@ -76,6 +76,7 @@ describe('POST /messages', () => {
           lastMessageAt: data!.createdAt,
           lastInboundAt: null,
           labels: [],
+          sla: null,
           createdAt: expect.stringMatching(ISO_MS),
           updatedAt: expect.stringMatching(ISO_MS),
         },

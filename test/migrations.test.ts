@@ -28,6 +28,9 @@ const TABLES = [
   'messages',
   'nps_daily',
   'nps_daily_groups',
+  'sla_clocks',
+  'sla_metrics',
+  'sla_policies',
   'stages',
   'stream_listeners',
   'stream_tokens',
@@ -64,6 +67,7 @@ const ALL_MIGRATIONS = [
   '0023_nps_requests',
   '0024_labels_folded_in_nfc',
   '0025_automation_bounds',
+  '0028_service_levels',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -322,10 +326,54 @@ describe('migrations', () => {
         const { rows } = await sql<{ id: string; scopes: string[] }>`select id, scopes from api_keys order by id`.execute(db);
         const added = ['settings:read', 'settings:write', 'automations:read', 'automations:write'];
         expect(rows).toEqual([
-          { id: keys[0]![0], scopes: [...before, ...added] },
+          // 0028 gives them reports:read in turn: they held every scope of before it.
+          { id: keys[0]![0], scopes: [...before, ...added, 'reports:read'] },
           { id: keys[1]![0], scopes: ['contacts:read'] },
-          { id: keys[2]![0], scopes: [...before, ...added] },
+          { id: keys[2]![0], scopes: [...before, ...added, 'reports:read'] },
         ]);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0028_service_levels', () => {
+    it('when a database at 0025 holds a key with every scope and a narrower one, then only the first gains reports:read, and threads have no sla', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0025_automation_bounds')).error).toBeUndefined();
+        const workspace = '01900000-0000-7000-8000-000000000028';
+        const every = ['agents:read', 'agents:write', 'contacts:read', 'contacts:write', 'messages:read', 'messages:write', 'channels:write'].concat([
+          'funnel:read',
+          'funnel:write',
+          'webhooks:read',
+          'webhooks:write',
+          'settings:read',
+          'settings:write',
+          'automations:read',
+          'automations:write',
+        ]);
+        await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
+        const keys: Array<[string, string[]]> = [
+          ['01900000-0000-7000-8000-0000000000d1', every],
+          ['01900000-0000-7000-8000-0000000000d2', ['settings:read']],
+        ];
+        for (const [id, scopes] of keys) {
+          await sql`insert into api_keys (workspace_id, id, key_hash, prefix, plan, scopes)
+                    values (${workspace}, ${id}, ${id}, 'sk_test', 'pro', ${scopes}::text[])`.execute(db);
+        }
+
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0028_service_levels')));
+
+        const { rows } = await sql<{ id: string; scopes: string[] }>`select id, scopes from api_keys order by id`.execute(db);
+        expect(rows).toEqual([
+          { id: keys[0]![0], scopes: [...every, 'reports:read'] },
+          { id: keys[1]![0], scopes: ['settings:read'] },
+        ]);
+        await migrator.migrateTo('0025_automation_bounds');
+        const tables = (await db.introspection.getTables()).map((table) => table.name);
+        expect(tables.filter((name) => name.startsWith('sla_'))).toEqual([]);
       } finally {
         await db.destroy();
       }

@@ -24,6 +24,7 @@ const ENDPOINT_ID = '01936a10-2b3c-7d4e-8f5a-6b7c8d9e0f1a';
 const DELIVERY_ID = '01936a12-4d5f-7a6b-8c7d-9e0f1a2b3c4d';
 const AUTOMATION_ID = '01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01';
 const MEDIA_ID = '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b';
+const SLA_POLICY_ID = '01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11';
 const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
 type Call = (api: SupportFunnelClient) => Promise<{ response: Response; error?: unknown }>;
@@ -114,6 +115,13 @@ const calls: Record<OperationId, Call> = {
   getAutomation: (api) => api.GET('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
   updateAutomation: (api) => api.PATCH('/automations/{id}', { params: { path: { id: AUTOMATION_ID } }, body: { enabled: false } }),
   deleteAutomation: (api) => api.DELETE('/automations/{id}', { params: { path: { id: AUTOMATION_ID } } }),
+  listSlaPolicies: (api) => api.GET('/sla-policies', { params: { query: { page: 1, limit: 20 } } }),
+  createSlaPolicy: (api) =>
+    api.POST('/sla-policies', { body: { name: 'Primeira resposta em 15 minutos', targets: { firstResponseMinutes: 15 }, businessHoursOnly: true } }),
+  getSlaPolicy: (api) => api.GET('/sla-policies/{id}', { params: { path: { id: SLA_POLICY_ID } } }),
+  updateSlaPolicy: (api) => api.PATCH('/sla-policies/{id}', { params: { path: { id: SLA_POLICY_ID } }, body: { warnBeforeMinutes: 3 } }),
+  deleteSlaPolicy: (api) => api.DELETE('/sla-policies/{id}', { params: { path: { id: SLA_POLICY_ID } } }),
+  getResponseTimesReport: (api) => api.GET('/reports/response-times', { params: { query: { ...WINDOW, groupBy: 'agent' } } }),
   testAutomation: (api) => api.POST('/automations/{id}/test', { params: { path: { id: AUTOMATION_ID } }, body: { threadId: THREAD_ID } }),
   listAutomationRuns: (api) => api.GET('/automations/{id}/runs', { params: { path: { id: AUTOMATION_ID }, query: { page: 1, limit: 20 } } }),
   listThreadAutomationRuns: (api) => api.GET('/threads/{id}/automation-runs', { params: { path: { id: THREAD_ID }, query: { page: 1, limit: 20 } } }),

@@ -278,6 +278,7 @@ describe('GET /threads/{id}', () => {
       lastMessageAt: message!.createdAt,
       lastInboundAt: null,
       labels: [],
+      sla: null,
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
     });
@@ -343,6 +344,7 @@ describe('POST /threads', () => {
       lastMessageAt: null,
       lastInboundAt: null,
       labels: [],
+      sla: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });
@@ -366,6 +368,7 @@ describe('POST /threads', () => {
         nps_requested_at: null,
         labels: [],
         label_keys: [],
+        sla: null,
         created_at: new Date(data!.createdAt),
         updated_at: new Date(data!.createdAt),
       },
@@ -394,6 +397,7 @@ describe('POST /threads', () => {
       lastMessageAt: null,
       lastInboundAt: null,
       labels: [],
+      sla: null,
       createdAt: expect.stringMatching(ISO_MS),
       updatedAt: data!.createdAt,
     });

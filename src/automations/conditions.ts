@@ -20,6 +20,8 @@ export interface ConditionContext {
   contact?: { labels: readonly string[]; attributes: Readonly<Record<string, AttributeValue>> };
   message?: { content: string | null };
   nps?: { score: number | null };
+  /** The clock an sla.warning or sla.breached is about. */
+  sla?: { metric: string };
   businessHours: boolean;
 }
 
@@ -57,6 +59,8 @@ export function actualValue(field: string, context: ConditionContext): unknown {
       return context.message?.content ?? null;
     case 'nps.score':
       return context.nps?.score ?? null;
+    case 'sla.metric':
+      return context.sla?.metric ?? null;
     case 'time.businessHours':
       return context.businessHours;
     default:

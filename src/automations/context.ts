@@ -56,18 +56,19 @@ export async function contactFacts(db: Db, workspaceId: string, contactId: strin
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Triggers whose event's object is the thread (thread.* conditions then see it as the event has it). */
-const THREAD_EVENTS: ReadonlySet<string> = new Set(['thread.created', 'thread.updated', 'nps.answered']);
+const THREAD_EVENTS: ReadonlySet<string> = new Set(['thread.created', 'thread.updated', 'nps.answered', 'sla.warning', 'sla.breached']);
 
 /**
  * The facts the triggering event's object gives: a thread event's thread, contact.created's
  * contact; nothing for the other triggers (their conditions see the records as the run finds them).
  */
-export function eventFacts(trigger: string, object: unknown): Partial<Facts> {
+export function eventFacts(trigger: string, object: unknown, metric?: string | null): Partial<Facts> {
   if (!isRecord(object)) return {};
   if (THREAD_EVENTS.has(trigger)) {
     const { status, stageId, agentId, channelId, labels } = object;
     if (typeof status !== 'string' || typeof stageId !== 'string' || typeof channelId !== 'string') return {};
-    return { thread: { status, stageId, channelId, agentId: typeof agentId === 'string' ? agentId : null, labels: labelsOf(labels) } };
+    const thread = { status, stageId, channelId, agentId: typeof agentId === 'string' ? agentId : null, labels: labelsOf(labels) };
+    return metric ? { thread, sla: { metric } } : { thread };
   }
   if (trigger === 'contact.created') return { contact: { labels: labelsOf(object.labels), attributes: attributesOf(object.attributes) } };
   return {};

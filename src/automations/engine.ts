@@ -185,7 +185,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
         budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
         facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
         first: start.context && factsOf(start.context, message),
-        event: eventFacts(payload.trigger, object),
+        event: eventFacts(payload.trigger, object, start.metric),
         savepoints,
       };
       await runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));

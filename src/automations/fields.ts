@@ -10,7 +10,7 @@ export type Trigger = components['schemas']['AutomationTrigger'];
 export type TriggerEvent = Trigger['event'];
 
 /** The objects of an event's context a condition or action may need. */
-export type ContextObject = 'thread' | 'message' | 'nps';
+export type ContextObject = 'thread' | 'message' | 'nps' | 'sla';
 
 /**
  * What a value must be: none (`is_set`), one of a kind, or a list (1..100) of one kind. `id`: a
@@ -91,6 +91,7 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
     operators: { equals: one('score'), not_equals: one('score'), in: list('score'), not_in: list('score'), ...numeric('number') },
   },
   'time.businessHours': { comparison: 'exact', operators: { equals: one('boolean'), not_equals: one('boolean') } },
+  'sla.metric': choiceField('sla', ['firstResponse', 'nextResponse', 'resolution']),
 };
 
 export const ATTRIBUTE_PREFIX = 'contact.attributes.';
@@ -126,6 +127,8 @@ export const TRIGGER_OBJECTS: Readonly<Record<TriggerEvent, readonly ContextObje
   'message.received': ['thread', 'message'],
   'message.sent': ['thread', 'message'],
   'nps.answered': ['thread', 'nps'],
+  'sla.warning': ['thread', 'sla'],
+  'sla.breached': ['thread', 'sla'],
 };
 
 /** What a missing object is called in a message: "a message trigger", ... */
@@ -133,4 +136,5 @@ export const NEEDS_TRIGGER: Readonly<Record<ContextObject, string>> = {
   thread: 'a trigger with a thread (any but contact.created)',
   message: 'a message trigger (message.received or message.sent)',
   nps: 'the nps.answered trigger',
+  sla: 'an SLA trigger (sla.warning or sla.breached)',
 };

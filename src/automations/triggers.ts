@@ -36,6 +36,8 @@ function triggerOf(type: EventType): RawBuilder<unknown> | null {
     case 'thread.created':
     case 'thread.updated':
     case 'nps.answered':
+    case 'sla.warning':
+    case 'sla.breached':
       return sql`${type}::text`;
     case 'message.created':
       return sql`case s.data->>'direction' when 'inbound' then 'message.received' else 'message.sent' end`;

@@ -182,6 +182,8 @@ export interface EventRunStart {
   automations: AutomationVersion[];
   /** The triggering event's object; undefined when it is gone (purged). */
   event: unknown;
+  /** The clock an sla.warning or sla.breached event is about; null for other events. */
+  metric: string | null;
   /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
   settings: Partial<Settings>;
   /**
@@ -201,6 +203,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     thread: LockedThread | null;
     automations: AutomationVersion[];
     event: unknown;
+    metric: string | null;
     settings: StoredSettingsRow | null;
     context: ThreadContextRow | null;
   }>`
@@ -223,6 +226,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
                       where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}
                         and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
+           (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
            (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
            -- The statement's snapshot predates a wait for the lock: the context counts only when it read the version locked.
            (select row_to_json(c) from (${threadContextQuery(workspaceId, run.threadId)}) c
@@ -234,6 +238,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     thread: thread ?? undefined,
     automations: row.automations,
     event: row.event ?? undefined,
+    metric: row.metric,
     settings: rowToStoredSettings(row.settings ?? undefined),
     context: row.context ?? undefined,
   };

@@ -128,8 +128,70 @@ export interface ThreadTable {
   /** As a contact's (migration 0016). */
   labels: ColumnType<string[], string[] | undefined, string[]>;
   label_keys: ColumnType<string[], string[] | undefined, string[]>;
+  /** The API's `sla` (migration 0028), written by src/sla only; null when no policy applies. */
+  sla: ColumnType<ThreadSla | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: Timestamp;
+}
+
+/** A thread's `sla` as the API shows it. */
+export interface ThreadSla {
+  policyId: string;
+  firstResponseDueAt: string | null;
+  nextResponseDueAt: string | null;
+  resolutionDueAt: string | null;
+  status: 'active' | 'warning' | 'breached' | 'achieved';
+  breached: SlaMetric[];
+}
+
+export type SlaMetric = 'firstResponse' | 'nextResponse' | 'resolution';
+
+/** A workspace's SLA policy (src/sla/); conditions and targets as the API shows them. */
+export interface SlaPolicyTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  enabled: boolean;
+  position: number;
+  conditions: ColumnType<components['schemas']['AutomationConditions'], string, string>;
+  targets: ColumnType<components['schemas']['SlaTargets'], string, string>;
+  business_hours_only: boolean;
+  human_only: boolean;
+  warn_before_minutes: number | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+/** A thread's running clock of one metric (src/sla/clocks.ts): its start, due and warning times, what was recorded. */
+export interface SlaClockTable {
+  workspace_id: string;
+  thread_id: string;
+  metric: SlaMetric;
+  started_at: ColumnType<Date, Date, Date>;
+  policy_id: string | null;
+  due_at: NullableTimestamp;
+  warn_at: NullableTimestamp;
+  warned: ColumnType<boolean, boolean | undefined, boolean>;
+  breached: ColumnType<boolean, boolean | undefined, boolean>;
+}
+
+/** One response or closing, as it happened (src/sla/clocks.ts writes it, the report reads it). */
+export interface SlaMetricTable {
+  workspace_id: string;
+  id: string;
+  thread_id: string;
+  metric: SlaMetric;
+  channel_id: string;
+  stage_id: string | null;
+  agent_id: string | null;
+  by_ai: boolean | null;
+  started_at: ColumnType<Date, Date, never>;
+  happened_at: ColumnType<Date, Date, never>;
+  seconds: number;
+  business_seconds: number;
+  policy_id: string | null;
+  due_at: ColumnType<Date | null, Date | null, never>;
+  within_sla: boolean | null;
 }
 
 /** The stages of a workspace's funnel, positions 1..n without gaps. */
@@ -349,6 +411,8 @@ export interface EventTable {
   actor_id: string | null;
   /** Where an nps.answered came from (migration 0023): `api` or `conversation`; null for other types. */
   source: ColumnType<EventSource | null, EventSource | null | undefined, never>;
+  /** Which clock an sla.warning or sla.breached is about (migration 0028); null for other types. */
+  metric: ColumnType<SlaMetric | null, SlaMetric | null | undefined, never>;
   created_at: ColumnType<Date, Date, never>;
   /** The writing transaction's id (xid8, as text), set by PostgreSQL: the live stream's order. */
   commit_xid: ColumnType<string | null, never, never>;
@@ -425,6 +489,9 @@ export interface Database {
   automations: AutomationTable;
   automation_runs: AutomationRunTable;
   stream_listeners: StreamListenerTable;
+  sla_policies: SlaPolicyTable;
+  sla_clocks: SlaClockTable;
+  sla_metrics: SlaMetricTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeyTable>;
@@ -440,6 +507,8 @@ export type MessageRow = Selectable<MessageTable>;
 export type MediaRow = Selectable<MediaTable>;
 export type StageRow = Selectable<StageTable>;
 export type AutomationRow = Selectable<AutomationTable>;
+export type SlaPolicyRow = Selectable<SlaPolicyTable>;
+export type SlaClockRow = Selectable<SlaClockTable>;
 export type AutomationRunRow = Selectable<AutomationRunTable>;
 export type ThreadHistoryRow = Selectable<ThreadHistoryTable>;
 export type NewThreadHistory = Insertable<ThreadHistoryTable>;

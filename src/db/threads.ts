@@ -38,6 +38,7 @@ export function threadRowToThread(row: ThreadRow): Thread {
     lastMessageAt: row.last_message_at?.toISOString() ?? null,
     lastInboundAt: row.last_inbound_at?.toISOString() ?? null,
     labels: row.labels,
+    sla: row.sla ?? null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -57,6 +58,7 @@ const threadList = listSource<Thread>('threads', {
   lastMessageAt: { instant: 'last_message_at' },
   lastInboundAt: { instant: 'last_inbound_at' },
   labels: 'labels',
+  sla: 'sla',
   createdAt: { instant: 'created_at' },
   updatedAt: { instant: 'updated_at' },
 });

@@ -12,7 +12,7 @@ import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
-import type { EventRow, EventSource } from '../db/schema.js';
+import type { EventRow, EventSource, SlaMetric } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 import { fanOut, registerEventConsumer, type EventConsumer } from './fan-out.js';
 
@@ -37,6 +37,8 @@ function contactOf(type: EventType, object: Record<string, unknown>): string | n
 /** Options of a recorded event: where an nps.answered came from; a message the service answered itself. */
 export interface RecordOptions {
   source?: EventSource | undefined;
+  /** Which clock an sla.warning or sla.breached is about. */
+  metric?: SlaMetric | undefined;
   /** A message already answered by the service (an NPS score, thanked): no consumer answers it again. */
   answered?: boolean | undefined;
 }
@@ -61,7 +63,7 @@ export async function recordEvent(
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now, options.source)}${consumers.with}
+    ), ${recording(workspaceId, id, type, actor, now, options.source, options.metric)}${consumers.with}
     select 1 as recorded${consumers.notify}`.execute(trx);
   return id;
 }
@@ -90,10 +92,10 @@ export async function recordChangeEvent(
 }
 
 /** The WITH query that inserts the event of `event_source` (if it has a row), returning its id. */
-function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, source?: EventSource): RawBuilder<unknown> {
+function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, source?: EventSource, metric?: SlaMetric): RawBuilder<unknown> {
   return sql`event as (
-      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, created_at)
-      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${source ?? null}::text, ${now}::timestamptz
+      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, metric, created_at)
+      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${source ?? null}::text, ${metric ?? null}::text, ${now}::timestamptz
         from event_source s
       returning id
     )`;
@@ -134,10 +136,10 @@ registerEventConsumer('webhook-deliveries', webhookDeliveries);
 const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
 
 /** The columns an event is shown from. */
-type EventColumns = Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'created_at'>;
+type EventColumns = Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'created_at'>;
 
 export function eventRowToEvent(row: EventColumns): Event {
-  const data = { object: row.data, actor: actorOf(row), ...(row.source && { source: row.source }) };
+  const data = { object: row.data, actor: actorOf(row), ...(row.source && { source: row.source }), ...(row.metric && { metric: row.metric }) };
   return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data } as Event;
 }
 
@@ -148,9 +150,11 @@ const eventList = listSource<Event>('events', {
   type: 'type',
   createdAt: { instant: 'created_at' },
   data: {
-    sql: `case when p.source is null
-                then json_build_object('object', p.data, 'actor', ${ACTOR_JSON})
-                else json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'source', p.source) end`,
+    sql: `case when p.source is not null
+                then json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'source', p.source)
+                when p.metric is not null
+                then json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'metric', p.metric)
+                else json_build_object('object', p.data, 'actor', ${ACTOR_JSON}) end`,
   },
 });
 
@@ -164,7 +168,7 @@ export async function listEvents(db: Db, workspaceId: string, type: EventType | 
 export async function getEvent(db: Db, workspaceId: string, id: string): Promise<Event | undefined> {
   const row = await db
     .selectFrom('events')
-    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'source', 'created_at'])
+    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'source', 'metric', 'created_at'])
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .executeTakeFirst();

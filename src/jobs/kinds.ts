@@ -64,6 +64,15 @@ export interface AutomationIdlePayload {
   messageId: string;
 }
 
+/** An SLA timer (sla/timers.ts): the warning or due time of a thread's clock of `metric` started at `startedAt`. */
+export interface SlaTimerPayload {
+  threadId: string;
+  metric: 'firstResponse' | 'nextResponse' | 'resolution';
+  /** The clock's start (ISO 8601): a clock restarted since is another clock. */
+  startedAt: string;
+  kind: 'warning' | 'breach';
+}
+
 /** An AI agent's reply. */
 export interface ReplyPayload {
   threadId: string;
@@ -95,6 +104,8 @@ export interface JobPayloads {
   'automation-event': AutomationEventPayload;
   /** A thread.idle timer falling due (automations/engine.ts). */
   'automation-idle': AutomationIdlePayload;
+  /** An SLA warning or due time falling due (sla/timers.ts). */
+  'sla-timer': SlaTimerPayload;
   /** The next run of a recurring schedule (jobs/recurring.ts). */
   recurring: RecurringPayload;
 }
@@ -112,6 +123,7 @@ export const JOB_KINDS = Object.keys({
   'media-delete': true,
   'automation-event': true,
   'automation-idle': true,
+  'sla-timer': true,
   recurring: true,
 } satisfies Record<JobKind, true>) as JobKind[];
 

@@ -12,6 +12,7 @@ import { threadHandlers } from './threads.js';
 import { eventHandlers } from './events.js';
 import { webhookEndpointHandlers } from './webhook-endpoints.js';
 import { automationHandlers } from './automations.js';
+import { slaHandlers } from './sla.js';
 
 export const handlers: Handlers = {
   ...meHandlers,
@@ -26,4 +27,5 @@ export const handlers: Handlers = {
   ...webhookEndpointHandlers,
   ...settingsHandlers,
   ...automationHandlers,
+  ...slaHandlers,
 };

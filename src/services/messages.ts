@@ -17,6 +17,8 @@ import { openThread } from './threads.js';
 import { findStoredMedia, mediaRowToAttachment } from '../db/media.js';
 import type { Attachment, ChannelType } from '../db/schema.js';
 import { channelRefuses } from '../media/types.js';
+import * as sla from '../sla/clocks.js';
+import { getAgentType } from '../db/agents.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
 
@@ -33,8 +35,9 @@ async function enqueueDelivery(db: Db, message: MessageRow): Promise<void> {
 }
 
 /**
- * The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one);
- * in its transaction. `answered`: a customer's message the service answered itself (an NPS score).
+ * The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one),
+ * after its thread's service levels followed it; in its transaction. `answered`: a customer's message
+ * the service answered itself (an NPS score); `nps`: the NPS question or thanks (never a response).
  */
 export async function messageCreated(
   trx: Db,
@@ -42,9 +45,10 @@ export async function messageCreated(
   row: MessageRow,
   actor: Actor,
   now: Date,
-  options: { answered?: boolean } = {},
+  options: { answered?: boolean; nps?: boolean } = {},
 ): Promise<void> {
-  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, options);
+  await sla.onMessage(trx, row, actor, options);
+  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, { answered: options.answered });
 }
 
 /**
@@ -76,6 +80,11 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
   const context = await getSendContext(db, workspaceId, input.contactId, input.channelId);
   if (!context.contact) throw invalidReference('contactId', 'contact');
   if (!context.channel) throw invalidReference('channelId', 'channel');
+  if (input.agentId !== undefined && (await getAgentType(db, workspaceId, input.agentId)) !== 'human') {
+    throw new ApiError(422, 'invalid_reference', 'The agent does not exist or is not a person.', [
+      { path: '/body/agentId', message: 'no human agent with this id' },
+    ]);
+  }
   const { type, provider } = context.channel;
   const attachments = await attachmentsToSend(db, workspaceId, input, type);
   if (input.template && type === 'instagram') {
@@ -111,7 +120,7 @@ async function insertMore(trx: Db, workspaceId: string, threadId: string, messag
 /**
  * Sends a message on a given thread, open or closed (the NPS question and its thanks belong to the
  * thread that was asked), with its delivery job and its message.created, in the caller's
- * transaction. Meta's rules are the caller's to check. Undefined when the contact was erased.
+ * transaction. Its messages are NPS messages: they never count as a response (sla/clocks.ts). Meta's rules are the caller's to check. Undefined when the contact was erased.
  */
 export async function sendOnThread(
   trx: Db,
@@ -124,7 +133,7 @@ export async function sendOnThread(
   const row = await appendToThread(trx, workspaceId, threadId, { ...message, automationId: automationOf(actor) }, now);
   if (!row) return undefined;
   await enqueueDelivery(trx, row);
-  await messageCreated(trx, workspaceId, row, actor, now);
+  await messageCreated(trx, workspaceId, row, actor, now, { nps: true });
   return row;
 }
 
@@ -136,7 +145,8 @@ export async function sendOnThread(
  */
 export async function sendMessage(db: Db, workspaceId: string, input: MessageCreate, actor: Actor, author: { agentId?: string } = {}): Promise<Message> {
   const attachments = await checkSendable(db, workspaceId, input, new Date());
-  const pair = { contactId: input.contactId, channelId: input.channelId, agentId: author.agentId, automationId: automationOf(actor) };
+  const agentId = author.agentId ?? input.agentId?.toLowerCase();
+  const pair = { contactId: input.contactId, channelId: input.channelId, agentId, automationId: automationOf(actor) };
   // The contract lets a template alone through, or content and/or attachments: the text first, then each file.
   const messages: OutboundMessage[] = input.template
     ? [{ ...pair, content: templateContent(input.template), template: input.template }]

@@ -48,6 +48,5 @@ export async function assignRoundRobin(trx: Db, workspaceId: string, threadId: s
   const row = await writeThreadChange(trx, workspaceId, read, set, entries, who, now);
   // The row is locked by this transaction since it was read: it cannot have changed meanwhile.
   if (!row) throw new Error(`thread ${threadId} changed while locked`);
-  await threadUpdated(trx, workspaceId, row, actor, now);
-  return row;
+  return threadUpdated(trx, workspaceId, row, actor, now, read.row);
 }

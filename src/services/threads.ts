@@ -9,6 +9,7 @@ import { findOpenThreadId, insertOpenThread, readThreadForChange, threadRowToThr
 import { recordEvent } from '../events/record.js';
 import type { ThreadRow, ThreadStatus } from '../db/schema.js';
 import { normalizeLabels, sameLabels } from './labels.js';
+import * as sla from '../sla/clocks.js';
 
 export interface ThreadState {
   status: ThreadStatus;
@@ -73,8 +74,10 @@ export function planThreadChange(current: ThreadState, change: ThreadChange, now
  * is gone. Run it in a transaction.
  */
 export async function openThread(trx: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
-  const opened = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor);
-  if (opened) await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now);
+  const inserted = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor);
+  if (!inserted) return undefined;
+  const opened = await sla.onThreadOpened(trx, inserted);
+  await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now);
   return opened;
 }
 
@@ -89,9 +92,21 @@ export async function openThreadId(trx: Db, workspaceId: string, contactId: stri
   return winner;
 }
 
-/** The one emitter of thread.updated: `row` is the thread after a change `actor` made; in the change's transaction. */
-export async function threadUpdated(trx: Db, workspaceId: string, row: ThreadRow, actor: Actor, now: Date = new Date()): Promise<void> {
-  await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(row), actor, now);
+/**
+ * The one emitter of thread.updated: `row` is the thread after a change `actor` made to `before`
+ * (its service levels follow the change first); in the change's transaction. The thread as it is now.
+ */
+export async function threadUpdated(
+  trx: Db,
+  workspaceId: string,
+  row: ThreadRow,
+  actor: Actor,
+  now: Date = new Date(),
+  before?: ThreadRow,
+): Promise<ThreadRow> {
+  const after = await sla.onThreadChange(trx, before, row, actor, now);
+  await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(after), actor, now);
+  return after;
 }
 
 const MAX_ATTEMPTS = 50;
@@ -118,8 +133,7 @@ export async function changeThread(
     if (changes.length === 0) return read.row;
     const written = await transact(db, async (trx) => {
       const row = await writeThreadChange(trx, workspaceId, read, set, changes, who, now);
-      if (row) await threadUpdated(trx, workspaceId, row, who.actor, now);
-      return row;
+      return row && threadUpdated(trx, workspaceId, row, who.actor, now, read.row);
     });
     if (written) return written;
   }

@@ -36,6 +36,7 @@ type WebhookDelivery = S['WebhookDelivery'];
 type Event = S['Event'];
 type Settings = S['Settings'];
 type Automation = S['Automation'];
+type SlaPolicy = S['SlaPolicy'];
 
 export const DEFAULT_SEED = 20_261_120;
 
@@ -423,6 +424,8 @@ interface Model {
   /** Automations in position order, and those deleted. */
   automations: Automation[];
   deletedAutomations: string[];
+  /** SLA policies in position order. */
+  slaPolicies: SlaPolicy[];
   foreign: { workspaceId: string; id: Record<'agent' | 'contact' | 'channel' | 'thread' | 'stage' | 'endpoint' | 'event' | 'delivery' | 'automation', string> };
   fixtures: number;
 }
@@ -985,6 +988,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const channel = model.channels.find((c) => c.id === input.channelId.toLowerCase())!;
       const contact = model.contacts.find((c) => c.id === input.contactId.toLowerCase())!;
       const template = input.template;
+      // The fuzzer makes no person (human agent): any agentId names none of the workspace's, checked before the files.
+      if (input.agentId) return expectError(ex, 422, 'invalid_reference', "an agent that is not one of the workspace's people", '/body/agentId');
       // The fuzzer uploads no file (POST /media takes bytes it does not generate): any media id is unknown.
       if (input.attachments) return expectError(ex, 422, 'invalid_reference', 'a media file the workspace has not stored', '/body/attachments/0/mediaId');
       if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
@@ -1036,6 +1041,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           lastMessageAt: c,
           lastInboundAt: null,
           labels: [],
+          sla: null,
           createdAt: c,
           updatedAt: c,
         });
@@ -1242,6 +1248,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
           lastMessageAt: c,
           lastInboundAt: c,
           labels: [],
+          sla: null,
           createdAt: c,
           updatedAt: c,
         });
@@ -1333,6 +1340,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         lastMessageAt: null,
         lastInboundAt: null,
         labels: keptLabels(input.labels),
+        sla: null,
         createdAt: thread.createdAt,
         updatedAt: thread.createdAt,
       };
@@ -2174,6 +2182,113 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
   },
 
+  // SLA policies: conditions are left to test/sla.test.ts (the automations' grammar, checked as theirs are).
+  listSlaPolicies: {
+    async check({ model }, ex, { query }) {
+      expectStatus(ex, 200, 'a valid list request');
+      same(ex, ex.res.body, pageOf(model.slaPolicies, query), 'the page of SLA policies, in position order');
+    },
+  },
+
+  createSlaPolicy: {
+    async bind({ model }, parts, knobs) {
+      const body = parts.body as Record<string, unknown>;
+      // Disabled: no policy applies to the model's threads, whose `sla` stays null.
+      delete body.conditions;
+      body.enabled = false;
+      if (body.position !== undefined) body.position = (knobs.picks[0] % (model.slaPolicies.length + 1)) + 1;
+    },
+    async check(ctx, ex, { body }) {
+      const { model } = ctx;
+      const input = body as S['SlaPolicyCreate'];
+      if (model.slaPolicies.length >= 20) return expectError(ex, 422, 'limit_reached', 'the workspace has 20 SLA policies');
+      expectStatus(ex, 201, 'a policy at a place in range');
+      const made = ex.res.body as SlaPolicy;
+      const position = input.position ?? model.slaPolicies.length + 1;
+      const expected: SlaPolicy = {
+        id: made.id,
+        name: input.name,
+        enabled: input.enabled ?? true,
+        position,
+        conditions: {},
+        targets: input.targets,
+        businessHoursOnly: input.businessHoursOnly ?? false,
+        humanOnly: input.humanOnly ?? false,
+        warnBeforeMinutes: input.warnBeforeMinutes ?? null,
+        createdAt: made.createdAt,
+        updatedAt: made.createdAt,
+      };
+      same(ex, made, expected, 'the created SLA policy');
+      model.slaPolicies.splice(position - 1, 0, made);
+      renumber(model.slaPolicies, made.createdAt);
+      await readBack(ctx, '/v1/sla-policies?limit=100', pageOf(model.slaPolicies, { limit: '100' }), 'the policies with the new one');
+    },
+  },
+
+  getSlaPolicy: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someSlaPolicy(ctx, knobs)).id, knobs.upper);
+    },
+    async check({ model }, ex, { path }) {
+      expectStatus(ex, 200, 'an SLA policy of the workspace');
+      same(
+        ex,
+        ex.res.body,
+        model.slaPolicies.find((p) => p.id === path.id!.toLowerCase()),
+        'the policy the model holds',
+      );
+    },
+  },
+
+  updateSlaPolicy: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing((await someSlaPolicy(ctx, knobs)).id, knobs.upper);
+      const body = parts.body as Record<string, unknown>;
+      delete body.conditions;
+      body.enabled = false;
+      if (body.position !== undefined) body.position = (knobs.picks[1] % ctx.model.slaPolicies.length) + 1;
+    },
+    async check(ctx, ex, { path, body }) {
+      const { model } = ctx;
+      const input = body as S['SlaPolicyUpdate'];
+      expectStatus(ex, 200, 'a change of an SLA policy of the workspace');
+      const after = ex.res.body as SlaPolicy;
+      const index = model.slaPolicies.findIndex((p) => p.id === path.id!.toLowerCase());
+      const before = model.slaPolicies[index]!;
+      const to = input.position ?? before.position;
+      same(ex, after, { ...before, ...input, position: to, updatedAt: after.updatedAt }, 'the changed SLA policy');
+      model.slaPolicies.splice(index, 1);
+      model.slaPolicies.splice(to - 1, 0, after);
+      renumber(model.slaPolicies, after.updatedAt);
+      await readBack(ctx, '/v1/sla-policies?limit=100', pageOf(model.slaPolicies, { limit: '100' }), 'the policies after the change');
+    },
+  },
+
+  deleteSlaPolicy: {
+    async bind(ctx, parts, knobs) {
+      const { slaPolicies } = ctx.model;
+      parts.path.id = casing((slaPolicies.length >= 20 ? slaPolicies.at(-1)! : await arrangeSlaPolicy(ctx)).id, knobs.upper);
+    },
+    async check(ctx, ex, { path }) {
+      expectStatus(ex, 204, 'deleting an SLA policy of the workspace');
+      const { model } = ctx;
+      if (model.slaPolicies.at(-1)!.id !== path.id!.toLowerCase()) fail(ex, 'the arranged policy should have been the last');
+      model.slaPolicies.pop();
+      await readBack(ctx, '/v1/sla-policies?limit=100', pageOf(model.slaPolicies, { limit: '100' }), 'the policies without it');
+    },
+  },
+
+  // The report's figures are test/sla.test.ts's (hand-computed); here, a window in range answers 200 in the contract's shape.
+  getResponseTimesReport: {
+    async bind(_ctx, parts) {
+      parts.query.dateFrom = '2026-01-01T00:00:00Z';
+      parts.query.dateTo = '2026-12-31T23:59:59.999-03:00';
+    },
+    async check(_ctx, ex) {
+      expectStatus(ex, 200, 'a window of at most 366 days');
+    },
+  },
+
   // The fuzzed server runs no job workers: automations are stored and queued, never run, so every
   // runs log is empty (test/automation-runs.test.ts runs them).
   listAutomationRuns: {
@@ -2311,6 +2426,27 @@ async function someAutomation(ctx: Ctx, knobs: Knobs): Promise<Automation> {
   return pick(ctx.model.automations, knobs.picks[0]) ?? arrangeAutomation(ctx);
 }
 
+async function arrangeSlaPolicy(ctx: Ctx): Promise<SlaPolicy> {
+  const made = await send(ctx, 'post', '/v1/sla-policies', {
+    body: { name: `Fixture ${++ctx.model.fixtures}`, enabled: false, targets: { resolutionMinutes: 60 } },
+  });
+  expectStatus(made, 201, 'arranging an SLA policy');
+  ctx.model.slaPolicies.push(made.res.body as SlaPolicy);
+  return made.res.body as SlaPolicy;
+}
+
+/** One of the workspace's SLA policies (made when it has none). */
+async function someSlaPolicy(ctx: Ctx, knobs: Knobs): Promise<SlaPolicy> {
+  return pick(ctx.model.slaPolicies, knobs.picks[0]) ?? arrangeSlaPolicy(ctx);
+}
+
+/** Policies in position order after a change: each out of place moves to its place, as of `at`. */
+function renumber(policies: SlaPolicy[], at: string): void {
+  policies.forEach((policy, i) => {
+    if (policy.position !== i + 1) Object.assign(policy, { position: i + 1, updatedAt: at });
+  });
+}
+
 /** Any operation without a plan (a new one in the contract) still gets the generic checks. */
 const genericPlan: Plan = {
   async check(_ctx, ex) {
@@ -2430,6 +2566,9 @@ const ORDER: OperationId[] = [
   'createAutomation',
   'updateAutomation',
   'deleteAutomation',
+  'createSlaPolicy',
+  'updateSlaPolicy',
+  'deleteSlaPolicy',
   'listAgents',
   'getAgent',
   'listContacts',
@@ -2454,6 +2593,9 @@ const ORDER: OperationId[] = [
   'testAutomation',
   'listAutomationRuns',
   'listThreadAutomationRuns',
+  'listSlaPolicies',
+  'getSlaPolicy',
+  'getResponseTimesReport',
 ];
 
 function seedFor(seed: number, operationId: string, round: number): number {
@@ -2526,6 +2668,7 @@ async function setUp(server: TestServer): Promise<Model> {
     deletedEndpoints: [],
     automations: [],
     deletedAutomations: [],
+    slaPolicies: [],
     foreign: {
       workspaceId: other.workspaceId,
       id: {

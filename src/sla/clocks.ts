@@ -1,0 +1,228 @@
+// The three clocks of a thread (first response, next response, resolution) and what they leave
+// behind: a running clock is a row of sla_clocks (its start, and under a policy its due and warning
+// times); a response or a closing that stops one writes one sla_metrics row as it happens, which is
+// all the response-time report reads. The service layer calls in once per change, in the change's
+// transaction (the thread's row is already held by it): onThreadOpened, onThreadChange, onMessage.
+// Each one that changes the clocks writes the thread's `sla` (as the API shows it) and replaces the
+// thread's waiting timers (timers.ts) by one per due and warning time still to come.
+// - First response: from opening, reopening or an AI agent's handoff, to the first counting outbound.
+// - Next response: from the first inbound after our last outbound (none while the first runs).
+// - Resolution: from opening or reopening to closing. Closing stops every clock.
+// Counting outbound: a key's or a person's message, or an AI agent's unless the policy is
+// humanOnly; never an automation's, a template or an NPS question or thanks. A thread opened by our
+// own message starts no first-response clock (nobody waits for us yet).
+import { sql } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
+import type { Actor } from '../actor.js';
+import type { Db } from '../db/database.js';
+import type { MessageRow, SlaClockRow, SlaMetric, SlaPolicyRow, ThreadRow, ThreadSla } from '../db/schema.js';
+import { loadSettings, type Settings } from '../services/settings.js';
+import { businessMsBetween, dueAfter } from './business-time.js';
+import { choosePolicy } from './policies.js';
+import { replaceTimers } from './timers.js';
+
+const TARGET: Record<SlaMetric, 'firstResponseMinutes' | 'nextResponseMinutes' | 'resolutionMinutes'> = {
+  firstResponse: 'firstResponseMinutes',
+  nextResponse: 'nextResponseMinutes',
+  resolution: 'resolutionMinutes',
+};
+
+/** The thread's clocks, as they run now. */
+async function clocksOf(trx: Db, workspaceId: string, threadId: string): Promise<SlaClockRow[]> {
+  return trx.selectFrom('sla_clocks').selectAll().where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).forUpdate().execute();
+}
+
+async function policyOf(trx: Db, workspaceId: string, id: string | null | undefined): Promise<SlaPolicyRow | undefined> {
+  if (!id) return undefined;
+  return trx.selectFrom('sla_policies').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+}
+
+/** A clock of `metric` started at `startedAt`, its due and warning times under `policy`. */
+export function timedClock(
+  workspaceId: string,
+  threadId: string,
+  metric: SlaMetric,
+  startedAt: Date,
+  policy: SlaPolicyRow | undefined,
+  settings: Settings,
+  flags: { warned: boolean; breached: boolean } = { warned: false, breached: false },
+): SlaClockRow {
+  const minutes = policy?.targets[TARGET[metric]];
+  const due = policy && minutes !== undefined ? dueAfter(settings, startedAt, minutes, policy.business_hours_only) : null;
+  const warnBefore = policy?.warn_before_minutes ?? null;
+  const warn =
+    policy && minutes !== undefined && warnBefore !== null
+      ? warnBefore >= minutes
+        ? startedAt
+        : dueAfter(settings, startedAt, minutes - warnBefore, policy.business_hours_only)
+      : null;
+  return {
+    workspace_id: workspaceId,
+    thread_id: threadId,
+    metric,
+    started_at: startedAt,
+    policy_id: due ? policy!.id : null,
+    due_at: due,
+    warn_at: warn,
+    ...flags,
+  };
+}
+
+/** The thread's `sla` for its policy and running clocks; null without a policy. */
+export function slaOf(policyId: string | null, clocks: readonly SlaClockRow[], breached: readonly SlaMetric[]): ThreadSla | null {
+  if (!policyId) return null;
+  const due = (metric: SlaMetric) => clocks.find((clock) => clock.metric === metric)?.due_at?.toISOString() ?? null;
+  const timed = clocks.filter((clock) => clock.due_at !== null);
+  const status: ThreadSla['status'] =
+    breached.length > 0 ? 'breached' : timed.some((clock) => clock.warned) ? 'warning' : timed.length > 0 ? 'active' : 'achieved';
+  return {
+    policyId,
+    firstResponseDueAt: due('firstResponse'),
+    nextResponseDueAt: due('nextResponse'),
+    resolutionDueAt: due('resolution'),
+    status,
+    breached: [...breached],
+  };
+}
+
+/**
+ * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, and its timers; the
+ * thread as it is now. In the caller's transaction.
+ */
+export async function writeClocks(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[], sla: ThreadSla | null): Promise<ThreadRow> {
+  await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).execute();
+  if (clocks.length > 0) await trx.insertInto('sla_clocks').values(clocks).execute();
+  const row = await trx
+    .updateTable('threads')
+    .set({ sla: sla && JSON.stringify(sla) })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', threadId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await replaceTimers(trx, workspaceId, threadId, clocks);
+  return row;
+}
+
+/** The metric row of a clock stopped at `at` by a response or a closing. */
+async function recordMetric(
+  trx: Db,
+  thread: Pick<ThreadRow, 'workspace_id' | 'id' | 'channel_id' | 'stage_id'>,
+  clock: SlaClockRow,
+  at: Date,
+  who: { agentId: string | null; byAi: boolean | null },
+  settings: Settings,
+): Promise<void> {
+  await trx
+    .insertInto('sla_metrics')
+    .values({
+      workspace_id: thread.workspace_id,
+      id: uuidv7(),
+      thread_id: thread.id,
+      metric: clock.metric,
+      channel_id: thread.channel_id,
+      stage_id: thread.stage_id,
+      agent_id: who.agentId,
+      by_ai: clock.metric === 'firstResponse' ? who.byAi : null,
+      started_at: clock.started_at,
+      happened_at: at,
+      seconds: Math.max(0, at.getTime() - clock.started_at.getTime()) / 1000,
+      business_seconds: businessMsBetween(settings, clock.started_at, at) / 1000,
+      policy_id: clock.policy_id,
+      due_at: clock.due_at,
+      within_sla: clock.due_at ? at.getTime() <= clock.due_at.getTime() : null,
+    })
+    .execute();
+}
+
+/** Clocks started at `at` under the policy that applies now (opening, reopening): first response and resolution. */
+async function startCycle(trx: Db, thread: ThreadRow, at: Date): Promise<ThreadRow> {
+  const settings = await loadSettings(trx, thread.workspace_id);
+  const policy = await choosePolicy(trx, thread.workspace_id, thread.id, settings, at);
+  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, settings));
+  return writeClocks(trx, thread.workspace_id, thread.id, clocks, slaOf(policy?.id ?? null, clocks, []));
+}
+
+/** A thread just opened: its first-response and resolution clocks start at its creation. Returns the thread with its `sla`. */
+export async function onThreadOpened(trx: Db, thread: ThreadRow): Promise<ThreadRow> {
+  return startCycle(trx, thread, thread.created_at);
+}
+
+const breachedOf = (thread: ThreadRow): SlaMetric[] => thread.sla?.breached ?? [];
+
+/**
+ * A thread changed from `before` to `after` by `actor`: closing stops every clock (a resolution
+ * metric), reopening starts a new cycle, an AI agent's handoff restarts the first-response clock,
+ * a new stage or labels choose the policy again (its targets counting from the running clocks'
+ * starts). Returns the thread with its `sla`.
+ */
+export async function onThreadChange(trx: Db, before: ThreadRow | undefined, after: ThreadRow, actor: Actor, now: Date): Promise<ThreadRow> {
+  if (!before) return after;
+  const { workspace_id: workspaceId, id } = after;
+  if (before.status === 'open' && after.status === 'closed') {
+    const clocks = await clocksOf(trx, workspaceId, id);
+    const resolution = clocks.find((clock) => clock.metric === 'resolution');
+    if (resolution) await recordMetric(trx, after, resolution, now, { agentId: after.agent_id, byAi: null }, await loadSettings(trx, workspaceId));
+    return writeClocks(trx, workspaceId, id, [], after.sla ? slaOf(after.sla.policyId, [], breachedOf(after)) : null);
+  }
+  if (before.status === 'closed' && after.status === 'open') return startCycle(trx, after, now);
+  if (after.status !== 'open') return after;
+  const handoff = actor.type === 'agent' && before.agent_id !== after.agent_id;
+  const regroup = before.stage_id !== after.stage_id || JSON.stringify(before.labels) !== JSON.stringify(after.labels);
+  if (!handoff && !regroup) return after;
+  const settings = await loadSettings(trx, workspaceId);
+  let clocks = await clocksOf(trx, workspaceId, id);
+  let policy = await policyOf(trx, workspaceId, after.sla?.policyId);
+  if (regroup) policy = await choosePolicy(trx, workspaceId, id, settings, now);
+  if (handoff) {
+    clocks = clocks.filter((clock) => clock.metric === 'resolution');
+    clocks.push(timedClock(workspaceId, id, 'firstResponse', now, policy, settings));
+  }
+  clocks = clocks.map((clock) => ({
+    ...timedClock(workspaceId, id, clock.metric, clock.started_at, policy, settings),
+    warned: clock.warned,
+    breached: clock.breached,
+  }));
+  return writeClocks(trx, workspaceId, id, clocks, slaOf(policy?.id ?? null, clocks, breachedOf(after)));
+}
+
+/** Whether an outbound message is an answer of ours that stops a response clock (before the policy's humanOnly). */
+function counts(message: MessageRow, actor: Actor, nps: boolean): boolean {
+  return !nps && message.automation_id === null && message.template === null && actor.type !== 'automation' && actor.type !== 'system';
+}
+
+/**
+ * A message was added to a thread (sent or received; `nps` for the NPS question and thanks): an
+ * inbound one starts the next-response clock when no response clock runs; a counting outbound one
+ * stops the running response clock with its metric.
+ */
+export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean } = {}): Promise<void> {
+  if (message.direction === 'outbound' && !counts(message, actor, options.nps ?? false)) return;
+  const { workspace_id: workspaceId, thread_id: threadId } = message;
+  const { rows } = await sql<ThreadRow & { clocks: Array<{ metric: SlaMetric }> }>`
+    select t.*, coalesce((select json_agg(json_build_object('metric', c.metric)) from sla_clocks c
+                           where c.workspace_id = t.workspace_id and c.thread_id = t.id), '[]') as clocks
+      from threads t where t.workspace_id = ${workspaceId} and t.id = ${threadId}`.execute(trx);
+  const thread = rows[0];
+  if (!thread || thread.status !== 'open') return;
+  const running = new Set(thread.clocks.map((clock) => clock.metric));
+  const responding = running.has('firstResponse') || running.has('nextResponse');
+  if (message.direction === 'inbound') {
+    if (responding) return;
+    const settings = await loadSettings(trx, workspaceId);
+    const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
+    const clocks = [...(await clocksOf(trx, workspaceId, threadId)), timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, settings)];
+    await writeClocks(trx, workspaceId, threadId, clocks, slaOf(thread.sla?.policyId ?? null, clocks, breachedOf(thread)));
+    return;
+  }
+  if (!responding) return;
+  const clocks = await clocksOf(trx, workspaceId, threadId);
+  const clock = clocks.find((c) => c.metric === 'firstResponse') ?? clocks.find((c) => c.metric === 'nextResponse')!;
+  const byAi = actor.type === 'agent';
+  if (byAi && (await policyOf(trx, workspaceId, clock.policy_id ?? thread.sla?.policyId))?.human_only) return;
+  const rest = clocks.filter((c) => c !== clock);
+  // Our own message opening the thread: nobody was waiting for it.
+  if (!(clock.metric === 'firstResponse' && clock.started_at.getTime() >= message.created_at.getTime())) {
+    await recordMetric(trx, thread, clock, message.created_at, { agentId: message.agent_id, byAi }, await loadSettings(trx, workspaceId));
+  }
+  await writeClocks(trx, workspaceId, threadId, rest, slaOf(thread.sla?.policyId ?? null, rest, breachedOf(thread)));
+}

@@ -1,0 +1,190 @@
+// A workspace's SLA policies: positions 1..n without gaps (as automations: every change of
+// positions takes the workspace's policies lock first, a deferred unique constraint checks the
+// result at commit), their checks before they are stored (the automations' condition grammar over
+// the thread, its contact and its channel; the records they name), and the choice of the policy a
+// thread is held to. The one module that writes sla_policies.
+import { sql } from 'kysely';
+import { v7 as uuidv7 } from 'uuid';
+import type { components } from '../../generated/api.js';
+import { compileConditions, conditionsHold } from '../automations/conditions.js';
+import { threadFacts, withHours } from '../automations/context.js';
+import { assertReferences, definitionProblems, type Definition } from '../automations/validate.js';
+import type { Db } from '../db/database.js';
+import { listPage, listSource, type PageText } from '../db/pagination.js';
+import type { SlaPolicyRow } from '../db/schema.js';
+import { ApiError } from '../errors.js';
+import type { Settings } from '../services/settings.js';
+
+export type SlaPolicy = components['schemas']['SlaPolicy'];
+type Conditions = components['schemas']['AutomationConditions'];
+
+export const MAX_SLA_POLICIES = 20;
+
+export function policyRowToPolicy(row: SlaPolicyRow): SlaPolicy {
+  return {
+    id: row.id,
+    name: row.name,
+    enabled: row.enabled,
+    position: row.position,
+    conditions: row.conditions,
+    targets: row.targets,
+    businessHoursOnly: row.business_hours_only,
+    humanOnly: row.human_only,
+    warnBeforeMinutes: row.warn_before_minutes,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+const policyList = listSource<SlaPolicy>(
+  'sla_policies',
+  {
+    id: 'id',
+    name: 'name',
+    enabled: 'enabled',
+    position: 'position',
+    conditions: 'conditions',
+    targets: 'targets',
+    businessHoursOnly: 'business_hours_only',
+    humanOnly: 'human_only',
+    warnBeforeMinutes: 'warn_before_minutes',
+    createdAt: { instant: 'created_at' },
+    updatedAt: { instant: 'updated_at' },
+  },
+  { order: ['position'] },
+);
+
+export async function listPolicies(db: Db, workspaceId: string, page: number, limit: number): Promise<PageText<SlaPolicy>> {
+  return listPage(db, policyList, [['workspace_id = ?', workspaceId]], { page, limit });
+}
+
+/** The workspace's policies lock, until the transaction ends; answers how many it has. */
+export async function lockPolicies(trx: Db, workspaceId: string): Promise<number> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`sla-policies/${workspaceId}`}, 20))`.execute(trx);
+  const row = await trx
+    .selectFrom('sla_policies')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('workspace_id', '=', workspaceId)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+export async function findPolicy(db: Db, workspaceId: string, id: string): Promise<SlaPolicyRow | undefined> {
+  return db.selectFrom('sla_policies').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+}
+
+/** What a policy is made of, checked and stored. */
+export type PolicyFields = Omit<SlaPolicy, 'id' | 'position' | 'createdAt' | 'updatedAt'>;
+
+/**
+ * Throws the 400 of conditions outside the grammar (the automations' over the thread, its contact
+ * and its channel: the fields a thread.created trigger sees) and then the 422 of records they name
+ * that the workspace does not have. Targets and their bounds are the contract's.
+ */
+export async function assertPolicySound(db: Db, workspaceId: string, conditions: Conditions): Promise<void> {
+  const definition: Definition = { trigger: { event: 'thread.created' }, conditions, actions: [] };
+  const problems = definitionProblems(definition).map((problem) => ({
+    ...problem,
+    message: problem.message.replace(/; the trigger is thread\.created$/, '; a policy sees the thread, its contact and its channel'),
+  }));
+  if (problems.length > 0) throw new ApiError(400, 'validation_error', "The policy's conditions do not fit their fields.", problems);
+  await assertReferences(db, workspaceId, definition);
+}
+
+/** Inserts a policy at `position` (1..count+1, checked by the caller), moving the later ones down. */
+export async function insertPolicy(trx: Db, workspaceId: string, fields: PolicyFields & { position: number }, now: Date): Promise<SlaPolicy> {
+  await trx
+    .updateTable('sla_policies')
+    .set((eb) => ({ position: eb('position', '+', 1), updated_at: now }))
+    .where('workspace_id', '=', workspaceId)
+    .where('position', '>=', fields.position)
+    .execute();
+  const row = await trx
+    .insertInto('sla_policies')
+    .values({
+      workspace_id: workspaceId,
+      id: uuidv7(),
+      name: fields.name,
+      enabled: fields.enabled,
+      position: fields.position,
+      conditions: JSON.stringify(fields.conditions),
+      targets: JSON.stringify(fields.targets),
+      business_hours_only: fields.businessHoursOnly,
+      human_only: fields.humanOnly,
+      warn_before_minutes: fields.warnBeforeMinutes,
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return policyRowToPolicy(row);
+}
+
+/** Changes a policy; a new position (1..count, checked by the caller) shifts those in between by one. */
+export async function updatePolicy(
+  trx: Db,
+  workspaceId: string,
+  current: SlaPolicyRow,
+  change: Partial<PolicyFields & { position: number }>,
+  now: Date,
+): Promise<SlaPolicy> {
+  const to = change.position ?? current.position;
+  const from = current.position;
+  if (to !== from) {
+    await sql`
+      update sla_policies
+         set position = case when position < ${from}::int then position + 1 else position - 1 end, updated_at = ${now}::timestamptz
+       where workspace_id = ${workspaceId}
+         and position between least(${from}::int, ${to}::int) and greatest(${from}::int, ${to}::int)
+         and id <> ${current.id}`.execute(trx);
+  }
+  const row = await trx
+    .updateTable('sla_policies')
+    .set({
+      ...(change.name !== undefined && { name: change.name }),
+      ...(change.enabled !== undefined && { enabled: change.enabled }),
+      ...(change.conditions !== undefined && { conditions: JSON.stringify(change.conditions) }),
+      ...(change.targets !== undefined && { targets: JSON.stringify(change.targets) }),
+      ...(change.businessHoursOnly !== undefined && { business_hours_only: change.businessHoursOnly }),
+      ...(change.humanOnly !== undefined && { human_only: change.humanOnly }),
+      ...(change.warnBeforeMinutes !== undefined && { warn_before_minutes: change.warnBeforeMinutes }),
+      position: to,
+      updated_at: now,
+    })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', current.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return policyRowToPolicy(row);
+}
+
+/** Deletes a policy and moves the later ones up. */
+export async function deletePolicy(trx: Db, workspaceId: string, policy: SlaPolicyRow, now: Date): Promise<void> {
+  await trx.deleteFrom('sla_policies').where('workspace_id', '=', workspaceId).where('id', '=', policy.id).execute();
+  await trx
+    .updateTable('sla_policies')
+    .set((eb) => ({ position: eb('position', '-', 1), updated_at: now }))
+    .where('workspace_id', '=', workspaceId)
+    .where('position', '>', policy.position)
+    .execute();
+}
+
+/**
+ * The policy the thread is held to now: the first enabled one, in position order, whose conditions
+ * hold on the thread as it is (in the caller's transaction); undefined when none does or the
+ * workspace has none (then the thread is not read).
+ */
+export async function choosePolicy(trx: Db, workspaceId: string, threadId: string, settings: Settings, now: Date): Promise<SlaPolicyRow | undefined> {
+  const policies = await trx
+    .selectFrom('sla_policies')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('enabled', '=', true)
+    .orderBy('position')
+    .execute();
+  if (policies.length === 0) return undefined;
+  const facts = await threadFacts(trx, workspaceId, threadId, undefined);
+  if (!facts) return undefined;
+  const context = withHours(facts, settings, now);
+  return policies.find((policy) => conditionsHold(compileConditions(policy.conditions), context));
+}
