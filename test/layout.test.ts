@@ -161,7 +161,7 @@ describe('where SQL lives', () => {
     ].map((m) => m[1]!);
   };
 
-  /** The room that owns a table: the queue's, the event log's and the stream's own tables are theirs, the API's resources are src/db/'s. */
+  /** The room that owns a table: the queue's, the event log's, the stream's and the service levels' own tables are theirs, the API's resources are src/db/'s. */
   const ownerOf = (table: string): string =>
     table === 'jobs'
       ? 'src/jobs/'
@@ -169,7 +169,9 @@ describe('where SQL lives', () => {
         ? 'src/events/'
         : table.startsWith('stream_')
           ? 'src/stream/'
-          : 'src/db/';
+          : table.startsWith('sla_')
+            ? 'src/sla/'
+            : 'src/db/';
 
   /**
    * Reads of another room's table inside a statement of the reader's, where one round trip is the
@@ -184,6 +186,9 @@ describe('where SQL lives', () => {
     // timers it moves, and whether its thread's AI agent answers, decided in the event's statement.
     'src/automations/triggers.ts': ['automations', 'automation_runs', 'threads', 'messages'],
     'src/ai/replies.ts': ['threads', 'agents'],
+    // A thread's clocks move under the thread's row lock, in the statement of the change that moves them.
+    'src/sla/clocks.ts': ['threads'],
+    'src/sla/timers.ts': ['threads'],
   };
 
   it('when src/ is read, then each table is named in SQL only by the room that owns it, or by a named reader', () => {

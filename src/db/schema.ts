@@ -135,16 +135,10 @@ export interface ThreadTable {
 }
 
 /** A thread's `sla` as the API shows it. */
-export interface ThreadSla {
-  policyId: string;
-  firstResponseDueAt: string | null;
-  nextResponseDueAt: string | null;
-  resolutionDueAt: string | null;
-  status: 'active' | 'warning' | 'breached' | 'achieved';
-  breached: SlaMetric[];
-}
+/** A thread's service level as the API shows it (null when no policy applies). */
+export type ThreadSla = NonNullable<Schemas['ThreadSla']>;
 
-export type SlaMetric = 'firstResponse' | 'nextResponse' | 'resolution';
+export type SlaMetric = Schemas['SlaMetric'];
 
 /** A workspace's SLA policy (src/sla/); conditions and targets as the API shows them. */
 export interface SlaPolicyTable {

@@ -3,6 +3,7 @@
 // against it, and src/workers.ts (the composition root) must start a worker for each kind. It imports no capability (they import
 // it), so the payload types are declared here.
 import type { MessageError } from '../db/messages.js';
+import type { SlaMetric } from '../db/schema.js';
 
 /** A message's delivery, and a sandbox message's receipt. */
 export interface DeliveryPayload {
@@ -67,7 +68,7 @@ export interface AutomationIdlePayload {
 /** An SLA timer (sla/timers.ts): the warning or due time of a thread's clock of `metric` started at `startedAt`. */
 export interface SlaTimerPayload {
   threadId: string;
-  metric: 'firstResponse' | 'nextResponse' | 'resolution';
+  metric: SlaMetric;
   /** The clock's start (ISO 8601): a clock restarted since is another clock. */
   startedAt: string;
   kind: 'warning' | 'breach';

@@ -4,7 +4,7 @@
 // sla_metrics_window_idx (which covers every column read), grouped by metric and key and by metric
 // alone (the total) in one pass.
 import { sql, type RawBuilder } from 'kysely';
-import type { components } from '../../generated/api.js';
+import type { components, operations } from '../../generated/api.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../errors.js';
 import { loadSettings } from '../services/settings.js';
@@ -13,7 +13,7 @@ import { instantToIso, parseInstant } from '../time.js';
 type Report = components['schemas']['ResponseTimesReport'];
 type Figures = components['schemas']['ResponseTimeFigures'];
 type Totals = components['schemas']['ResponseTimes'];
-export type GroupBy = 'agent' | 'channel' | 'stage' | 'day';
+export type GroupBy = NonNullable<NonNullable<operations['getResponseTimesReport']['parameters']['query']>['groupBy']>;
 
 /** The longest window a report covers, in days. */
 export const MAX_WINDOW_DAYS = 366;
@@ -36,7 +36,7 @@ export function reportWindow(dateFrom: string, dateTo: string): { from: string; 
 interface Row {
   total: boolean;
   key: string | null;
-  metric: 'firstResponse' | 'nextResponse' | 'resolution';
+  metric: components['schemas']['SlaMetric'];
   count: number;
   mean: number | null;
   /** p50 and p90 (one sort for both). */
