@@ -1664,11 +1664,8 @@ export interface components {
         ContactMerge: {
             /** @description The contacts folded into the target, in order (a source's field fills the target's where the target has none, the first source first). */
             sourceIds: components["schemas"]["Uuid"][];
-            /**
-             * @description When true, nothing changes; the answer says what the merge would do.
-             * @default false
-             */
-            dryRun: boolean;
+            /** @description When true, nothing changes and the answer says what the merge would do; false when left out. */
+            dryRun?: boolean;
         };
         /** @description What a merge would do (`dryRun: true`); nothing was changed. */
         ContactMergePreview: {

@@ -63,6 +63,7 @@ const ALL_MIGRATIONS = [
   '0023_nps_requests',
   '0024_labels_folded_in_nfc',
   '0025_automation_bounds',
+  '0027_contact_identity',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
