@@ -17,7 +17,8 @@ const isBrazilianMobileWithoutNine = (national: string): boolean => national.len
 /** A Brazilian mobile in its 13-digit form: 2-digit DDD, 9, 8 digits starting 6-9. */
 const isBrazilianMobileWithNine = (national: string): boolean => national.length === 11 && /^[1-9][1-9]9[6-9]/.test(national);
 
-const e164 = (countryCallingCode: string, national: string): string => parsePhoneNumberFromString(`+${countryCallingCode}${national}`)?.number ?? `+${countryCallingCode}${national}`;
+const e164 = (countryCallingCode: string, national: string): string =>
+  parsePhoneNumberFromString(`+${countryCallingCode}${national}`)?.number ?? `+${countryCallingCode}${national}`;
 
 /**
  * The form a phone is stored in: E.164 as libphonenumber formats it, a Brazilian mobile in its

@@ -225,7 +225,9 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       } else out.ignored.push('a user_changed_user_id without its id or both BSUIDs');
       continue;
     }
-    const person = people.find((p) => (rawUserId !== undefined && p.userId === rawUserId) || (phoneDigits !== undefined && p.waId === phoneDigits)) ?? (people.length === 1 ? people[0] : undefined);
+    const person =
+      people.find((p) => (rawUserId !== undefined && p.userId === rawUserId) || (phoneDigits !== undefined && p.waId === phoneDigits)) ??
+      (people.length === 1 ? people[0] : undefined);
     const userId = rawUserId ?? person?.userId;
     const whatsappUserId = userId && BSUID.test(userId) ? userId : undefined;
     if (userId && !whatsappUserId) out.ignored.push('a sender BSUID that is not one (kept the message by its phone, if any)');

@@ -60,9 +60,9 @@ async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Prom
 
 /** The body every attempt of an event sends: the event as GET /events/{id} answers it. */
 export const eventBody = (
-  target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'created_at'> & Partial<Pick<DeliveryTarget, 'merged_ids'>>,
-): string =>
-  JSON.stringify(eventRowToEvent({ ...target, id: target.event_id }));
+  target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'created_at'> &
+    Partial<Pick<DeliveryTarget, 'merged_ids'>>,
+): string => JSON.stringify(eventRowToEvent({ ...target, id: target.event_id }));
 
 /** Slots of one endpoint in this process: attempts running (with their start times) and jobs waiting for one. */
 interface EndpointSlots {

@@ -67,7 +67,9 @@ export const contactHandlers: Pick<
     // A merge locks its contacts in one order, but a customer's message may hold one of them and wait on another: PostgreSQL breaks such a wait, and the merge runs again.
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await transact(db, (trx) => mergeContacts(trx, auth.workspaceId, params.id, body.sourceIds, body.dryRun ?? false, apiKeyActor(auth.keyId)));
+        const result = await transact(db, (trx) =>
+          mergeContacts(trx, auth.workspaceId, params.id, body.sourceIds, body.dryRun ?? false, apiKeyActor(auth.keyId)),
+        );
         return { status: 200, body: result };
       } catch (err) {
         if (attempt >= 5 || !isRetryable(err)) throw err;

@@ -60,7 +60,12 @@ function keyTaken(field: 'phone' | 'externalId' | 'instagramId', holder: string)
  * Holds the phone and external id `values` give `id` (undefined: a new contact) and throws the 409 when
  * another contact has them: a Brazilian mobile in either form. Run it in the write's transaction.
  */
-async function claimKeys(trx: Db, workspaceId: string, id: string | undefined, values: { phone?: string | null | undefined; externalId?: string | null | undefined }): Promise<void> {
+async function claimKeys(
+  trx: Db,
+  workspaceId: string,
+  id: string | undefined,
+  values: { phone?: string | null | undefined; externalId?: string | null | undefined },
+): Promise<void> {
   const phone = values.phone ?? undefined;
   const externalId = values.externalId ?? undefined;
   if (phone === undefined && externalId === undefined) return;
@@ -196,10 +201,17 @@ export async function upsertContact(trx: Db, workspaceId: string, input: Contact
   const now = new Date();
   if (ids.length === 0) {
     if (input.name === undefined) {
-      throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body/name', message: 'is required when no key finds a contact' }]);
+      throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+        { path: '/body/name', message: 'is required when no key finds a contact' },
+      ]);
     }
     const { whatsappUserId, attributes, ...fields } = input;
-    const create = { ...fields, name: normalizeText(input.name), ...(input.labels && { labels: normalizeLabels(input.labels) }), attributes: withoutNulls(attributes) };
+    const create = {
+      ...fields,
+      name: normalizeText(input.name),
+      ...(input.labels && { labels: normalizeLabels(input.labels) }),
+      attributes: withoutNulls(attributes),
+    };
     const contact = await insertContact(trx, workspaceId, { ...create, ...(whatsappUserId !== undefined && { whatsappUserId }) } as ContactCreate, now);
     if (!contact) throw new Error('a contact of keys held and found by none could not be inserted');
     await contactCreated(trx, workspaceId, contact, actor, now);
@@ -207,7 +219,14 @@ export async function upsertContact(trx: Db, workspaceId: string, input: Contact
   }
   const row = await lockContact(trx, workspaceId, ids[0]!);
   if (!row) throw new Error('the contact the keys found is gone');
-  const values = planContactChange(row, { name: input.name, phone: input.phone, email: input.email, externalId: input.externalId, labels: input.labels, attributes: input.attributes });
+  const values = planContactChange(row, {
+    name: input.name,
+    phone: input.phone,
+    email: input.email,
+    externalId: input.externalId,
+    labels: input.labels,
+    attributes: input.attributes,
+  });
   // A key that found nothing is free (it is held): the contact takes it, as it takes a new phone.
   if (input.instagramId !== undefined && input.instagramId !== row.instagram_id) values.instagramId = input.instagramId;
   if (Object.keys(values).length === 0) return { contact: contactRowToContact(row), created: false };
@@ -249,7 +268,9 @@ export async function mergeContacts(
 ): Promise<Contact | MergePreview> {
   const self = sourceIds.indexOf(targetId);
   if (self >= 0) {
-    throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: `/body/sourceIds/${self}`, message: 'is the target itself' }]);
+    throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: `/body/sourceIds/${self}`, message: 'is the target itself' },
+    ]);
   }
   const rows = new Map((await lockContactsForMerge(trx, workspaceId, [targetId, ...sourceIds])).map((r) => [r.id, r]));
   const live = async (id: string, path?: string): Promise<ContactRow> => {
@@ -317,10 +338,15 @@ export async function mergeContacts(
     const row = await writeThreadChange(trx, workspaceId, read, set, changes, { actor, reason: 'contacts merged' }, now);
     if (row) await threadUpdated(trx, workspaceId, row, actor, now);
   }
-  // The sources let go of their keys first (they are unique), then the target takes them.
+  // The sources let go of their keys first (they are unique), then the target takes them; a merged
+  // contact keeps nothing of the person, as an erased one (its row stays: its id answers contact_merged).
   await trx
     .updateTable('contacts')
     .set({
+      name: '',
+      labels: [],
+      label_keys: [],
+      attributes: '{}',
       phone: null,
       email: null,
       instagram_id: null,

@@ -4,7 +4,10 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { EventRow } from '../db/schema.js';
 
-export interface LoggedEvent extends Pick<EventRow, 'id' | 'type' | 'data' | 'created_at' | 'workspace_id' | 'actor_type' | 'actor_id' | 'source' | 'merged_ids'> {
+export interface LoggedEvent extends Pick<
+  EventRow,
+  'id' | 'type' | 'data' | 'created_at' | 'workspace_id' | 'actor_type' | 'actor_id' | 'source' | 'merged_ids'
+> {
   /** The writing transaction (xid8). */
   xid: bigint;
 }
