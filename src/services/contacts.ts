@@ -212,7 +212,7 @@ export async function upsertContact(trx: Db, workspaceId: string, input: Contact
       ...(input.labels && { labels: normalizeLabels(input.labels) }),
       attributes: withoutNulls(attributes),
     };
-    const contact = await insertContact(trx, workspaceId, { ...create, ...(whatsappUserId !== undefined && { whatsappUserId }) } as ContactCreate, now);
+    const contact = await insertContact(trx, workspaceId, { ...create, ...(whatsappUserId !== undefined && { whatsappUserId }) }, now);
     if (!contact) throw new Error('a contact of keys held and found by none could not be inserted');
     await contactCreated(trx, workspaceId, contact, actor, now);
     return { contact, created: true };
@@ -323,7 +323,7 @@ export async function mergeContacts(
                where m.workspace_id = ${workspaceId}
                  and m.thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = any (${ids}::uuid[]))
                  and m.contact_id = any (${ids}::uuid[])) as messages`.execute(trx);
-    const preview = { ...target, ...merged, labels, attributes, updated_at: now } as ContactRow;
+    const preview = { ...target, ...merged, labels, attributes, updated_at: now };
     return {
       contact: contactRowToContact(preview),
       movedThreads: Number(counts.rows[0]!.threads),
