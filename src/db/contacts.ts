@@ -300,35 +300,22 @@ export function contactKeyLocks(keys: ContactKeys): string[] {
   return locks;
 }
 
-/** Each key given and the live contacts it finds (a phone in either Brazilian form, an e-mail ignoring case), in one query. */
+/**
+ * Each key given and the live contacts it finds (a phone in either Brazilian form, an e-mail ignoring
+ * case), in one query: one indexed lookup per key (a UNION ALL, not an OR the planner may scan the table for).
+ */
 export async function findContactsByKeys(db: Db, workspaceId: string, keys: ContactKeys): Promise<Array<{ key: ContactKeyName; id: string }>> {
-  const forms = keys.phone !== undefined ? phoneForms(keys.phone) : [];
-  const email = keys.email?.toLowerCase();
-  const rows = await db
-    .selectFrom('contacts')
-    .select(['id', 'external_id', 'whatsapp_user_id', 'instagram_id', 'phone', 'email'])
-    .where('workspace_id', '=', workspaceId)
-    .where('erased_at', 'is', null)
-    .where((eb) =>
-      eb.or([
-        ...(keys.externalId !== undefined ? [eb('external_id', '=', keys.externalId)] : []),
-        ...(keys.whatsappUserId !== undefined ? [eb('whatsapp_user_id', '=', keys.whatsappUserId)] : []),
-        ...(keys.instagramId !== undefined ? [eb('instagram_id', '=', keys.instagramId)] : []),
-        ...(forms.length > 0 ? [eb('phone', 'in', forms)] : []),
-        ...(email !== undefined ? [eb(sql`lower(email)`, '=', email)] : []),
-      ]),
-    )
-    .orderBy('id')
-    .execute();
-  const found: Array<{ key: ContactKeyName; id: string }> = [];
-  for (const row of rows) {
-    if (keys.externalId !== undefined && row.external_id === keys.externalId) found.push({ key: 'externalId', id: row.id });
-    if (keys.whatsappUserId !== undefined && row.whatsapp_user_id === keys.whatsappUserId) found.push({ key: 'whatsappUserId', id: row.id });
-    if (keys.instagramId !== undefined && row.instagram_id === keys.instagramId) found.push({ key: 'instagramId', id: row.id });
-    if (row.phone !== null && forms.includes(row.phone)) found.push({ key: 'phone', id: row.id });
-    if (email !== undefined && row.email?.toLowerCase() === email) found.push({ key: 'email', id: row.id });
-  }
-  return found;
+  const live = sql`workspace_id = ${workspaceId} and erased_at is null`;
+  const lookups = [
+    keys.externalId !== undefined && sql`select 'externalId' as key, id from contacts where ${live} and external_id = ${keys.externalId}`,
+    keys.whatsappUserId !== undefined && sql`select 'whatsappUserId' as key, id from contacts where ${live} and whatsapp_user_id = ${keys.whatsappUserId}`,
+    keys.instagramId !== undefined && sql`select 'instagramId' as key, id from contacts where ${live} and instagram_id = ${keys.instagramId}`,
+    keys.phone !== undefined && sql`select 'phone' as key, id from contacts where ${live} and phone = any (${phoneForms(keys.phone)}::text[])`,
+    keys.email !== undefined && sql`select 'email' as key, id from contacts where ${live} and lower(email) = ${keys.email.toLowerCase()}`,
+  ].filter((lookup) => lookup !== false);
+  if (lookups.length === 0) return [];
+  const result = await sql<{ key: ContactKeyName; id: string }>`${sql.join(lookups, sql` union all `)} order by id`.execute(db);
+  return result.rows;
 }
 
 /** Contacts of `ids` in the workspace, erased and merged ones too, locked until the transaction ends, taken in id order. */
