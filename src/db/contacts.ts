@@ -301,11 +301,13 @@ export function contactKeyLocks(keys: ContactKeys): string[] {
 }
 
 /**
- * Each key given and the live contacts it finds (a phone in either Brazilian form, an e-mail ignoring
+ * Each key given and the contacts it finds (a phone in either Brazilian form, an e-mail ignoring
  * case), in one query: one indexed lookup per key (a UNION ALL, not an OR the planner may scan the table for).
  */
 export async function findContactsByKeys(db: Db, workspaceId: string, keys: ContactKeys): Promise<Array<{ key: ContactKeyName; id: string }>> {
-  const live = sql`workspace_id = ${workspaceId} and erased_at is null`;
+  // An erased or merged contact holds no key, so none is filtered out here: `erased_at is null` would
+  // let the planner take the partial list index and filter every contact of the workspace by the key.
+  const live = sql`workspace_id = ${workspaceId}`;
   const lookups = [
     keys.externalId !== undefined && sql`select 'externalId' as key, id from contacts where ${live} and external_id = ${keys.externalId}`,
     keys.whatsappUserId !== undefined && sql`select 'whatsappUserId' as key, id from contacts where ${live} and whatsapp_user_id = ${keys.whatsappUserId}`,

@@ -266,6 +266,9 @@ export async function mergeContacts(
   dryRun: boolean,
   actor: Actor,
 ): Promise<Contact | MergePreview> {
+  // UUIDs in any case name one contact.
+  targetId = targetId.toLowerCase();
+  sourceIds = sourceIds.map((id) => id.toLowerCase());
   const self = sourceIds.indexOf(targetId);
   if (self >= 0) {
     throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
