@@ -3707,6 +3707,9 @@ export interface operations {
                      *           "phone": "+5511987654321",
                      *           "email": "mariana.silva@exemplo.com.br",
                      *           "instagramId": null,
+                     *           "whatsappUserId": null,
+                     *           "whatsappUsername": null,
+                     *           "externalId": null,
                      *           "labels": [
                      *             "Cliente VIP",
                      *             "São Paulo"
@@ -3725,6 +3728,9 @@ export interface operations {
                      *           "phone": "+5521998877665",
                      *           "email": null,
                      *           "instagramId": null,
+                     *           "whatsappUserId": null,
+                     *           "whatsappUsername": null,
+                     *           "externalId": null,
                      *           "labels": [],
                      *           "attributes": {},
                      *           "createdAt": "2026-11-03T10:40:02.518Z",
@@ -3780,6 +3786,7 @@ export interface operations {
                  *       "phone": "+5531991234567",
                  *       "email": "beatriz.costa@exemplo.com.br",
                  *       "instagramId": "17841400000000001",
+                 *       "externalId": "crm-000456",
                  *       "labels": [
                  *         "Cliente VIP",
                  *         " cliente vip ",
@@ -3813,6 +3820,9 @@ export interface operations {
                      *       "phone": "+5531991234567",
                      *       "email": "beatriz.costa@exemplo.com.br",
                      *       "instagramId": "17841400000000001",
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": "crm-000456",
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "Boleto"
@@ -4138,6 +4148,9 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": null,
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "São Paulo"
@@ -4242,6 +4255,9 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.souza@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": null,
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "São Paulo"
