@@ -861,6 +861,15 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (!knobs.anchor || !contact) return;
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
       if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
+      // The anchored contact's own keys, or none (a random one finds nobody).
+      if (parts.query.whatsappUserId !== undefined) {
+        if (contact.whatsappUserId) parts.query.whatsappUserId = contact.whatsappUserId;
+        else delete parts.query.whatsappUserId;
+      }
+      if (parts.query.externalId !== undefined) {
+        if (contact.externalId) parts.query.externalId = contact.externalId;
+        else delete parts.query.externalId;
+      }
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
       if (parts.query.label !== undefined && contact.labels.length > 0) {
         const label = contact.labels[knobs.picks[1] % contact.labels.length]!;
@@ -877,8 +886,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
       const matches = model.contacts
-        .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
+        .filter(
+          (c) =>
+            (!query.phone || (c.phone !== null && phoneForms(query.phone).includes(c.phone))) &&
+            (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()),
+        )
         .filter((c) => (!query.instagramId || c.instagramId === query.instagramId) && hasLabel(c.labels, query.label))
+        .filter((c) => (!query.whatsappUserId || c.whatsappUserId === query.whatsappUserId) && (!query.externalId || c.externalId === query.externalId))
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
@@ -1886,18 +1900,37 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const input = body as S['ContactUpdate'];
       const id = path.id!.toLowerCase();
       const index = model.contacts.findIndex((c) => c.id === id);
-      const holder = typeof input.phone === 'string' && model.contacts.find((c) => c.phone === input.phone && c.id !== id);
+      const own = model.contacts[index]!;
+      // A Brazilian mobile in either form is one phone; a key the contact already has is no change.
+      const holder =
+        typeof input.phone === 'string' &&
+        storedPhone(input.phone) !== own.phone &&
+        model.contacts.find((c) => c.phone !== null && phoneForms(input.phone!).includes(c.phone) && c.id !== id);
       if (holder) {
         expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
         return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      }
+      const externalHolder =
+        typeof input.externalId === 'string' &&
+        input.externalId !== own.externalId &&
+        model.contacts.find((c) => c.externalId === input.externalId && c.id !== id);
+      if (externalHolder) {
+        expectError(ex, 409, 'conflict', 'an external id another contact has', '/body/externalId');
+        return same(
+          ex,
+          (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId,
+          externalHolder.id,
+          'the 409 names the contact holding the external id',
+        );
       }
       expectStatus(ex, 200, 'a valid change of a contact of the workspace');
       const before = model.contacts[index]!;
       const after = ex.res.body as Contact;
       const changes = {
         ...(input.name !== undefined && { name: normalizeText(input.name) }),
-        ...(input.phone !== undefined && { phone: input.phone }),
+        ...(input.phone !== undefined && { phone: input.phone === null ? null : storedPhone(input.phone) }),
         ...(input.email !== undefined && { email: input.email }),
+        ...(input.externalId !== undefined && { externalId: input.externalId }),
         ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
         ...(input.attributes !== undefined && {
           attributes: Object.fromEntries(
