@@ -76,6 +76,11 @@ async function claimKeys(
   if (externalHolder && externalHolder !== id) throw keyTaken('externalId', externalHolder);
 }
 
+/** The one emitter of contact.updated: a change by a key or an automation, an upsert, or what a WhatsApp delivery tells. */
+async function contactUpdated(trx: Db, workspaceId: string, contact: Contact, actor: Actor, now: Date): Promise<void> {
+  await recordEvent(trx, workspaceId, 'contact.updated', contact, actor, now);
+}
+
 /** The one emitter of contact.created. */
 async function contactCreated(trx: Db, workspaceId: string, contact: Contact, actor: Actor, now: Date): Promise<void> {
   await recordEvent(trx, workspaceId, 'contact.created', contact, actor, now);
@@ -134,7 +139,7 @@ export async function updateContact(trx: Db, workspaceId: string, id: string, pa
   await claimKeys(trx, workspaceId, id, values);
   const now = new Date();
   const contact = await writeContact(trx, workspaceId, id, values, now);
-  if (contact) await recordEvent(trx, workspaceId, 'contact.updated', contact, actor, now);
+  if (contact) await contactUpdated(trx, workspaceId, contact, actor, now);
   return contact;
 }
 
@@ -232,7 +237,7 @@ export async function upsertContact(trx: Db, workspaceId: string, input: Contact
   if (Object.keys(values).length === 0) return { contact: contactRowToContact(row), created: false };
   const contact = await writeContact(trx, workspaceId, row.id, values, now);
   if (!contact) throw new Error('the locked contact is gone');
-  await recordEvent(trx, workspaceId, 'contact.updated', contact, actor, now);
+  await contactUpdated(trx, workspaceId, contact, actor, now);
   return { contact, created: false };
 }
 
@@ -427,7 +432,7 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
     if (username && username !== row.whatsapp_username) values.username = username;
     if (Object.keys(values).length > 0) {
       const written = await writeWhatsappIdentity(trx, workspaceId, row.id, values, now);
-      await recordEvent(trx, workspaceId, 'contact.updated', contactRowToContact(written), SYSTEM, now);
+      await contactUpdated(trx, workspaceId, contactRowToContact(written), SYSTEM, now);
     }
     return row.id;
   }
@@ -446,5 +451,5 @@ export async function changeWhatsappUserId(trx: Db, workspaceId: string, previou
   const row = await lockContact(trx, workspaceId, found[0]!.id);
   if (!row) return;
   const written = await writeWhatsappIdentity(trx, workspaceId, row.id, { whatsappUserId: current }, now);
-  await recordEvent(trx, workspaceId, 'contact.updated', contactRowToContact(written), SYSTEM, now);
+  await contactUpdated(trx, workspaceId, contactRowToContact(written), SYSTEM, now);
 }
