@@ -109,13 +109,76 @@ export interface paths {
         put?: never;
         /**
          * Create a contact
-         * @description Creates a contact. A phone is unique within the workspace. `labels` (at most 20, each 1 to 50
+         * @description Creates a contact. A phone is unique within the workspace, a Brazilian mobile in either form
+         *     (`+551187654321` and `+5511987654321` are one number: a 409 names the contact holding the other
+         *     form), and is stored in its 13-digit form; landlines (8 digits starting 2-5) never gain a 9.
+         *     `externalId`, the integrator's own id, is unique within the workspace too. `labels` (at most 20, each 1 to 50
          *     characters once trimmed; labels equal but for case are merged, keeping the first spelling) and
          *     `attributes` (at most 50 keys, see `ContactAttributes`) are optional; outside these limits the
          *     request is a 400 `validation_error` and nothing is stored.
          *     Needs the `contacts:write` scope.
          */
         post: operations["createContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/contacts/upsert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or update a contact by its keys
+         * @description Finds the contact by every key given of `externalId`, `whatsappUserId`, `instagramId`, `phone`
+         *     (a Brazilian mobile in either form) and `email` (case-insensitive), and updates it as
+         *     `PATCH /contacts/{id}` would (attributes merged: a key with `null` removes it), answering 200;
+         *     when no key finds a contact, creates one (`name` is then required, a 400 without it), answering
+         *     201. Keys that find two different contacts are a 409 `conflict` naming both, and nothing
+         *     changes. At least one key is required (400). Records `contact.created` or `contact.updated`
+         *     (none when nothing changed). `whatsappUserId` is a key here: it is stored on a contact this
+         *     call creates, never changed on one it finds. Concurrent upserts of one key end with one contact.
+         *     Needs the `contacts:write` scope.
+         */
+        post: operations["upsertContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/contacts/{id}/merge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Merge contacts into this one
+         * @description Folds the `sourceIds` (1 to 50) into the contact `{id}`, in one transaction. The target keeps its
+         *     fields and takes a source's where its own is null (sources in the order given); labels are
+         *     united (more than 20: 422 `limit_reached`), attributes merged (the target's win). Threads,
+         *     messages, NPS answers, files and events move to the target; where the target and a source both
+         *     have an open thread on one channel, the older is closed (with a history entry). Answers 200 with
+         *     the target and records `contact.merged`. A merged id answers 404 `contact_merged` from then on,
+         *     its message naming the target. With `dryRun: true` nothing changes and the answer says what
+         *     would. The target among the sources is a 400; an unknown, erased, merged or another
+         *     workspace's id a 404. Concurrent merges and customers' messages never leave a message on a
+         *     merged contact. Needs the `contacts:write` scope.
+         */
+        post: operations["mergeContact"];
         delete?: never;
         options?: never;
         head?: never;
@@ -134,7 +197,8 @@ export interface paths {
         };
         /**
          * Get a contact
-         * @description One contact of the key's workspace. Needs the `contacts:read` scope.
+         * @description One contact of the key's workspace. A contact merged into another answers 404 `contact_merged`,
+         *     its message naming the contact it became. Needs the `contacts:read` scope.
          */
         get: operations["getContact"];
         put?: never;
@@ -1340,6 +1404,29 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "contact.merged": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.merged
+         * @description Contacts were merged into one (`POST /contacts/{id}/merge`): `data.object` is the target,
+         *     `data.mergedIds` the contacts folded into it (they answer 404 `contact_merged` from then on).
+         *     Sent to each enabled endpoint subscribed to `contact.merged` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onContactMergedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "thread.created": {
         parameters: {
             query?: never;
@@ -1500,7 +1587,10 @@ export interface components {
             limit: number;
         };
         /**
-         * @description `range_not_satisfiable` (416) answers a `Range` outside a media file's bytes;
+         * @description `contact_merged` (404) answers a contact that was merged into another (`POST /contacts/{id}/merge`);
+         *     its message names the contact it became. `contact_unreachable` (422) refuses a WhatsApp message
+         *     to a contact with neither a phone nor a WhatsApp user id (BSUID).
+         *     `range_not_satisfiable` (416) answers a `Range` outside a media file's bytes;
          *     `attachment_not_supported` (422) an attachment its channel cannot carry (a type or size
          *     the channel refuses).
          *     `request_timeout` (408) and `headers_too_large` (431) answer a connection, not an
@@ -1512,7 +1602,7 @@ export interface components {
          *     `too_many_streams` (429) refuses an event stream past its key's open streams.
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached" | "too_many_streams";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached" | "too_many_streams" | "contact_merged" | "contact_unreachable";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -1633,10 +1723,69 @@ export interface components {
             email: string | null;
             /** @description The contact's Instagram-scoped id (IGSID), unique within the workspace; set when they write on Instagram. */
             instagramId?: string | null;
+            /**
+             * @description The contact's WhatsApp business-scoped user id (BSUID, Meta's `user_id`), unique within the
+             *     workspace; set by Meta's deliveries (a customer who writes on WhatsApp), never by a POST or PATCH.
+             *     A customer with a WhatsApp username may have only this, no phone.
+             * @example BR.1502576394655843
+             */
+            whatsappUserId?: string | null;
+            /**
+             * @description The customer's WhatsApp username, as Meta last delivered it. Shown, never a key.
+             * @example mariana.silva
+             */
+            whatsappUsername?: string | null;
+            /**
+             * @description The integrator's own id for this person (1 to 255 characters), unique within the workspace.
+             * @example crm-000123
+             */
+            externalId?: string | null;
             labels: components["schemas"]["LabelList"];
             attributes: components["schemas"]["ContactAttributes"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description A WhatsApp business-scoped user id (BSUID) as Meta sends it in `user_id`: a two-letter country
+         *     code, `.`, and 1 to 128 letters and digits (`.ENT.` for a parent BSUID).
+         * @example BR.1502576394655843
+         */
+        WhatsappUserId: string;
+        /**
+         * @description The integrator's own id for a contact (their CRM's), 1 to 255 characters, unique within the workspace.
+         * @example crm-000123
+         */
+        ExternalId: string;
+        /**
+         * @description A contact's fields, as `POST /contacts` takes them, plus `whatsappUserId` as a key. At least one
+         *     key (`externalId`, `whatsappUserId`, `instagramId`, `phone`, `email`) is required.
+         */
+        ContactUpsert: {
+            name?: string;
+            phone?: components["schemas"]["Phone"];
+            /** Format: email */
+            email?: string;
+            instagramId?: components["schemas"]["InstagramId"];
+            whatsappUserId?: components["schemas"]["WhatsappUserId"];
+            externalId?: components["schemas"]["ExternalId"];
+            labels?: components["schemas"]["Labels"];
+            attributes?: components["schemas"]["ContactAttributesUpdate"];
+        };
+        ContactMerge: {
+            /** @description The contacts folded into the target, in order (a source's field fills the target's where the target has none, the first source first). */
+            sourceIds: components["schemas"]["Uuid"][];
+            /** @description When true, nothing changes and the answer says what the merge would do; false when left out. */
+            dryRun?: boolean;
+        };
+        /** @description What a merge would do (`dryRun: true`); nothing was changed. */
+        ContactMergePreview: {
+            contact: components["schemas"]["Contact"];
+            /** @description Threads of the sources that would move to the target. */
+            movedThreads: number;
+            /** @description Messages of the sources that would move to the target. */
+            movedMessages: number;
+            /** @description Open threads that would be closed, the older where the target and a source both have one open on a channel. */
+            closedThreadIds: components["schemas"]["Uuid"][];
         };
         /**
          * @description An Instagram-scoped user id (IGSID), as Meta's webhooks name the sender.
@@ -1649,6 +1798,7 @@ export interface components {
             /** Format: email */
             email?: string;
             instagramId?: components["schemas"]["InstagramId"];
+            externalId?: components["schemas"]["ExternalId"];
             labels?: components["schemas"]["Labels"];
             attributes?: components["schemas"]["ContactAttributes"];
         };
@@ -1661,6 +1811,8 @@ export interface components {
              * @description null removes it.
              */
             email?: string | null;
+            /** @description The integrator's own id, unique within the workspace; null removes it. */
+            externalId?: string | null;
             labels?: components["schemas"]["Labels"];
             attributes?: components["schemas"]["ContactAttributesUpdate"];
         };
@@ -2227,9 +2379,9 @@ export interface components {
          * @description The kind of change an event records.
          * @enum {string}
          */
-        EventType: "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached";
+        EventType: "contact.created" | "contact.updated" | "contact.merged" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached";
         /** @description A change the API exposed, as `GET /events` and webhooks carry it; `type` tells which object `data.object` is. */
-        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"] | components["schemas"]["AutomationRunEvent"] | components["schemas"]["SlaWarningEvent"] | components["schemas"]["SlaBreachedEvent"];
+        Event: components["schemas"]["ContactCreatedEvent"] | components["schemas"]["ContactUpdatedEvent"] | components["schemas"]["ContactMergedEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadUpdatedEvent"] | components["schemas"]["MessageCreatedEvent"] | components["schemas"]["MessageUpdatedEvent"] | components["schemas"]["NpsAnsweredEvent"] | components["schemas"]["AutomationRunEvent"] | components["schemas"]["SlaWarningEvent"] | components["schemas"]["SlaBreachedEvent"];
         /** @description A contact was created (`POST /contacts`, or a customer who wrote for the first time). */
         ContactCreatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
@@ -2252,6 +2404,51 @@ export interface components {
             data: {
                 object: components["schemas"]["Contact"];
                 actor: components["schemas"]["EventActor"];
+            };
+        };
+        /**
+         * @description Contacts were merged into one (`POST /contacts/{id}/merge`); the object is the target after the merge, `mergedIds` the contacts folded into it.
+         * @example {
+         *       "id": "01936a10-0b1c-7d2e-8f3a-4b5c6d7e8f90",
+         *       "type": "contact.merged",
+         *       "createdAt": "2026-11-24T13:02:11.518Z",
+         *       "data": {
+         *         "object": {
+         *           "id": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+         *           "name": "Mariana Silva",
+         *           "phone": "+5511987654321",
+         *           "email": "mariana.silva@exemplo.com.br",
+         *           "instagramId": null,
+         *           "whatsappUserId": "BR.1502576394655843",
+         *           "whatsappUsername": "mariana.silva",
+         *           "externalId": "crm-000123",
+         *           "labels": [
+         *             "Cliente VIP"
+         *           ],
+         *           "attributes": {},
+         *           "createdAt": "2026-11-03T09:12:31.004Z",
+         *           "updatedAt": "2026-11-24T13:02:11.518Z"
+         *         },
+         *         "actor": {
+         *           "type": "api_key",
+         *           "id": "01935e00-aaaa-7bbb-8ccc-0123456789ab"
+         *         },
+         *         "mergedIds": [
+         *           "01935f51-3e4f-7a5b-9c6d-7e8f9a0b1c2d"
+         *         ]
+         *       }
+         *     }
+         */
+        ContactMergedEvent: {
+            /** @description The event's id; a webhook's `webhook-id`. */
+            id: components["schemas"]["Uuid"];
+            /** @constant */
+            type: "contact.merged";
+            createdAt: components["schemas"]["Timestamp"];
+            data: {
+                object: components["schemas"]["Contact"];
+                actor: components["schemas"]["EventActor"];
+                mergedIds: components["schemas"]["Uuid"][];
             };
         };
         /** @description A thread was opened (`POST /threads`, a first message, or an inbound message). */
@@ -2491,7 +2688,7 @@ export interface components {
             total: components["schemas"]["ResponseTimes"];
         };
         /** @description The event types the endpoint receives, or `["*"]` for every type (also those added later). */
-        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached")[];
+        WebhookEventTypes: ("*" | "contact.created" | "contact.updated" | "contact.merged" | "thread.created" | "thread.updated" | "message.created" | "message.updated" | "nps.answered" | "automation.run" | "sla.warning" | "sla.breached")[];
         /**
          * Format: uri
          * @description Where events are POSTed; `https://` to a public address unless the operator allows private URLs.
@@ -3745,7 +3942,11 @@ export interface operations {
                  * @example silva
                  */
                 q?: string;
-                /** @description Only the contact with this phone (E.164; send the `+` as `%2B`, a bare `+` in a query string reads as a space). */
+                /**
+                 * @description Only the contact with this phone (E.164; send the `+` as `%2B`, a bare `+` in a query string reads as a space).
+                 *     A Brazilian mobile matches in either form: `+55 DD 9XXXXXXXX` (13 digits) and `+55 DD XXXXXXXX`
+                 *     whose first digit is 6-9 (12 digits) are one number.
+                 */
                 phone?: components["schemas"]["Phone"];
                 /**
                  * @description Only contacts with this e-mail address (case-insensitive).
@@ -3754,6 +3955,10 @@ export interface operations {
                 email?: string;
                 /** @description Only the contact with this Instagram-scoped id. */
                 instagramId?: components["schemas"]["InstagramId"];
+                /** @description Only the contact with this WhatsApp business-scoped user id (BSUID). */
+                whatsappUserId?: components["schemas"]["WhatsappUserId"];
+                /** @description Only the contact with this integrator's id. */
+                externalId?: components["schemas"]["ExternalId"];
                 /**
                  * @description Only contacts with this label (case-insensitive; spaces around it are ignored). Repeat it for several (`?label=vip&label=boleto`) and all must match.
                  * @example [
@@ -3787,6 +3992,9 @@ export interface operations {
                      *           "phone": "+5511987654321",
                      *           "email": "mariana.silva@exemplo.com.br",
                      *           "instagramId": null,
+                     *           "whatsappUserId": null,
+                     *           "whatsappUsername": null,
+                     *           "externalId": null,
                      *           "labels": [
                      *             "Cliente VIP",
                      *             "São Paulo"
@@ -3805,6 +4013,9 @@ export interface operations {
                      *           "phone": "+5521998877665",
                      *           "email": null,
                      *           "instagramId": null,
+                     *           "whatsappUserId": null,
+                     *           "whatsappUsername": null,
+                     *           "externalId": null,
                      *           "labels": [],
                      *           "attributes": {},
                      *           "createdAt": "2026-11-03T10:40:02.518Z",
@@ -3860,6 +4071,7 @@ export interface operations {
                  *       "phone": "+5531991234567",
                  *       "email": "beatriz.costa@exemplo.com.br",
                  *       "instagramId": "17841400000000001",
+                 *       "externalId": "crm-000456",
                  *       "labels": [
                  *         "Cliente VIP",
                  *         " cliente vip ",
@@ -3893,6 +4105,9 @@ export interface operations {
                      *       "phone": "+5531991234567",
                      *       "email": "beatriz.costa@exemplo.com.br",
                      *       "instagramId": "17841400000000001",
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": "crm-000456",
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "Boleto"
@@ -3954,6 +4169,241 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    upsertContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "externalId": "crm-000123",
+                 *       "name": "Mariana Silva",
+                 *       "phone": "+551187654321",
+                 *       "attributes": {
+                 *         "plano": "premium"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ContactUpsert"];
+            };
+        };
+        responses: {
+            /** @description A contact was found by the keys and updated (or left as it was when nothing changed). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "name": "Mariana Silva",
+                     *       "phone": "+5511987654321",
+                     *       "email": "mariana.silva@exemplo.com.br",
+                     *       "instagramId": null,
+                     *       "whatsappUserId": "BR.1502576394655843",
+                     *       "whatsappUsername": "mariana.silva",
+                     *       "externalId": "crm-000123",
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
+                     *       "attributes": {
+                     *         "plano": "premium"
+                     *       },
+                     *       "createdAt": "2026-11-03T09:12:31.004Z",
+                     *       "updatedAt": "2026-11-24T12:40:09.112Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description No key found a contact; this one was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936a02-5b6c-7d8e-9f0a-1b2c3d4e5f60",
+                     *       "name": "Mariana Silva",
+                     *       "phone": "+5511987654321",
+                     *       "email": null,
+                     *       "instagramId": null,
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": "crm-000123",
+                     *       "labels": [],
+                     *       "attributes": {
+                     *         "plano": "premium"
+                     *       },
+                     *       "createdAt": "2026-11-24T12:40:09.112Z",
+                     *       "updatedAt": "2026-11-24T12:40:09.112Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description The body breaks the contract (`validation_error`), names no key, or creates a contact without `name`; nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The keys find two different contacts (`details` names each key's contact in `existingId`); nothing changed. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "The keys find different contacts; merge them first (POST /contacts/{id}/merge).",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/externalId",
+                     *             "message": "finds contact 01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *             "existingId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b"
+                     *           },
+                     *           {
+                     *             "path": "/body/phone",
+                     *             "message": "finds contact 01935f51-3e4f-7a5b-9c6d-7e8f9a0b1c2d",
+                     *             "existingId": "01935f51-3e4f-7a5b-9c6d-7e8f9a0b1c2d"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    mergeContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactMerge"];
+            };
+        };
+        responses: {
+            /** @description The target after the merge, or (`dryRun`) what the merge would do. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"] | components["schemas"]["ContactMergePreview"];
+                };
+            };
+            /** @description The body breaks the contract (`validation_error`): more than 50 or no `sourceIds`, a repeated id, or the target among them. Nothing changes. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "validation_error",
+                     *         "message": "The request does not match the contract.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/sourceIds/0",
+                     *             "message": "is the target itself"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The target or a source does not exist in the workspace (`not_found`, naming which), or was merged into another contact (`contact_merged`, naming that one). Nothing changes. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description The merged contact would have more than 20 labels (`limit_reached`); nothing changes. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "limit_reached",
+                     *         "message": "The merged contact would have 23 labels; at most 20.",
+                     *         "requestId": "3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f",
+                     *         "details": [
+                     *           {
+                     *             "path": "/body/sourceIds",
+                     *             "message": "the labels united number 23 (at most 20)"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getContact: {
         parameters: {
             query?: never;
@@ -3983,6 +4433,9 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": null,
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "São Paulo"
@@ -4087,6 +4540,9 @@ export interface operations {
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.souza@exemplo.com.br",
                      *       "instagramId": null,
+                     *       "whatsappUserId": null,
+                     *       "whatsappUsername": null,
+                     *       "externalId": null,
                      *       "labels": [
                      *         "Cliente VIP",
                      *         "São Paulo"
@@ -8229,6 +8685,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ContactUpdatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactMergedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactMergedEvent"];
             };
         };
         responses: {

@@ -10,6 +10,7 @@ export type ServiceOperationId = 'verifyMetaWebhook' | 'receiveMetaWebhook';
 export type WebhookEventOperationId =
   | 'onContactCreatedEvent'
   | 'onContactUpdatedEvent'
+  | 'onContactMergedEvent'
   | 'onThreadCreatedEvent'
   | 'onThreadUpdatedEvent'
   | 'onMessageCreatedEvent'

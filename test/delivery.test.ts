@@ -365,7 +365,7 @@ describe("Meta's 24-hour window", () => {
     expect(graph.to(meta.externalId).map((r) => r.body.text.body)).toEqual(['Ainda dá']);
   });
 
-  it('when the contact has no phone, then a WhatsApp template is refused with 422 invalid_reference', async () => {
+  it('when the contact has neither a phone nor a WhatsApp user id, then a WhatsApp template is refused with 422 contact_unreachable', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'whatsapp');
     const { data: contact } = await ws.api.POST('/contacts', { body: { name: 'Sem telefone' } });
@@ -377,9 +377,9 @@ describe("Meta's 24-hour window", () => {
     expect(response.status).toBe(422);
     expect(error).toEqual({
       error: {
-        code: 'invalid_reference',
-        message: 'The contact cannot be reached on WhatsApp.',
-        details: [{ path: '/body/contactId', message: 'the contact has no phone' }],
+        code: 'contact_unreachable',
+        message: 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.',
+        details: [{ path: '/body/contactId', message: 'the contact has no phone and no whatsappUserId (they must write first, or be given a phone)' }],
         requestId: expect.any(String),
       },
     });

@@ -67,6 +67,7 @@ const ALL_MIGRATIONS = [
   '0023_nps_requests',
   '0024_labels_folded_in_nfc',
   '0025_automation_bounds',
+  '0027_contact_identity',
   '0028_service_levels',
 ];
 
@@ -364,7 +365,7 @@ describe('migrations', () => {
                     values (${workspace}, ${id}, ${id}, 'sk_test', 'pro', ${scopes}::text[])`.execute(db);
         }
 
-        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0028_service_levels')));
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0025_automation_bounds') + 1));
 
         const { rows } = await sql<{ id: string; scopes: string[] }>`select id, scopes from api_keys order by id`.execute(db);
         expect(rows).toEqual([

@@ -16,7 +16,7 @@ import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServe
 type Schemas = components['schemas'];
 type Policy = Schemas['SlaPolicy'];
 
-const JOBS = { jobPollMs: 200, deliveryRetryBaseMs: 20 };
+const JOBS = { jobPollMs: 200, retryBaseMs: 20 };
 
 let server: TestServer;
 let own: OwnDatabase | undefined;

@@ -59,8 +59,10 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
     return { error: { code: 'contact_erased', message: 'The contact was erased before the message was sent.' } };
   }
   if (channel.type === 'whatsapp') {
-    if (!contact.phone) return { error: { code: 'contact_unreachable', message: 'The contact has no phone number for WhatsApp.' } };
-    return { body: message.template ? whatsappTemplateBody(contact.phone, message.template) : whatsappTextBody(contact.phone, message.content!) };
+    // By phone when the contact has one, else by BSUID (Meta's `recipient`).
+    const recipient = contact.phone ?? contact.whatsapp_user_id;
+    if (!recipient) return { error: { code: 'contact_unreachable', message: 'The contact has neither a phone number nor a WhatsApp user id.' } };
+    return { body: message.template ? whatsappTemplateBody(recipient, message.template) : whatsappTextBody(recipient, message.content!) };
   }
   if (!contact.instagram_id) return { error: { code: 'contact_unreachable', message: 'The contact has no Instagram id.' } };
   if (message.template) return { error: { code: 'template_not_supported', message: 'Instagram has no message templates.' } };
@@ -80,7 +82,7 @@ async function graphMediaBody(
 ): Promise<{ body: Record<string, unknown> } | { error: MessageError; transient: boolean }> {
   const { message, channel, contact } = target;
   const attachment = message.attachments[0]!;
-  const recipient = channel.type === 'whatsapp' ? contact.phone : contact.instagram_id;
+  const recipient = channel.type === 'whatsapp' ? (contact.phone ?? contact.whatsapp_user_id) : contact.instagram_id;
   if (!recipient) return { error: { code: 'contact_unreachable', message: `The contact cannot be reached on ${channel.type}.` }, transient: false };
   const media = await findMedia(options.db, message.workspace_id, attachment.id);
   if (!media || media.status !== 'stored' || !media.storage_key) {

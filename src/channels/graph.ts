@@ -18,18 +18,29 @@ export interface TemplateRef {
   parameters?: string[] | undefined;
 }
 
-/** WhatsApp Cloud API `POST /{phone-number-id}/messages`: free text. */
-export function whatsappTextBody(phone: string, content: string): Record<string, unknown> {
-  return { messaging_product: 'whatsapp', recipient_type: 'individual', to: phone.replace(/^\+/, ''), type: 'text', text: { body: content } };
+const BSUID = /^[A-Z]{2}(\.ENT)?\.[A-Za-z0-9]{1,128}$/;
+
+/**
+ * Who a WhatsApp message goes to: `to` with a phone (E.164 without its `+`); with a business-scoped
+ * user id (BSUID), Meta's `recipient` in its place (Meta's "Business-scoped user IDs": `to` wins when
+ * both are sent, so a contact with a phone is always sent to by phone).
+ */
+export function whatsappAddress(recipient: string): { to: string } | { recipient: string } {
+  return BSUID.test(recipient) ? { recipient } : { to: recipient.replace(/^\+/, '') };
+}
+
+/** WhatsApp Cloud API `POST /{phone-number-id}/messages`: free text to a phone or a BSUID. */
+export function whatsappTextBody(recipient: string, content: string): Record<string, unknown> {
+  return { messaging_product: 'whatsapp', recipient_type: 'individual', ...whatsappAddress(recipient), type: 'text', text: { body: content } };
 }
 
 /** WhatsApp Cloud API `POST /{phone-number-id}/messages`: an approved template with body parameters. */
-export function whatsappTemplateBody(phone: string, template: TemplateRef): Record<string, unknown> {
+export function whatsappTemplateBody(recipient: string, template: TemplateRef): Record<string, unknown> {
   const parameters = template.parameters ?? [];
   return {
     messaging_product: 'whatsapp',
     recipient_type: 'individual',
-    to: phone.replace(/^\+/, ''),
+    ...whatsappAddress(recipient),
     type: 'template',
     template: {
       name: template.name,
@@ -216,12 +227,12 @@ export async function uploadGraphMedia(options: {
 }
 
 /** WhatsApp Cloud API `POST /{phone-number-id}/messages`: an uploaded file (`type` image, video, audio, document or sticker). */
-export function whatsappMediaBody(phone: string, attachment: Attachment, mediaId: string): Record<string, unknown> {
+export function whatsappMediaBody(recipient: string, attachment: Attachment, mediaId: string): Record<string, unknown> {
   const captioned = attachment.type === 'image' || attachment.type === 'video' || attachment.type === 'document';
   return {
     messaging_product: 'whatsapp',
     recipient_type: 'individual',
-    to: phone.replace(/^\+/, ''),
+    ...whatsappAddress(recipient),
     type: attachment.type,
     [attachment.type]: {
       id: mediaId,

@@ -25,7 +25,8 @@ export type InboundEvent =
       kind: 'message';
       /** WhatsApp `wamid`, Instagram `mid`. */
       externalId: string;
-      from: { phone: string } | { instagramId: string };
+      /** WhatsApp: the phone (`from`/`wa_id`) and/or the BSUID (`from_user_id`/`user_id`), at least one; Instagram: the IGSID. */
+      from: WhatsappSender | { instagramId: string };
       /** WhatsApp `contacts[].profile.name` of the sender, when given. */
       name?: string | undefined;
       /** The text; for a file, its caption or null. */
@@ -37,7 +38,21 @@ export type InboundEvent =
       /** The payload of the Instagram quick reply the customer tapped (`message.quick_reply.payload`). */
       quickReplyPayload?: string | undefined;
     }
-  | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined };
+  | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined }
+  /** Meta's `system` message `user_changed_user_id`: the customer known by `previous` now has the BSUID `current`. */
+  | { kind: 'user_id_changed'; externalId: string; previous: string; current: string };
+
+/** A WhatsApp customer as a delivery names them: a phone, a BSUID or both, and the username they show. */
+export interface WhatsappSender {
+  phone?: string | undefined;
+  whatsappUserId?: string | undefined;
+  username?: string | undefined;
+}
+
+/** A business-scoped user id as Meta documents it: country code, `.ENT` for a parent BSUID, then 1-128 letters and digits. */
+export const BSUID = /^[A-Z]{2}(\.ENT)?\.[A-Za-z0-9]{1,128}$/;
+/** A WhatsApp username as shown (Meta's format restrictions keep it short); longer is not kept. */
+const MAX_USERNAME_CHARS = 64;
 
 export interface ParsedDelivery {
   events: InboundEvent[];
@@ -181,19 +196,43 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
     out.ignored.push(`a change for phone_number_id ${clip(phoneNumberId)}, not this channel's`);
     return;
   }
-  const names = new Map<string, string>();
+  // `contacts[]` names each sender: `wa_id` (the phone, when Meta shares it), `user_id` (the BSUID), `profile.name` and `profile.username`.
+  const people: Array<{ waId?: string | undefined; userId?: string | undefined; name?: string | undefined; username?: string | undefined }> = [];
   for (const contact of objects(value.contacts)) {
-    const name = isObject(contact.profile) ? text(contact.profile.name) : undefined;
-    const waId = text(contact.wa_id);
-    if (!waId || !name) continue;
-    if (storable(name) && (name.length <= MAX_NAME_CHARS || [...name].length <= MAX_NAME_CHARS)) names.set(waId, name);
-    else out.ignored.push('a profile name that cannot be stored (U+0000, a lone surrogate, or too long): the phone names the contact');
+    const profile = isObject(contact.profile) ? contact.profile : {};
+    let name = text(profile.name);
+    if (name && !(storable(name) && (name.length <= MAX_NAME_CHARS || [...name].length <= MAX_NAME_CHARS))) {
+      out.ignored.push('a profile name that cannot be stored (U+0000, a lone surrogate, or too long): the phone names the contact');
+      name = undefined;
+    }
+    const username = text(profile.username);
+    people.push({
+      waId: text(contact.wa_id)?.replace(/^\+/, ''),
+      userId: text(contact.user_id),
+      name,
+      username: username && storable(username) && username.length <= MAX_USERNAME_CHARS ? username : undefined,
+    });
   }
   for (const message of objects(value.messages)) {
     const id = text(message.id);
-    const from = text(message.from);
-    if (!id || !from || !/^\+?[1-9]\d{7,14}$/.test(from)) {
-      out.ignored.push('a message without an id or an E.164 sender');
+    const rawPhone = text(message.from);
+    const phoneDigits = rawPhone && /^\+?[1-9]\d{7,14}$/.test(rawPhone) ? rawPhone.replace(/^\+/, '') : undefined;
+    const rawUserId = text(message.from_user_id);
+    if (message.type === 'system' && isObject(message.system) && message.system.type === 'user_changed_user_id') {
+      const current = text(message.system.user_id);
+      if (id && storableId(id) && rawUserId && BSUID.test(rawUserId) && current && BSUID.test(current)) {
+        out.events.push({ kind: 'user_id_changed', externalId: id, previous: rawUserId, current });
+      } else out.ignored.push('a user_changed_user_id without its id or both BSUIDs');
+      continue;
+    }
+    const person =
+      people.find((p) => (rawUserId !== undefined && p.userId === rawUserId) || (phoneDigits !== undefined && p.waId === phoneDigits)) ??
+      (people.length === 1 ? people[0] : undefined);
+    const userId = rawUserId ?? person?.userId;
+    const whatsappUserId = userId && BSUID.test(userId) ? userId : undefined;
+    if (userId && !whatsappUserId) out.ignored.push('a sender BSUID that is not one (kept the message by its phone, if any)');
+    if (!id || (!phoneDigits && !whatsappUserId)) {
+      out.ignored.push('a message without an id or a sender (an E.164 phone or a BSUID)');
       continue;
     }
     if (!storableId(id)) {
@@ -206,12 +245,15 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push(`a message whose text ${UNSTORABLE_TEXT}`);
       continue;
     }
-    const digits = from.replace(/^\+/, '');
     out.events.push({
       kind: 'message',
       externalId: id,
-      from: { phone: `+${digits}` },
-      name: names.get(digits),
+      from: {
+        ...(phoneDigits && { phone: `+${phoneDigits}` }),
+        ...(whatsappUserId && { whatsappUserId }),
+        ...(person?.username && { username: person.username }),
+      },
+      name: person?.name,
       content,
       ...(media && { media: [media] }),
       sentAt: instant(message.timestamp),

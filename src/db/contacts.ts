@@ -4,9 +4,11 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { ContactAttributes, ContactRow } from './schema.js';
+import type { Updateable } from 'kysely';
+import type { ContactAttributes, ContactRow, ContactTable } from './schema.js';
 import { hasLabels, labelKeys } from './labels.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
+import { phoneForms, storedPhone } from '../phones.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -16,6 +18,8 @@ export interface ContactValues {
   name?: string;
   phone?: string | null;
   email?: string | null;
+  externalId?: string | null;
+  instagramId?: string;
   labels?: string[];
   attributes?: ContactAttributes;
 }
@@ -25,6 +29,8 @@ export interface ContactFilter {
   phone?: string | undefined;
   email?: string | undefined;
   instagramId?: string | undefined;
+  whatsappUserId?: string | undefined;
+  externalId?: string | undefined;
   /** Every one of these labels (case-insensitive). */
   labels?: readonly string[] | undefined;
 }
@@ -36,6 +42,9 @@ export function contactRowToContact(row: ContactRow): Contact {
     phone: row.phone,
     email: row.email,
     instagramId: row.instagram_id,
+    whatsappUserId: row.whatsapp_user_id,
+    whatsappUsername: row.whatsapp_username,
+    externalId: row.external_id,
     labels: row.labels,
     attributes: row.attributes,
     createdAt: row.created_at.toISOString(),
@@ -49,6 +58,9 @@ const contactList = listSource<Contact>('contacts', {
   phone: 'phone',
   email: 'email',
   instagramId: 'instagram_id',
+  whatsappUserId: 'whatsapp_user_id',
+  whatsappUsername: 'whatsapp_username',
+  externalId: 'external_id',
   labels: 'labels',
   attributes: 'attributes',
   createdAt: { instant: 'created_at' },
@@ -59,9 +71,12 @@ const likeEscape = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\$
 
 export async function listContacts(db: Db, workspaceId: string, filter: ContactFilter, page: number, limit: number): Promise<PageText<Contact>> {
   const where: Condition[] = [['workspace_id = ? and erased_at is null', workspaceId]];
-  if (filter.phone) where.push(['phone = ?', filter.phone]);
+  // Either form of a Brazilian mobile: each form is one probe of contacts_phone_key.
+  if (filter.phone) where.push(['phone = any (?::text[])', phoneForms(filter.phone)]);
   if (filter.email) where.push(['lower(email) = ?', filter.email.toLowerCase()]);
   if (filter.instagramId) where.push(['instagram_id = ?', filter.instagramId]);
+  if (filter.whatsappUserId) where.push(['whatsapp_user_id = ?', filter.whatsappUserId]);
+  if (filter.externalId) where.push(['external_id = ?', filter.externalId]);
   if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
   if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
   // A label's matches come from its GIN index first (pagination.ts says why).
@@ -79,9 +94,40 @@ export async function getContact(db: Db, workspaceId: string, id: string): Promi
   return row && contactRowToContact(row);
 }
 
+/**
+ * The contact holding `phone` in any of its forms (a Brazilian mobile with or without its ninth
+ * digit); the one holding the stored form first, when contacts from before hold both.
+ */
 export async function findContactIdByPhone(db: Db, workspaceId: string, phone: string): Promise<string | undefined> {
-  const row = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where('phone', '=', phone).executeTakeFirst();
+  const row = await db
+    .selectFrom('contacts')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('phone', 'in', phoneForms(phone))
+    .orderBy(sql`phone = ${storedPhone(phone)}`, 'desc')
+    .orderBy('id')
+    .limit(1)
+    .executeTakeFirst();
   return row?.id;
+}
+
+export async function findContactIdByExternalId(db: Db, workspaceId: string, externalId: string): Promise<string | undefined> {
+  const row = await db.selectFrom('contacts').select('id').where('workspace_id', '=', workspaceId).where('external_id', '=', externalId).executeTakeFirst();
+  return row?.id;
+}
+
+/** Where a merged contact went: the live contact it was merged into (following merges of merges), or undefined. */
+export async function mergedInto(db: Db, workspaceId: string, id: string): Promise<string | undefined> {
+  const result = await sql<{ id: string }>`
+    with recursive chain (id, merged_into, depth) as (
+      select id, merged_into, 0 from contacts where workspace_id = ${workspaceId} and id = ${id} and merged_into is not null
+      union all
+      select c.id, c.merged_into, chain.depth + 1
+        from chain join contacts c on c.workspace_id = ${workspaceId} and c.id = chain.merged_into
+       where chain.depth < 50
+    )
+    select id from chain where merged_into is null order by depth desc limit 1`.execute(db);
+  return result.rows[0]?.id;
 }
 
 export async function findContactIdByInstagramId(db: Db, workspaceId: string, instagramId: string): Promise<string | undefined> {
@@ -101,9 +147,11 @@ export async function insertContact(db: Db, workspaceId: string, input: ContactC
       workspace_id: workspaceId,
       id: uuidv7(),
       name: input.name,
-      phone: input.phone ?? null,
+      phone: input.phone ? storedPhone(input.phone) : null,
       email: input.email ?? null,
       instagram_id: input.instagramId ?? null,
+      external_id: input.externalId ?? null,
+      whatsapp_user_id: (input as { whatsappUserId?: string }).whatsappUserId ?? null,
       labels,
       label_keys: labelKeys(workspaceId, labels),
       attributes: JSON.stringify(input.attributes ?? {}),
@@ -162,8 +210,10 @@ export async function updateContact(db: Db, workspaceId: string, id: string, val
     .updateTable('contacts')
     .set({
       ...(values.name !== undefined && { name: values.name }),
-      ...(values.phone !== undefined && { phone: values.phone }),
+      ...(values.phone !== undefined && { phone: values.phone && storedPhone(values.phone) }),
       ...(values.email !== undefined && { email: values.email }),
+      ...(values.externalId !== undefined && { external_id: values.externalId }),
+      ...(values.instagramId !== undefined && { instagram_id: values.instagramId }),
       ...(values.labels !== undefined && { labels: values.labels, label_keys: labelKeys(workspaceId, values.labels) }),
       ...(values.attributes !== undefined && { attributes: JSON.stringify(values.attributes) }),
       updated_at: now,
@@ -185,7 +235,20 @@ export async function updateContact(db: Db, workspaceId: string, id: string, val
 export async function eraseContact(trx: Db, workspaceId: string, id: string, now: Date): Promise<boolean> {
   const erased = await trx
     .updateTable('contacts')
-    .set({ name: '', phone: null, email: null, instagram_id: null, labels: [], label_keys: [], attributes: '{}', erased_at: now, updated_at: now })
+    .set({
+      name: '',
+      phone: null,
+      email: null,
+      instagram_id: null,
+      whatsapp_user_id: null,
+      whatsapp_username: null,
+      external_id: null,
+      labels: [],
+      label_keys: [],
+      attributes: '{}',
+      erased_at: now,
+      updated_at: now,
+    })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .where('erased_at', 'is', null)
@@ -200,4 +263,186 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
        and contact_id = ${id}
        and content is not null`.execute(trx);
   return true;
+}
+
+/**
+ * Holds the keys (a phone in its stored form, an external id, a BSUID...) of the workspace until the
+ * transaction ends: whoever looks a key up and then writes it holds it first, so two writers of one
+ * key (two upserts, an upsert and a customer's first message, a POST and a PATCH) go one after the other.
+ * Keys are taken in one order, so two holders of several never wait on each other in a circle.
+ */
+export async function lockContactKeys(trx: Db, workspaceId: string, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  const sorted = [...new Set(keys)].sort();
+  await sql`
+    select count(pg_advisory_xact_lock(hashtextextended(s.k, 0)))
+      from (select ${`contact-key:${workspaceId}:`} || u.k as k from unnest(${sorted}::text[]) with ordinality as u(k, n) order by u.n) s`.execute(trx);
+}
+
+/** The keys a contact is found by, each optional. */
+export interface ContactKeys {
+  externalId?: string | undefined;
+  whatsappUserId?: string | undefined;
+  instagramId?: string | undefined;
+  phone?: string | undefined;
+  email?: string | undefined;
+}
+export type ContactKeyName = keyof ContactKeys;
+export const CONTACT_KEY_NAMES: readonly ContactKeyName[] = ['externalId', 'whatsappUserId', 'instagramId', 'phone', 'email'];
+
+/** The advisory keys of `keys` (lockContactKeys): a phone by its stored form, an e-mail in lower case. */
+export function contactKeyLocks(keys: ContactKeys): string[] {
+  const locks: string[] = [];
+  if (keys.externalId !== undefined) locks.push(`external:${keys.externalId}`);
+  if (keys.whatsappUserId !== undefined) locks.push(`bsuid:${keys.whatsappUserId}`);
+  if (keys.instagramId !== undefined) locks.push(`instagram:${keys.instagramId}`);
+  if (keys.phone !== undefined) locks.push(`phone:${storedPhone(keys.phone)}`);
+  if (keys.email !== undefined) locks.push(`email:${keys.email.toLowerCase()}`);
+  return locks;
+}
+
+/**
+ * Each key given and the contacts it finds (a phone in either Brazilian form, an e-mail ignoring
+ * case), in one query: one indexed lookup per key (a UNION ALL, not an OR the planner may scan the table for).
+ */
+export async function findContactsByKeys(db: Db, workspaceId: string, keys: ContactKeys): Promise<Array<{ key: ContactKeyName; id: string }>> {
+  // An erased or merged contact holds no key, so none is filtered out here: `erased_at is null` would
+  // let the planner take the partial list index and filter every contact of the workspace by the key.
+  const live = sql`workspace_id = ${workspaceId}`;
+  const lookups = [
+    keys.externalId !== undefined && sql`select 'externalId' as key, id from contacts where ${live} and external_id = ${keys.externalId}`,
+    keys.whatsappUserId !== undefined && sql`select 'whatsappUserId' as key, id from contacts where ${live} and whatsapp_user_id = ${keys.whatsappUserId}`,
+    keys.instagramId !== undefined && sql`select 'instagramId' as key, id from contacts where ${live} and instagram_id = ${keys.instagramId}`,
+    keys.phone !== undefined && sql`select 'phone' as key, id from contacts where ${live} and phone = any (${phoneForms(keys.phone)}::text[])`,
+    keys.email !== undefined && sql`select 'email' as key, id from contacts where ${live} and lower(email) = ${keys.email.toLowerCase()}`,
+  ].filter((lookup) => lookup !== false);
+  if (lookups.length === 0) return [];
+  const result = await sql<{ key: ContactKeyName; id: string }>`${sql.join(lookups, sql` union all `)} order by id`.execute(db);
+  return result.rows;
+}
+
+/** Contacts of `ids` in the workspace, erased and merged ones too, locked until the transaction ends, taken in id order. */
+export async function lockContactsForMerge(trx: Db, workspaceId: string, ids: readonly string[]): Promise<ContactRow[]> {
+  return trx.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).where('id', 'in', ids).orderBy('id').forUpdate().execute();
+}
+
+/** A new contact from a customer's WhatsApp message: their phone (stored form), BSUID and username, as given. */
+export async function insertWhatsappContact(
+  trx: Db,
+  workspaceId: string,
+  sender: { phone?: string | undefined; whatsappUserId?: string | undefined; username?: string | undefined },
+  name: string,
+  now: Date,
+): Promise<ContactRow> {
+  return trx
+    .insertInto('contacts')
+    .values({
+      workspace_id: workspaceId,
+      id: uuidv7(),
+      name,
+      phone: sender.phone ? storedPhone(sender.phone) : null,
+      email: null,
+      whatsapp_user_id: sender.whatsappUserId ?? null,
+      whatsapp_username: sender.username ?? null,
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Writes what a WhatsApp delivery tells of a contact (its BSUID, phone, username); the row after. */
+export async function writeWhatsappIdentity(
+  trx: Db,
+  workspaceId: string,
+  id: string,
+  values: { phone?: string; whatsappUserId?: string; username?: string | null },
+  now: Date,
+): Promise<ContactRow> {
+  return trx
+    .updateTable('contacts')
+    .set({
+      ...(values.phone !== undefined && { phone: storedPhone(values.phone) }),
+      ...(values.whatsappUserId !== undefined && { whatsapp_user_id: values.whatsappUserId }),
+      ...(values.username !== undefined && { whatsapp_username: values.username }),
+      updated_at: now,
+    })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** The open threads of `contactIds`, newest first: which of them a merge keeps open (one per channel). */
+export async function openThreadsOfContacts(trx: Db, workspaceId: string, contactIds: string[]) {
+  return trx
+    .selectFrom('threads')
+    .select(['id', 'channel_id', 'created_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('contact_id', 'in', contactIds)
+    .where('status', '=', 'open')
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .execute();
+}
+
+/** How many threads and messages `contactIds` hold: what a merge of them would move. */
+export async function countContactsRows(trx: Db, workspaceId: string, contactIds: string[]): Promise<{ threads: number; messages: number }> {
+  const { rows } = await sql<{ threads: string; messages: string }>`
+    select (select count(*) from threads where workspace_id = ${workspaceId} and contact_id = any (${contactIds}::uuid[])) as threads,
+           (select count(*) from messages m
+             where m.workspace_id = ${workspaceId}
+               and m.thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = any (${contactIds}::uuid[]))
+               and m.contact_id = any (${contactIds}::uuid[])) as messages`.execute(trx);
+  return { threads: Number(rows[0]!.threads), messages: Number(rows[0]!.messages) };
+}
+
+/**
+ * Folds `sourceIds` into `targetId`, in the caller's transaction (the contacts locked): the sources
+ * let go of their keys first (they are unique) and keep nothing of the person, as an erased contact
+ * (their rows stay: their ids answer contact_merged); the target takes `values`; the sources'
+ * messages (through their threads: the messages' index), threads and files move to the target.
+ */
+export async function foldContacts(
+  trx: Db,
+  workspaceId: string,
+  targetId: string,
+  sourceIds: string[],
+  { values, now }: { values: Updateable<ContactTable>; now: Date },
+): Promise<ContactRow> {
+  await trx
+    .updateTable('contacts')
+    .set({
+      name: '',
+      labels: [],
+      label_keys: [],
+      attributes: '{}',
+      phone: null,
+      email: null,
+      instagram_id: null,
+      whatsapp_user_id: null,
+      whatsapp_username: null,
+      external_id: null,
+      merged_into: targetId,
+      erased_at: now,
+      updated_at: now,
+    })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', 'in', sourceIds)
+    .execute();
+  const row = await trx
+    .updateTable('contacts')
+    .set({ ...values, updated_at: now })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', targetId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await sql`
+    update messages set contact_id = ${targetId}
+     where workspace_id = ${workspaceId}
+       and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = any (${sourceIds}::uuid[]))
+       and contact_id = any (${sourceIds}::uuid[])`.execute(trx);
+  await sql`update threads set contact_id = ${targetId} where workspace_id = ${workspaceId} and contact_id = any (${sourceIds}::uuid[])`.execute(trx);
+  await sql`update media set contact_id = ${targetId} where workspace_id = ${workspaceId} and contact_id = any (${sourceIds}::uuid[])`.execute(trx);
+  return row;
 }

@@ -195,7 +195,7 @@ export async function externalIdExists(db: Db, workspaceId: string, channelId: s
 export interface DeliveryTarget {
   message: MessageRow;
   channel: ChannelRow;
-  contact: Pick<ContactRow, 'phone' | 'instagram_id'>;
+  contact: Pick<ContactRow, 'phone' | 'instagram_id' | 'whatsapp_user_id'>;
 }
 
 export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: string): Promise<DeliveryTarget | undefined> {
@@ -215,6 +215,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
       'ch.default_agent_id as ch_default_agent_id',
       'co.phone as co_phone',
       'co.instagram_id as co_instagram_id',
+      'co.whatsapp_user_id as co_whatsapp_user_id',
     ])
     .where('m.workspace_id', '=', workspaceId)
     .where('m.id', '=', messageId)
@@ -231,6 +232,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
     ch_default_agent_id,
     co_phone,
     co_instagram_id,
+    co_whatsapp_user_id,
     ...message
   } = row;
   return {
@@ -247,7 +249,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
       updated_at: ch_updated_at,
       default_agent_id: ch_default_agent_id,
     },
-    contact: { phone: co_phone, instagram_id: co_instagram_id },
+    contact: { phone: co_phone, instagram_id: co_instagram_id, whatsapp_user_id: co_whatsapp_user_id },
   };
 }
 
@@ -315,7 +317,7 @@ export function providerStatusChange(
 
 /** What sending a message to a contact on a channel depends on; each part absent when unknown. */
 export interface SendContext {
-  contact: Pick<ContactRow, 'phone' | 'instagram_id'> | undefined;
+  contact: Pick<ContactRow, 'phone' | 'instagram_id' | 'whatsapp_user_id'> | undefined;
   channel: Pick<ChannelRow, 'type' | 'provider'> | undefined;
   /** When the contact last wrote on the channel (any of their threads there). */
   lastInboundAt: Date | null;
@@ -326,12 +328,13 @@ export async function getSendContext(db: Db, workspaceId: string, contactId: str
     contact_id: string | null;
     phone: string | null;
     instagram_id: string | null;
+    whatsapp_user_id: string | null;
     channel_id: string | null;
     type: ChannelRow['type'] | null;
     provider: ChannelRow['provider'] | null;
     last_inbound_at: Date | null;
   }>`
-    select co.id as contact_id, co.phone, co.instagram_id, ch.id as channel_id, ch.type, ch.provider,
+    select co.id as contact_id, co.phone, co.instagram_id, co.whatsapp_user_id, ch.id as channel_id, ch.type, ch.provider,
            (select max(t.last_inbound_at) from threads t
              where t.workspace_id = ${workspaceId} and t.contact_id = ${contactId} and t.channel_id = ${channelId}) as last_inbound_at
       from (select 1) as one
@@ -339,7 +342,7 @@ export async function getSendContext(db: Db, workspaceId: string, contactId: str
       left join channels ch on ch.workspace_id = ${workspaceId} and ch.id = ${channelId}`.execute(db);
   const row = result.rows[0]!;
   return {
-    contact: row.contact_id ? { phone: row.phone, instagram_id: row.instagram_id } : undefined,
+    contact: row.contact_id ? { phone: row.phone, instagram_id: row.instagram_id, whatsapp_user_id: row.whatsapp_user_id } : undefined,
     channel: row.channel_id ? { type: row.type!, provider: row.provider! } : undefined,
     lastInboundAt: row.last_inbound_at,
   };

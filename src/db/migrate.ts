@@ -27,6 +27,7 @@ import * as m0022 from './migrations/0022_automation_runs.js';
 import * as m0023 from './migrations/0023_nps_requests.js';
 import * as m0024 from './migrations/0024_labels_folded_in_nfc.js';
 import * as m0025 from './migrations/0025_automation_bounds.js';
+import * as m0027 from './migrations/0027_contact_identity.js';
 import * as m0028 from './migrations/0028_service_levels.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
@@ -56,6 +57,7 @@ export const migrations: Record<string, Migration> = {
   '0023_nps_requests': m0023,
   '0024_labels_folded_in_nfc': m0024,
   '0025_automation_bounds': m0025,
+  '0027_contact_identity': m0027,
   '0028_service_levels': m0028,
 };
 

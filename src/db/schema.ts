@@ -103,6 +103,14 @@ export interface ContactTable {
   updated_at: Timestamp;
   /** Set when the person was erased (name '', phone, email, labels and attributes gone); such a contact no longer exists for the API. */
   erased_at: NullableTimestamp;
+  /** The WhatsApp business-scoped user id (BSUID) Meta sends, unique per workspace (migration 0027). */
+  whatsapp_user_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The WhatsApp username Meta last delivered: shown, never a key. */
+  whatsapp_username: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The integrator's own id, unique per workspace. */
+  external_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Set (with erased_at) when the contact was merged into this one: its id answers contact_merged. */
+  merged_into: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ThreadTable {
@@ -408,6 +416,8 @@ export interface EventTable {
   /** Which clock an sla.warning or sla.breached is about (migration 0028); null for other types. */
   metric: ColumnType<SlaMetric | null, SlaMetric | null | undefined, never>;
   created_at: ColumnType<Date, Date, never>;
+  /** The contacts a contact.merged folded into its object (migration 0027); null for other types. */
+  merged_ids: ColumnType<string[] | null, string[] | null | undefined, never>;
   /** The writing transaction's id (xid8, as text), set by PostgreSQL: the live stream's order. */
   commit_xid: ColumnType<string | null, never, never>;
 }

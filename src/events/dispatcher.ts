@@ -46,12 +46,13 @@ interface DeliveryTarget {
   actor_id: string | null;
   source: EventRow['source'];
   metric: EventRow['metric'];
+  merged_ids: EventRow['merged_ids'];
   created_at: Date;
 }
 
 async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Promise<DeliveryTarget | undefined> {
   const result = await sql<DeliveryTarget>`
-    select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.actor_type, ev.actor_id, ev.source, ev.metric, ev.created_at
+    select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.actor_type, ev.actor_id, ev.source, ev.metric, ev.merged_ids, ev.created_at
       from webhook_deliveries d
       join webhook_endpoints e on e.workspace_id = d.workspace_id and e.id = d.endpoint_id
       join events ev on ev.workspace_id = d.workspace_id and ev.id = d.event_id
@@ -61,7 +62,8 @@ async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Prom
 
 /** The body every attempt of an event sends: the event as GET /events/{id} answers it. */
 export const eventBody = (
-  target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'created_at'>,
+  target: Pick<DeliveryTarget, 'event_id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'created_at'> &
+    Partial<Pick<DeliveryTarget, 'merged_ids'>>,
 ): string => JSON.stringify(eventRowToEvent({ ...target, id: target.event_id }));
 
 /** Slots of one endpoint in this process: attempts running (with their start times) and jobs waiting for one. */

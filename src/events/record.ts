@@ -30,7 +30,7 @@ const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
 
 /** The contact an event is about: erasing them scrubs it. */
 function contactOf(type: EventType, object: Record<string, unknown>): string | null {
-  if (type === 'contact.created' || type === 'contact.updated') return object.id as string;
+  if (type === 'contact.created' || type === 'contact.updated' || type === 'contact.merged') return object.id as string;
   return typeof object.contactId === 'string' ? object.contactId : null;
 }
 
@@ -41,6 +41,8 @@ export interface RecordOptions {
   metric?: SlaMetric | undefined;
   /** A message already answered by the service (an NPS score, thanked): no consumer answers it again. */
   answered?: boolean | undefined;
+  /** The contacts a contact.merged folded into its object. */
+  mergedIds?: string[] | undefined;
 }
 
 /**
@@ -63,7 +65,7 @@ export async function recordEvent(
   await sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now, options.source, options.metric)}${consumers.with}
+    ), ${recording(workspaceId, id, type, actor, now, options)}${consumers.with}
     select 1 as recorded${consumers.notify}`.execute(trx);
   return id;
 }
@@ -92,10 +94,11 @@ export async function recordChangeEvent(
 }
 
 /** The WITH query that inserts the event of `event_source` (if it has a row), returning its id. */
-function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, source?: EventSource, metric?: SlaMetric): RawBuilder<unknown> {
+function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, options: RecordOptions = {}): RawBuilder<unknown> {
   return sql`event as (
-      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, metric, created_at)
-      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${source ?? null}::text, ${metric ?? null}::text, ${now}::timestamptz
+      insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, metric, merged_ids, created_at)
+      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${options.source ?? null}::text,
+             ${options.metric ?? null}::text, ${options.mergedIds ?? null}::uuid[], ${now}::timestamptz
         from event_source s
       returning id
     )`;
@@ -136,10 +139,17 @@ registerEventConsumer('webhook-deliveries', webhookDeliveries);
 const actorOf = (row: Pick<EventRow, 'actor_type' | 'actor_id'>): Actor | null => (row.actor_type ? { type: row.actor_type, id: row.actor_id } : null);
 
 /** The columns an event is shown from. */
-type EventColumns = Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'created_at'>;
+type EventColumns = Pick<EventRow, 'id' | 'type' | 'data' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'created_at'> &
+  Partial<Pick<EventRow, 'merged_ids'>>;
 
 export function eventRowToEvent(row: EventColumns): Event {
-  const data = { object: row.data, actor: actorOf(row), ...(row.source && { source: row.source }), ...(row.metric && { metric: row.metric }) };
+  const data = {
+    object: row.data,
+    actor: actorOf(row),
+    ...(row.source && { source: row.source }),
+    ...(row.metric && { metric: row.metric }),
+    ...(row.merged_ids && { mergedIds: row.merged_ids }),
+  };
   return { id: row.id, type: row.type, createdAt: row.created_at.toISOString(), data } as Event;
 }
 
@@ -150,7 +160,9 @@ const eventList = listSource<Event>('events', {
   type: 'type',
   createdAt: { instant: 'created_at' },
   data: {
-    sql: `case when p.source is not null
+    sql: `case when p.merged_ids is not null
+                then json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'mergedIds', p.merged_ids)
+                when p.source is not null
                 then json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'source', p.source)
                 when p.metric is not null
                 then json_build_object('object', p.data, 'actor', ${ACTOR_JSON}, 'metric', p.metric)
@@ -168,7 +180,7 @@ export async function listEvents(db: Db, workspaceId: string, type: EventType | 
 export async function getEvent(db: Db, workspaceId: string, id: string): Promise<Event | undefined> {
   const row = await db
     .selectFrom('events')
-    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'source', 'metric', 'created_at'])
+    .select(['id', 'type', 'data', 'actor_type', 'actor_id', 'source', 'metric', 'merged_ids', 'created_at'])
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', id)
     .executeTakeFirst();
@@ -179,6 +191,11 @@ export async function getEvent(db: Db, workspaceId: string, id: string): Promise
  * Scrubs an erased contact's events as their records are: their contact.created and contact.updated events go (with
  * their deliveries), their messages' events lose `content` and their files' captions and names. Run it in the erasure's transaction.
  */
+/** A merge's events: those of `sourceIds` become the target's (GET /contacts/{id}/events, erasure). */
+export async function moveContactEvents(trx: Db, workspaceId: string, sourceIds: string[], targetId: string): Promise<void> {
+  await sql`update events set contact_id = ${targetId} where workspace_id = ${workspaceId} and contact_id = any (${sourceIds}::uuid[])`.execute(trx);
+}
+
 export async function scrubContactEvents(trx: Db, workspaceId: string, contactId: string): Promise<void> {
   await sql`
     delete from events

@@ -92,11 +92,15 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
       { path: '/body/template', message: 'templates are a WhatsApp feature' },
     ]);
   }
+  if (type === 'whatsapp' && !context.contact.phone && !context.contact.whatsapp_user_id) {
+    throw new ApiError(422, 'contact_unreachable', 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.', [
+      { path: '/body/contactId', message: 'the contact has no phone and no whatsappUserId (they must write first, or be given a phone)' },
+    ]);
+  }
   if (provider === 'sandbox') return attachments;
-  const reachable = type === 'whatsapp' ? context.contact.phone : context.contact.instagram_id;
-  if (!reachable) {
-    throw new ApiError(422, 'invalid_reference', `The contact cannot be reached on ${type === 'whatsapp' ? 'WhatsApp' : 'Instagram'}.`, [
-      { path: '/body/contactId', message: type === 'whatsapp' ? 'the contact has no phone' : 'the contact has no Instagram id (they must write first)' },
+  if (type === 'instagram' && !context.contact.instagram_id) {
+    throw new ApiError(422, 'invalid_reference', 'The contact cannot be reached on Instagram.', [
+      { path: '/body/contactId', message: 'the contact has no Instagram id (they must write first)' },
     ]);
   }
   if (!input.template && !withinMessagingWindow(context.lastInboundAt, now)) {

@@ -82,7 +82,7 @@ async function questionFor(
   const pair = { contactId: thread.contact_id, channelId: thread.channel_id };
   const text: OutboundMessage = { ...pair, content: nps.question, ...(type === 'instagram' && { quickReplies: [...NPS_QUICK_REPLIES] }) };
   if (provider === 'sandbox') return text;
-  const reachable = type === 'whatsapp' ? context.contact.phone : context.contact.instagram_id;
+  const reachable = type === 'whatsapp' ? (context.contact.phone ?? context.contact.whatsapp_user_id) : context.contact.instagram_id;
   if (!reachable) {
     throw unreachable(
       `The contact cannot be reached on ${type === 'whatsapp' ? 'WhatsApp' : 'Instagram'}.`,

@@ -13,7 +13,7 @@ import { externalIdExists, insertInboundMessage } from '../db/messages.js';
 import type { ChannelRow, MessageRow } from '../db/schema.js';
 import { recordInbound } from '../db/threads.js';
 import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
-import { findOrCreateContact } from './contacts.js';
+import { changeWhatsappUserId, findOrCreateInboundContact } from './contacts.js';
 import { messageCreated } from './messages.js';
 import { answerInConversation, scoreOfReply } from './nps-requests.js';
 import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
@@ -33,13 +33,12 @@ export interface ReceivedEvents {
 }
 
 /**
- * The contact who wrote `message` on `channel`: found by their address on it (a WhatsApp phone, an
- * Instagram-scoped id), or created (contact.created, by the system) named as the provider names
- * them, else by that address.
+ * The contact who wrote `message` on `channel` (services/contacts.ts findOrCreateInboundContact):
+ * on WhatsApp by BSUID, then by phone (either form of a Brazilian mobile); on Instagram by the
+ * Instagram-scoped id; or created (contact.created, by the system) named as the provider names them.
  */
 export async function contactOfSender(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<string> {
-  const name = message.name ?? ('phone' in message.from ? message.from.phone : `Instagram ${message.from.instagramId}`);
-  return findOrCreateContact(trx, channel.workspace_id, message.from, name, now, SYSTEM);
+  return findOrCreateInboundContact(trx, channel.workspace_id, { ...message.from, name: message.name }, now);
 }
 
 /**
@@ -99,6 +98,10 @@ export async function receiveEvents(db: Db, channel: ChannelRow, events: Inbound
       const now = new Date();
       if (event.kind === 'status') {
         received.statuses[await applyProviderStatus(trx, channel.workspace_id, channel.id, event, now)]++;
+        continue;
+      }
+      if (event.kind === 'user_id_changed') {
+        await changeWhatsappUserId(trx, channel.workspace_id, event.previous, event.current, now);
         continue;
       }
       const outcome = await receiveMessage(trx, channel, event, now);

@@ -4,7 +4,10 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { EventRow } from '../db/schema.js';
 
-export interface LoggedEvent extends Pick<EventRow, 'id' | 'type' | 'data' | 'created_at' | 'workspace_id' | 'actor_type' | 'actor_id' | 'source' | 'metric'> {
+export interface LoggedEvent extends Pick<
+  EventRow,
+  'id' | 'type' | 'data' | 'created_at' | 'workspace_id' | 'actor_type' | 'actor_id' | 'source' | 'metric' | 'merged_ids'
+> {
   /** The writing transaction (xid8). */
   xid: bigint;
 }
@@ -51,7 +54,7 @@ export async function currentHorizon(db: Db): Promise<bigint> {
 export async function committedSince(db: Db, workspaceIds: string[], from: bigint): Promise<{ upTo: bigint; events: LoggedEvent[] }> {
   const { rows } = await sql<{ up_to: string } & { [K in keyof Row]: Row[K] | null }>`
     with h as materialized (select ${HORIZON}::xid8 as up_to)
-    select h.up_to::text as up_to, e.id, e.type, e.data, e.created_at, e.workspace_id, e.actor_type, e.actor_id, e.source, e.metric, e.commit_xid::text as xid
+    select h.up_to::text as up_to, e.id, e.type, e.data, e.created_at, e.workspace_id, e.actor_type, e.actor_id, e.source, e.metric, e.merged_ids, e.commit_xid::text as xid
       from h left join events e
         on e.workspace_id = any (${workspaceIds}::uuid[]) and e.commit_xid >= ${from.toString()}::xid8 and e.commit_xid < h.up_to
      order by e.commit_xid, e.id`.execute(db);
@@ -81,7 +84,7 @@ export async function eventsAfter(
   limit: number,
 ): Promise<LoggedEvent[]> {
   const { rows } = await sql<Row>`
-    select e.id, e.type, e.data, e.created_at, e.workspace_id, e.actor_type, e.actor_id, e.source, e.metric, e.commit_xid::text as xid
+    select e.id, e.type, e.data, e.created_at, e.workspace_id, e.actor_type, e.actor_id, e.source, e.metric, e.merged_ids, e.commit_xid::text as xid
       from events e
      where e.workspace_id = ${workspaceId}::uuid
        and (e.commit_xid, e.id) > (${after.xid.toString()}::xid8, ${after.id}::uuid)

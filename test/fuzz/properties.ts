@@ -20,6 +20,7 @@ import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
 import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
 import { cleanFilename, normalizeText } from '../../src/text.js';
+import { phoneForms, storedPhone } from '../../src/phones.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
 import { applyMutation, translator, uuidArb, type Mutation, type Schema, type Translator } from './arbitraries.js';
@@ -863,6 +864,15 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (!knobs.anchor || !contact) return;
       if (parts.query.phone !== undefined) parts.query.phone = contact.phone!;
       if (parts.query.instagramId !== undefined && contact.instagramId) parts.query.instagramId = contact.instagramId;
+      // The anchored contact's own keys, or none (a random one finds nobody).
+      if (parts.query.whatsappUserId !== undefined) {
+        if (contact.whatsappUserId) parts.query.whatsappUserId = contact.whatsappUserId;
+        else delete parts.query.whatsappUserId;
+      }
+      if (parts.query.externalId !== undefined) {
+        if (contact.externalId) parts.query.externalId = contact.externalId;
+        else delete parts.query.externalId;
+      }
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
       if (parts.query.label !== undefined && contact.labels.length > 0) {
         const label = contact.labels[knobs.picks[1] % contact.labels.length]!;
@@ -879,8 +889,13 @@ const plans: Partial<Record<OperationId, Plan>> = {
     async check({ model }, ex, { query }) {
       expectStatus(ex, 200, 'a valid list request');
       const matches = model.contacts
-        .filter((c) => (!query.phone || c.phone === query.phone) && (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()))
+        .filter(
+          (c) =>
+            (!query.phone || (c.phone !== null && phoneForms(query.phone).includes(c.phone))) &&
+            (!query.email || c.email?.toLowerCase() === query.email.toLowerCase()),
+        )
         .filter((c) => (!query.instagramId || c.instagramId === query.instagramId) && hasLabel(c.labels, query.label))
+        .filter((c) => (!query.whatsappUserId || c.whatsappUserId === query.whatsappUserId) && (!query.externalId || c.externalId === query.externalId))
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
@@ -925,9 +940,17 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
     async check(ctx, ex, { body }) {
       const input = body as S['ContactCreate'];
-      const phoneHolder = input.phone && ctx.model.contacts.find((c) => c.phone === input.phone);
+      // A Brazilian mobile in either form is one phone.
+      const phoneHolder = input.phone && ctx.model.contacts.find((c) => c.phone && phoneForms(input.phone!).includes(c.phone));
+      const externalHolder = input.externalId && ctx.model.contacts.find((c) => c.externalId === input.externalId);
       const instagramHolder = input.instagramId && ctx.model.contacts.find((c) => c.instagramId === input.instagramId);
-      const clash = phoneHolder ? { holder: phoneHolder, field: 'phone' } : instagramHolder ? { holder: instagramHolder, field: 'instagramId' } : undefined;
+      const clash = phoneHolder
+        ? { holder: phoneHolder, field: 'phone' }
+        : externalHolder
+          ? { holder: externalHolder, field: 'externalId' }
+          : instagramHolder
+            ? { holder: instagramHolder, field: 'instagramId' }
+            : undefined;
       if (clash) {
         expectError(ex, 409, 'conflict', `a ${clash.field} another contact has`, `/body/${clash.field}`);
         return same(
@@ -942,9 +965,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const expected = {
         id: contact.id,
         name: normalizeText(input.name),
-        phone: input.phone ?? null,
+        phone: input.phone ? storedPhone(input.phone) : null,
         email: input.email ?? null,
         instagramId: input.instagramId ?? null,
+        whatsappUserId: null,
+        whatsappUsername: null,
+        externalId: input.externalId ?? null,
         labels: keptLabels(input.labels),
         attributes: input.attributes ?? {},
         createdAt: contact.createdAt,
@@ -953,6 +979,79 @@ const plans: Partial<Record<OperationId, Plan>> = {
       ctx.model.contacts.push(contact);
       same(ex, contact, expected, 'the created contact');
       await readBack(ctx, `/v1/contacts/${contact.id}`, contact, 'the created contact');
+    },
+  },
+
+  upsertContact: {
+    async bind({ model }, parts, knobs) {
+      // Anchored cases name a contact of the model by one of its keys.
+      if (!knobs.anchor) return;
+      const known = pick(
+        model.contacts.filter((c) => c.phone || c.instagramId),
+        knobs.picks[0],
+      );
+      const body = parts.body as Record<string, unknown>;
+      if (!known) return;
+      for (const key of ['externalId', 'whatsappUserId', 'instagramId', 'phone', 'email']) delete body[key];
+      if (known.phone) body.phone = known.phone;
+      else body.instagramId = known.instagramId;
+    },
+    async check(ctx, ex, { body }) {
+      const input = body as S['ContactUpsert'];
+      const { model } = ctx;
+      const finds = (c: Contact): boolean =>
+        (input.externalId !== undefined && c.externalId === input.externalId) ||
+        (input.whatsappUserId !== undefined && c.whatsappUserId === input.whatsappUserId) ||
+        (input.instagramId !== undefined && c.instagramId === input.instagramId) ||
+        (input.phone !== undefined && c.phone !== null && phoneForms(input.phone).includes(c.phone)) ||
+        (input.email !== undefined && c.email?.toLowerCase() === input.email.toLowerCase());
+      const keyed = ['externalId', 'whatsappUserId', 'instagramId', 'phone', 'email'].some((k) => (input as Record<string, unknown>)[k] !== undefined);
+      if (!keyed) return expectError(ex, 400, 'validation_error', 'an upsert without a key', '/body');
+      const found = model.contacts.filter(finds);
+      if (found.length > 1) return expectError(ex, 409, 'conflict', 'keys that find two contacts');
+      if (found.length === 0 && input.name === undefined) return expectError(ex, 400, 'validation_error', 'a new contact without a name', '/body/name');
+      if (found.length === 0) {
+        expectStatus(ex, 201, 'an upsert no key finds');
+        const contact = ex.res.body as Contact;
+        model.contacts.push(contact);
+        return readBack(ctx, `/v1/contacts/${contact.id}`, contact, 'the upserted contact');
+      }
+      expectStatus(ex, 200, 'an upsert its keys find');
+      const contact = ex.res.body as Contact;
+      same(ex, contact.id, found[0]!.id, 'the contact the keys find');
+      model.contacts[model.contacts.indexOf(found[0]!)] = contact;
+    },
+  },
+
+  mergeContact: {
+    async bind({ model }, parts, knobs) {
+      const body = parts.body as { sourceIds?: string[]; dryRun?: boolean };
+      // Always a dry run: the model does not follow threads from contact to contact (test/contact-identity.test.ts does).
+      body.dryRun = true;
+      if (!knobs.anchor || model.contacts.length < 2) return;
+      const target = pick(model.contacts, knobs.picks[0])!;
+      const source = pick(
+        model.contacts.filter((c) => c.id !== target.id),
+        knobs.picks[1],
+      )!;
+      parts.path.id = casing(target.id, knobs.upper);
+      body.sourceIds = [source.id];
+    },
+    refuse: refuseId('contact', 'id'),
+    async check(ctx, ex, { path, body }) {
+      const input = body as S['ContactMerge'];
+      const { model } = ctx;
+      const target = path.id!.toLowerCase();
+      const sources = input.sourceIds.map((id) => id.toLowerCase());
+      if (sources.includes(target)) return expectError(ex, 400, 'validation_error', 'the target among the sources');
+      const known = new Set(model.contacts.map((c) => c.id));
+      if (![target, ...sources].every((id) => known.has(id))) return expectError(ex, 404, 'not_found', 'a contact the workspace does not have');
+      const labels = new Set([target, ...sources].flatMap((id) => model.contacts.find((c) => c.id === id)!.labels.map((l) => l.toLowerCase())));
+      if (labels.size > 20) return expectError(ex, 422, 'limit_reached', 'more than 20 labels united');
+      const attributes = new Set([target, ...sources].flatMap((id) => Object.keys(model.contacts.find((c) => c.id === id)!.attributes)));
+      if (attributes.size > 50) return expectError(ex, 422, 'limit_reached', 'more than 50 attributes merged');
+      expectStatus(ex, 200, 'a dry run of a merge');
+      same(ex, (ex.res.body as S['ContactMergePreview']).contact.id, target, 'the target of the dry run');
     },
   },
 
@@ -993,6 +1092,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
       // The fuzzer uploads no file (POST /media takes bytes it does not generate): any media id is unknown.
       if (input.attachments) return expectError(ex, 422, 'invalid_reference', 'a media file the workspace has not stored', '/body/attachments/0/mediaId');
       if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
+      if (channel.type === 'whatsapp' && !contact.phone && !contact.whatsappUserId)
+        return expectError(ex, 422, 'contact_unreachable', 'a contact with neither a phone nor a BSUID, on WhatsApp', '/body/contactId');
       if (channel.provider === 'meta') {
         if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId))
           return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/body/contactId');
@@ -1179,7 +1280,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (!fits) return expectError(ex, 400, 'validation_error', `a sender that is not a ${channel.type} id`, '/body/from');
       expectStatus(ex, 201, 'a customer writing on a sandbox channel');
       const message = ex.res.body as Message;
-      let contact = model.contacts.find((c) => (channel.type === 'whatsapp' ? c.phone === input.from : c.instagramId === input.from));
+      let contact = model.contacts.find((c) =>
+        channel.type === 'whatsapp' ? c.phone !== null && phoneForms(input.from).includes(c.phone) : c.instagramId === input.from,
+      );
       if (!contact) {
         const created = await send(ctx, 'get', `/v1/contacts/${message.contactId}`);
         expectStatus(created, 200, 'the contact the customer became');
@@ -1188,9 +1291,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
         const expectedContact = {
           id: contact.id,
           name,
-          phone: channel.type === 'whatsapp' ? input.from : null,
+          phone: channel.type === 'whatsapp' ? storedPhone(input.from) : null,
           email: null,
           instagramId: channel.type === 'instagram' ? input.from : null,
+          whatsappUserId: null,
+          whatsappUsername: null,
+          externalId: null,
           labels: [],
           attributes: {},
           createdAt: contact.createdAt,
@@ -1802,18 +1908,37 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const input = body as S['ContactUpdate'];
       const id = path.id!.toLowerCase();
       const index = model.contacts.findIndex((c) => c.id === id);
-      const holder = typeof input.phone === 'string' && model.contacts.find((c) => c.phone === input.phone && c.id !== id);
+      const own = model.contacts[index]!;
+      // A Brazilian mobile in either form is one phone; a key the contact already has is no change.
+      const holder =
+        typeof input.phone === 'string' &&
+        storedPhone(input.phone) !== own.phone &&
+        model.contacts.find((c) => c.phone !== null && phoneForms(input.phone!).includes(c.phone) && c.id !== id);
       if (holder) {
         expectError(ex, 409, 'conflict', 'a phone another contact has', '/body/phone');
         return same(ex, (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId, holder.id, 'the 409 names the contact holding the phone');
+      }
+      const externalHolder =
+        typeof input.externalId === 'string' &&
+        input.externalId !== own.externalId &&
+        model.contacts.find((c) => c.externalId === input.externalId && c.id !== id);
+      if (externalHolder) {
+        expectError(ex, 409, 'conflict', 'an external id another contact has', '/body/externalId');
+        return same(
+          ex,
+          (ex.res.body as S['ErrorResponse']).error.details?.[0]?.existingId,
+          externalHolder.id,
+          'the 409 names the contact holding the external id',
+        );
       }
       expectStatus(ex, 200, 'a valid change of a contact of the workspace');
       const before = model.contacts[index]!;
       const after = ex.res.body as Contact;
       const changes = {
         ...(input.name !== undefined && { name: normalizeText(input.name) }),
-        ...(input.phone !== undefined && { phone: input.phone }),
+        ...(input.phone !== undefined && { phone: input.phone === null ? null : storedPhone(input.phone) }),
         ...(input.email !== undefined && { email: input.email }),
+        ...(input.externalId !== undefined && { externalId: input.externalId }),
         ...(input.labels !== undefined && { labels: keptLabels(input.labels) }),
         ...(input.attributes !== undefined && {
           attributes: Object.fromEntries(

@@ -65,7 +65,12 @@ export function sentAnswer(request: GraphRequest): GraphAnswer {
       status: 200,
       body: {
         messaging_product: 'whatsapp',
-        contacts: [{ input: request.body.to, wa_id: request.body.to }],
+        // Meta's "Business-scoped user IDs": a send by BSUID (`recipient`) answers `user_id`, one by phone `wa_id`.
+        contacts: [
+          request.body.to === undefined
+            ? { input: request.body.recipient, user_id: request.body.recipient }
+            : { input: request.body.to, wa_id: request.body.to },
+        ],
         messages: [{ id: `wamid.${randomBytes(18).toString('base64url')}` }],
       },
     };
@@ -234,6 +239,51 @@ export function whatsappText(
     id,
     contacts: name ? [{ profile: { name }, wa_id: from }] : [],
     messages: [{ from, id, timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', text: { body } }],
+  };
+}
+
+/**
+ * A WhatsApp inbound text as Meta sends it since business-scoped user ids (Meta's "Business-scoped
+ * user IDs" page): `messages[].from_user_id` and `contacts[].user_id` carry the BSUID,
+ * `contacts[].profile.username` the username when the customer has one; `from` and `wa_id` (the
+ * phone) only when Meta shares it. `phone` digits without +.
+ */
+export function whatsappBsuidText(
+  sender: { userId: string; phone?: string; username?: string; name?: string },
+  body: string,
+  id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`,
+): { messages: unknown[]; contacts: unknown[]; id: string } {
+  const profile = { ...(sender.name !== undefined && { name: sender.name }), ...(sender.username !== undefined && { username: sender.username }) };
+  return {
+    id,
+    contacts: [{ profile, ...(sender.phone !== undefined && { wa_id: sender.phone }), user_id: sender.userId }],
+    messages: [
+      {
+        ...(sender.phone !== undefined && { from: sender.phone }),
+        from_user_id: sender.userId,
+        id,
+        timestamp: String(Math.floor(Date.now() / 1000)),
+        type: 'text',
+        text: { body },
+      },
+    ],
+  };
+}
+
+/** Meta's system message when a customer's BSUID changes (`user_changed_user_id`): no contacts array, the new BSUID in `system.user_id`. */
+export function whatsappUserIdChange(previous: string, current: string): { messages: unknown[]; id: string } {
+  const id = `wamid.HBgM${Date.now()}${waSequence++}${randomBytes(6).toString('hex')}`;
+  return {
+    id,
+    messages: [
+      {
+        from_user_id: previous,
+        id,
+        timestamp: String(Math.floor(Date.now() / 1000)),
+        type: 'system',
+        system: { body: `User changed from ${previous} to ${current}`, user_id: current, type: 'user_changed_user_id' },
+      },
+    ],
   };
 }
 

@@ -1,0 +1,49 @@
+// Phones as the contacts keep and find them, parsed and formatted with libphonenumber-js. One rule
+// on top of it, Brazil's ninth digit: a mobile is `+55 DD 9XXXXXXXX` (13 digits), and WhatsApp still
+// reports many older ones as `+55 DD XXXXXXXX` (12 digits, first subscriber digit 6-9), so the two
+// forms are one person. Landlines (8 digits starting 2-5) never gain a 9. Pure.
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
+
+const BRAZIL = '55';
+
+/** The parts of an E.164 phone, or undefined when libphonenumber cannot read it (kept as given then). */
+function parts(phone: string): { countryCallingCode: string; nationalNumber: string } | undefined {
+  const parsed = parsePhoneNumberFromString(phone);
+  return parsed ? { countryCallingCode: parsed.countryCallingCode, nationalNumber: parsed.nationalNumber } : undefined;
+}
+
+/** A Brazilian national number (DDD + subscriber) of a mobile without its ninth digit: 2-digit DDD, 8 digits starting 6-9. */
+const isBrazilianMobileWithoutNine = (national: string): boolean => national.length === 10 && /^[1-9][1-9][6-9]/.test(national);
+/** A Brazilian mobile in its 13-digit form: 2-digit DDD, 9, 8 digits starting 6-9. */
+const isBrazilianMobileWithNine = (national: string): boolean => national.length === 11 && /^[1-9][1-9]9[6-9]/.test(national);
+
+const e164 = (countryCallingCode: string, national: string): string =>
+  parsePhoneNumberFromString(`+${countryCallingCode}${national}`)?.number ?? `+${countryCallingCode}${national}`;
+
+/**
+ * The form a phone is stored in: E.164 as libphonenumber formats it, a Brazilian mobile in its
+ * 13-digit form (`+551187654321` -> `+5511987654321`). A phone libphonenumber cannot read is kept as given.
+ */
+export function storedPhone(phone: string): string {
+  const p = parts(phone);
+  if (!p) return phone;
+  if (p.countryCallingCode === BRAZIL && isBrazilianMobileWithoutNine(p.nationalNumber)) {
+    return e164(BRAZIL, `${p.nationalNumber.slice(0, 2)}9${p.nationalNumber.slice(2)}`);
+  }
+  return e164(p.countryCallingCode, p.nationalNumber);
+}
+
+/**
+ * Every form a phone is found by: itself and its stored form, and for a Brazilian mobile both its
+ * 12- and 13-digit forms (a contact stored before this rule may hold either). At most three, distinct.
+ */
+export function phoneForms(phone: string): string[] {
+  const forms = new Set([phone, storedPhone(phone)]);
+  const p = parts(phone);
+  if (p?.countryCallingCode === BRAZIL) {
+    const national = p.nationalNumber;
+    if (isBrazilianMobileWithNine(national)) forms.add(e164(BRAZIL, `${national.slice(0, 2)}${national.slice(3)}`));
+    if (isBrazilianMobileWithoutNine(national)) forms.add(e164(BRAZIL, `${national.slice(0, 2)}9${national.slice(2)}`));
+  }
+  return [...forms];
+}
