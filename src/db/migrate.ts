@@ -27,6 +27,7 @@ import * as m0022 from './migrations/0022_automation_runs.js';
 import * as m0023 from './migrations/0023_nps_requests.js';
 import * as m0024 from './migrations/0024_labels_folded_in_nfc.js';
 import * as m0025 from './migrations/0025_automation_bounds.js';
+import * as m0029 from './migrations/0029_conversation.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -55,6 +56,7 @@ export const migrations: Record<string, Migration> = {
   '0023_nps_requests': m0023,
   '0024_labels_folded_in_nfc': m0024,
   '0025_automation_bounds': m0025,
+  '0029_conversation': m0029,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -1,0 +1,190 @@
+// In the conversation: what a message may answer (replyTo), the buttons and lists it may offer (the
+// limits the contract cannot say), our reactions on a message, and marking the customer's messages
+// read (with typing). Reactions and reads are actions on a message, never messages: each is queued
+// on the contact's delivery order (jobs/kinds.ts ConversationAction), sent by channels/conversation.ts.
+import { sql } from 'kysely';
+import type { components } from '../../generated/api.js';
+import type { Actor } from '../actor.js';
+import { withinMessagingWindow } from '../channels/rules.js';
+import { transact, type Db } from '../db/database.js';
+import { messageRowToMessage, type Message } from '../db/messages.js';
+import type { MessageRow, Reaction } from '../db/schema.js';
+import { getThread, type Thread } from '../db/threads.js';
+import { ApiError, notFound } from '../errors.js';
+import { recordEvent } from '../events/record.js';
+import type { ConversationAction } from '../jobs/kinds.js';
+import { enqueue } from '../jobs/queue.js';
+
+type InteractiveCreate = components['schemas']['InteractiveCreate'];
+
+/** WhatsApp's most rows of a list message, all its sections together. */
+export const MAX_LIST_ROWS = 10;
+
+const invalid = (path: string, message: string): ApiError =>
+  new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path, message }]);
+
+const unsupported = (path: string, message: string, what: string): ApiError =>
+  new ApiError(422, 'unsupported_on_channel', what, [{ path, message }]);
+
+/**
+ * Meta's limits of buttons and lists that a schema cannot say (the contract says the others): ids
+ * unique in the message, 10 rows in all, a title for each section of a list of several. A 400
+ * naming the field; then what the channel cannot carry (a list on Instagram), a 422.
+ */
+export function checkInteractive(interactive: InteractiveCreate, channelType: 'whatsapp' | 'instagram'): void {
+  if (interactive.type === 'buttons') {
+    const seen = new Set<string>();
+    interactive.buttons.forEach((button, i) => {
+      if (seen.has(button.id)) throw invalid(`/body/interactive/buttons/${i}/id`, 'must be unique among the buttons of the message');
+      seen.add(button.id);
+    });
+    return;
+  }
+  const seen = new Set<string>();
+  let rows = 0;
+  interactive.sections.forEach((section, s) => {
+    if (interactive.sections.length > 1 && section.title === undefined) {
+      throw invalid(`/body/interactive/sections/${s}/title`, 'is required when the list has more than one section');
+    }
+    section.rows.forEach((row, r) => {
+      rows++;
+      if (rows > MAX_LIST_ROWS) throw invalid(`/body/interactive/sections/${s}/rows/${r}`, `a list holds at most ${MAX_LIST_ROWS} rows in all its sections`);
+      if (seen.has(row.id)) throw invalid(`/body/interactive/sections/${s}/rows/${r}/id`, 'must be unique among the rows of the list');
+      seen.add(row.id);
+    });
+  });
+  if (channelType === 'instagram') {
+    throw unsupported('/body/interactive/type', 'lists are a WhatsApp feature', 'Instagram has no list messages; send buttons instead.');
+  }
+}
+
+/**
+ * The message `replyTo` names, when it is one the reply may quote: of the workspace, the same
+ * contact and channel, and known to the channel (an `externalId`). Otherwise 422 `invalid_reply`
+ * (an unknown id, another workspace's, another contact's or channel's, one not sent yet).
+ */
+export async function checkReplyTo(db: Db, workspaceId: string, replyTo: string, contactId: string, channelId: string): Promise<void> {
+  const quoted = await db
+    .selectFrom('messages')
+    .select(['contact_id', 'channel_id', 'external_id'])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', replyTo)
+    .executeTakeFirst();
+  const why = !quoted
+    ? 'no message with this id'
+    : quoted.contact_id !== contactId || quoted.channel_id !== channelId
+      ? 'the message is of another contact or channel'
+      : quoted.external_id === null
+        ? 'the message has not reached the channel (it has no externalId yet)'
+        : undefined;
+  if (why) throw new ApiError(422, 'invalid_reply', 'The message to reply to is not one of this contact on this channel.', [{ path: '/body/replyTo', message: why }]);
+}
+
+/** Whether `text` is one emoji: a single grapheme that is pictographic, a flag or a keycap. */
+export function isOneEmoji(text: string): boolean {
+  const graphemes = [...new Intl.Segmenter('en', { granularity: 'grapheme' }).segment(text)];
+  return graphemes.length === 1 && /\p{Extended_Pictographic}|\p{Regional_Indicator}|\u20e3/u.test(text);
+}
+
+/** A message's reactions with the one of `direction` replaced by `emoji` (removed when empty); at most one per direction. */
+export function withReaction(reactions: Reaction[], direction: Reaction['direction'], emoji: string, now: Date): Reaction[] {
+  const others = reactions.filter((r) => r.direction !== direction);
+  return emoji === '' ? others : [...others, { emoji, direction, createdAt: now.toISOString() }];
+}
+
+/** Queues an action on a message, in the order of the contact's deliveries on the channel; in the caller's transaction. */
+export async function enqueueAction(
+  db: Db,
+  message: { workspace_id: string; id: string; channel_id: string; contact_id: string },
+  action: ConversationAction,
+  now: Date,
+): Promise<void> {
+  await enqueue(
+    db,
+    'message-delivery',
+    { messageId: message.id, action },
+    { workspaceId: message.workspace_id, orderingKey: `${message.channel_id}:${message.contact_id}`, createdAt: now },
+  );
+}
+
+/**
+ * Our reaction on a message (`""` removes it): recorded on the message (message.updated) and queued
+ * for WhatsApp, in one transaction. 404 for a message the workspace lacks; 422 on Instagram, for a
+ * message not on the channel yet (no externalId) or of an erased contact, or outside the window.
+ */
+export async function reactToMessage(db: Db, workspaceId: string, messageId: string, emoji: string, actor: Actor): Promise<Message> {
+  if (emoji !== '' && !isOneEmoji(emoji)) throw invalid('/body/emoji', 'must be one emoji, or "" to remove the reaction');
+  return transact(db, async (trx) => {
+    const now = new Date();
+    const found = await sql<MessageRow & { channel_type: 'whatsapp' | 'instagram'; provider: 'sandbox' | 'meta'; erased: boolean; last_inbound_at: Date | null }>`
+      select m.*, ch.type as channel_type, ch.provider, co.erased_at is not null as erased,
+             (select max(t.last_inbound_at) from threads t
+               where t.workspace_id = m.workspace_id and t.contact_id = m.contact_id and t.channel_id = m.channel_id) as last_inbound_at
+        from messages m
+        join channels ch on ch.workspace_id = m.workspace_id and ch.id = m.channel_id
+        join contacts co on co.workspace_id = m.workspace_id and co.id = m.contact_id
+       where m.workspace_id = ${workspaceId} and m.id = ${messageId}
+         for update of m`.execute(trx);
+    const row = found.rows[0];
+    if (!row) throw notFound('Message');
+    if (row.channel_type === 'instagram') {
+      throw unsupported('/path/id', 'the message is on an Instagram channel', 'Instagram does not take reactions from this API.');
+    }
+    if (row.erased) throw new ApiError(422, 'invalid_reference', 'The contact was erased.', [{ path: '/path/id', message: 'the message is of an erased contact' }]);
+    if (row.external_id === null) {
+      throw new ApiError(422, 'invalid_reference', 'The message has not reached the channel yet.', [
+        { path: '/path/id', message: 'the message has no externalId yet: react once it is sent' },
+      ]);
+    }
+    if (row.provider === 'meta' && !withinMessagingWindow(row.last_inbound_at, now)) {
+      throw new ApiError(422, 'outside_messaging_window', 'The contact last wrote on this channel more than 24 hours ago (or never).', [
+        { path: '/path/id', message: `a reaction needs the contact to have written within 24 hours (last: ${row.last_inbound_at?.toISOString() ?? 'never'})` },
+      ]);
+    }
+    const reactions = withReaction(row.reactions, 'outbound', emoji, now);
+    const updated = await trx
+      .updateTable('messages')
+      .set({ reactions: JSON.stringify(reactions) })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', messageId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await recordEvent(trx, workspaceId, 'message.updated', messageRowToMessage(updated), actor, now);
+    if (row.provider === 'meta') await enqueueAction(trx, updated, { type: 'reaction', emoji }, now);
+    return messageRowToMessage(updated);
+  });
+}
+
+/**
+ * The customer's latest inbound message of the thread, marked read at Meta (and typing shown),
+ * through the delivery queue; nothing to send on a sandbox channel or without an inbound message.
+ * Undefined for a thread the workspace lacks.
+ */
+export async function markThreadRead(db: Db, workspaceId: string, threadId: string, typing: boolean): Promise<Thread | undefined> {
+  return transact(db, async (trx) => {
+    const thread = await getThread(trx, workspaceId, threadId);
+    if (!thread) return undefined;
+    await queueRead(trx, workspaceId, threadId, typing, new Date());
+    return thread;
+  });
+}
+
+/** Queues marking the thread's latest inbound message read (with typing), when its channel is Meta's; in the caller's transaction. */
+export async function queueRead(db: Db, workspaceId: string, threadId: string, typing: boolean, now: Date): Promise<boolean> {
+  const latest = await db
+    .selectFrom('messages as m')
+    .innerJoin('channels as ch', (join) => join.onRef('ch.workspace_id', '=', 'm.workspace_id').onRef('ch.id', '=', 'm.channel_id'))
+    .select(['m.workspace_id', 'm.id', 'm.channel_id', 'm.contact_id'])
+    .where('m.workspace_id', '=', workspaceId)
+    .where('m.thread_id', '=', threadId)
+    .where('m.direction', '=', 'inbound')
+    .where('m.external_id', 'is not', null)
+    .where('ch.provider', '=', 'meta')
+    .orderBy('m.created_at', 'desc')
+    .orderBy('m.id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (!latest) return false;
+  await enqueueAction(db, latest, { type: 'read', typing }, now);
+  return true;
+}
