@@ -531,7 +531,8 @@ export interface paths {
          *     schema's (3 buttons, titles of 20 characters, ids of 256, 10 sections, rows of 24
          *     characters, descriptions of 72, a body of 1024, header and footer of 60): a limit
          *     broken is a 400 naming the field, and so are repeated button or row ids, more than 10
-         *     rows in all and a list of several sections without a `title` each. WhatsApp sends
+         *     rows in all, repeated button titles and a list of several sections without a `title`
+         *     each. WhatsApp sends
          *     Meta's `type: interactive`; Instagram sends buttons as quick replies under the body, and
          *     has no lists (422 `unsupported_on_channel`). A customer's tap comes back as an inbound
          *     message with `interactive.reply` (`id`, `title`), which automations can test with the
@@ -1860,8 +1861,8 @@ export interface components {
         InteractiveBody: string;
         /**
          * @description Up to three reply buttons under a text (WhatsApp reply buttons; on Instagram, quick replies
-         *     under the body: the header and footer are not shown there). Button ids must be unique in
-         *     the message (400 otherwise); a tap comes back as an inbound message with
+         *     under the body: the header and footer are not shown there). Button ids and titles must be
+         *     unique in the message (400 otherwise); a tap comes back as an inbound message with
          *     `interactive.reply` holding the button's `id` and `title`.
          */
         InteractiveButtons: {
@@ -1876,7 +1877,7 @@ export interface components {
             buttons: components["schemas"]["InteractiveButton"][];
         };
         InteractiveButton: {
-            /** @description What a tap sends back (`interactive.reply.id`, the automations field `message.replyId`). */
+            /** @description What a tap sends back (`interactive.reply.id`, the automations field `message.replyId`); no leading or trailing spaces, as Meta requires. */
             id: string;
             title: string;
         };
@@ -1927,11 +1928,8 @@ export interface components {
             emoji: string;
         };
         ThreadRead: {
-            /**
-             * @description Also show the customer that we are typing (WhatsApp's typing indicator, about 25 seconds or until our next message; Instagram `typing_on`).
-             * @default false
-             */
-            typing: boolean;
+            /** @description false when left out. Also show the customer that we are typing (WhatsApp's typing indicator, about 25 seconds or until our next message; Instagram `typing_on`). */
+            typing?: boolean;
         };
         /** @enum {string} */
         AttachmentType: "image" | "video" | "audio" | "document" | "sticker";

@@ -60,7 +60,10 @@ export async function runConversationAction(
       if (result.ok) continue;
       const error = { code: result.code, message: result.message };
       if (result.transient) return { kind: 'retry', error: JSON.stringify(error) };
-      options.logger?.warn({ workspaceId: job.workspace_id, messageId: job.payload.messageId, action: action.type, error }, 'conversation action refused by Meta');
+      options.logger?.warn(
+        { workspaceId: job.workspace_id, messageId: job.payload.messageId, action: action.type, error },
+        'conversation action refused by Meta',
+      );
       break;
     }
   }

@@ -280,7 +280,13 @@ export function replyingTo(body: Record<string, unknown>, channelType: 'whatsapp
 
 /** WhatsApp Cloud API `POST /{phone-number-id}/messages`: a reaction on a message (`emoji` "" removes ours). */
 export function whatsappReactionBody(phone: string, messageId: string, emoji: string): Record<string, unknown> {
-  return { messaging_product: 'whatsapp', recipient_type: 'individual', to: phone.replace(/^\+/, ''), type: 'reaction', reaction: { message_id: messageId, emoji } };
+  return {
+    messaging_product: 'whatsapp',
+    recipient_type: 'individual',
+    to: phone.replace(/^\+/, ''),
+    type: 'reaction',
+    reaction: { message_id: messageId, emoji },
+  };
 }
 
 /** WhatsApp Cloud API `POST /{phone-number-id}/messages`: a received message marked read, with the typing indicator when `typing`. */

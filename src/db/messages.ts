@@ -73,7 +73,8 @@ const messageList = listSource<Message>('messages', {
 const templateJson = (message: OutboundMessage): string | null => (message.template ? JSON.stringify(message.template) : null);
 const attachmentsJson = (message: OutboundMessage): string => JSON.stringify(message.attachments ?? []);
 const quickRepliesJson = (message: OutboundMessage): string | null => (message.quickReplies ? JSON.stringify(message.quickReplies) : null);
-const interactiveJson = (message: { interactive?: Interactive | undefined }): string | null => (message.interactive ? JSON.stringify(message.interactive) : null);
+const interactiveJson = (message: { interactive?: Interactive | undefined }): string | null =>
+  message.interactive ? JSON.stringify(message.interactive) : null;
 
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,

@@ -49,7 +49,16 @@ const openPairConflict = (existingId: string | undefined, path: string): ApiErro
 
 export const threadHandlers: Pick<
   Handlers,
-  'listThreads' | 'getThread' | 'createThread' | 'updateThread' | 'listThreadHistory' | 'registerNps' | 'requestNps' | 'markThreadRead' | 'getNpsStats' | 'getFunnelStats'
+  | 'listThreads'
+  | 'getThread'
+  | 'createThread'
+  | 'updateThread'
+  | 'listThreadHistory'
+  | 'registerNps'
+  | 'requestNps'
+  | 'markThreadRead'
+  | 'getNpsStats'
+  | 'getFunnelStats'
 > = {
   async listThreads({ db, auth, query }) {
     const { page, limit } = paging(query);

@@ -23,20 +23,22 @@ export const MAX_LIST_ROWS = 10;
 const invalid = (path: string, message: string): ApiError =>
   new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path, message }]);
 
-const unsupported = (path: string, message: string, what: string): ApiError =>
-  new ApiError(422, 'unsupported_on_channel', what, [{ path, message }]);
+const unsupported = (path: string, message: string, what: string): ApiError => new ApiError(422, 'unsupported_on_channel', what, [{ path, message }]);
 
 /**
  * Meta's limits of buttons and lists that a schema cannot say (the contract says the others): ids
- * unique in the message, 10 rows in all, a title for each section of a list of several. A 400
+ * (and button titles) unique in the message, 10 rows in all, a title for each section of a list of several. A 400
  * naming the field; then what the channel cannot carry (a list on Instagram), a 422.
  */
 export function checkInteractive(interactive: InteractiveCreate, channelType: 'whatsapp' | 'instagram'): void {
   if (interactive.type === 'buttons') {
-    const seen = new Set<string>();
+    const ids = new Set<string>();
+    const titles = new Set<string>();
     interactive.buttons.forEach((button, i) => {
-      if (seen.has(button.id)) throw invalid(`/body/interactive/buttons/${i}/id`, 'must be unique among the buttons of the message');
-      seen.add(button.id);
+      if (ids.has(button.id)) throw invalid(`/body/interactive/buttons/${i}/id`, 'must be unique among the buttons of the message');
+      if (titles.has(button.title)) throw invalid(`/body/interactive/buttons/${i}/title`, 'must be unique among the buttons of the message');
+      ids.add(button.id);
+      titles.add(button.title);
     });
     return;
   }
@@ -77,7 +79,8 @@ export async function checkReplyTo(db: Db, workspaceId: string, replyTo: string,
       : quoted.external_id === null
         ? 'the message has not reached the channel (it has no externalId yet)'
         : undefined;
-  if (why) throw new ApiError(422, 'invalid_reply', 'The message to reply to is not one of this contact on this channel.', [{ path: '/body/replyTo', message: why }]);
+  if (why)
+    throw new ApiError(422, 'invalid_reply', 'The message to reply to is not one of this contact on this channel.', [{ path: '/body/replyTo', message: why }]);
 }
 
 /** Whether `text` is one emoji: a single grapheme that is pictographic, a flag or a keycap. */
@@ -116,7 +119,9 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
   if (emoji !== '' && !isOneEmoji(emoji)) throw invalid('/body/emoji', 'must be one emoji, or "" to remove the reaction');
   return transact(db, async (trx) => {
     const now = new Date();
-    const found = await sql<MessageRow & { channel_type: 'whatsapp' | 'instagram'; provider: 'sandbox' | 'meta'; erased: boolean; last_inbound_at: Date | null }>`
+    const found = await sql<
+      MessageRow & { channel_type: 'whatsapp' | 'instagram'; provider: 'sandbox' | 'meta'; erased: boolean; last_inbound_at: Date | null }
+    >`
       select m.*, ch.type as channel_type, ch.provider, co.erased_at is not null as erased,
              (select max(t.last_inbound_at) from threads t
                where t.workspace_id = m.workspace_id and t.contact_id = m.contact_id and t.channel_id = m.channel_id) as last_inbound_at
@@ -130,7 +135,8 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
     if (row.channel_type === 'instagram') {
       throw unsupported('/path/id', 'the message is on an Instagram channel', 'Instagram does not take reactions from this API.');
     }
-    if (row.erased) throw new ApiError(422, 'invalid_reference', 'The contact was erased.', [{ path: '/path/id', message: 'the message is of an erased contact' }]);
+    if (row.erased)
+      throw new ApiError(422, 'invalid_reference', 'The contact was erased.', [{ path: '/path/id', message: 'the message is of an erased contact' }]);
     if (row.external_id === null) {
       throw new ApiError(422, 'invalid_reference', 'The message has not reached the channel yet.', [
         { path: '/path/id', message: 'the message has no externalId yet: react once it is sent' },
@@ -186,5 +192,42 @@ export async function queueRead(db: Db, workspaceId: string, threadId: string, t
     .executeTakeFirst();
   if (!latest) return false;
   await enqueueAction(db, latest, { type: 'read', typing }, now);
+  return true;
+}
+
+/**
+ * A customer's reaction (webhook) on the message it names, of this channel and this customer:
+ * their reaction replaced (removed when `emoji` is null), with message.updated by the system. A
+ * reaction that changes nothing (Meta's retry) records nothing; an unknown message is ignored.
+ * True when the message changed.
+ */
+export async function applyInboundReaction(
+  trx: Db,
+  channel: { workspace_id: string; id: string },
+  event: { targetExternalId: string; from: { phone: string } | { instagramId: string }; emoji: string | null },
+  actor: Actor,
+  now: Date,
+): Promise<boolean> {
+  const row = await trx
+    .selectFrom('messages as m')
+    .innerJoin('contacts as co', (join) => join.onRef('co.workspace_id', '=', 'm.workspace_id').onRef('co.id', '=', 'm.contact_id'))
+    .selectAll('m')
+    .where('m.workspace_id', '=', channel.workspace_id)
+    .where('m.channel_id', '=', channel.id)
+    .where('m.external_id', '=', event.targetExternalId)
+    .where('phone' in event.from ? 'co.phone' : 'co.instagram_id', '=', 'phone' in event.from ? event.from.phone : event.from.instagramId)
+    .forUpdate('m')
+    .executeTakeFirst();
+  if (!row) return false;
+  const before = row.reactions.find((r) => r.direction === 'inbound');
+  if ((before?.emoji ?? null) === event.emoji) return false;
+  const updated = await trx
+    .updateTable('messages')
+    .set({ reactions: JSON.stringify(withReaction(row.reactions, 'inbound', event.emoji ?? '', now)) })
+    .where('workspace_id', '=', row.workspace_id)
+    .where('id', '=', row.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(updated), actor, now);
   return true;
 }

@@ -18,6 +18,7 @@ import { messageCreated } from './messages.js';
 import { answerInConversation, scoreOfReply } from './nps-requests.js';
 import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
 import { openThreadId } from './threads.js';
+import { applyInboundReaction } from './conversation.js';
 
 /** A customer's message as a channel adapter parsed it. */
 export type ReceivedMessage = Extract<InboundEvent, { kind: 'message' }>;
@@ -59,7 +60,17 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
   const row = await insertInboundMessage(
     trx,
     workspaceId,
-    { threadId, contactId, channelId: channel.id, content: message.content, externalId: message.externalId, attachments: files.map((f) => f.attachment) },
+    {
+      threadId,
+      contactId,
+      channelId: channel.id,
+      content: message.content,
+      externalId: message.externalId,
+      attachments: files.map((f) => f.attachment),
+      // What it quotes (reply_to when the quoted message is known here) and the button or row it tapped.
+      replyToExternalId: message.replyToExternalId,
+      interactive: message.reply && { reply: message.reply },
+    },
     now,
   );
   if (!row) return { kind: 'duplicate' };
@@ -99,6 +110,11 @@ export async function receiveEvents(db: Db, channel: ChannelRow, events: Inbound
       const now = new Date();
       if (event.kind === 'status') {
         received.statuses[await applyProviderStatus(trx, channel.workspace_id, channel.id, event, now)]++;
+        continue;
+      }
+      if (event.kind === 'reaction') {
+        // Never a message: the customer's reaction annotates the message it names (services/conversation.ts).
+        await applyInboundReaction(trx, channel, event, SYSTEM, now);
         continue;
       }
       const outcome = await receiveMessage(trx, channel, event, now);

@@ -1011,6 +1011,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
         template: template ?? null,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: null,
         createdAt: message.createdAt,
       };
       if (open) {
@@ -1214,6 +1217,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
           template: null,
           agentId: null,
           attachments: [],
+          replyTo: null,
+          reactions: [],
+          interactive: null,
           createdAt: message.createdAt,
         },
         'the inbound message',
@@ -1528,6 +1534,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
         template,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: null,
         createdAt: at,
       };
       same(ex, question, expected, 'the question, an outbound message of the thread');
