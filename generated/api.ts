@@ -1866,10 +1866,7 @@ export interface components {
          *     `interactive.reply` holding the button's `id` and `title`.
          */
         InteractiveButtons: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
+            /** @enum {string} */
             type: "buttons";
             body: components["schemas"]["InteractiveBody"];
             header?: components["schemas"]["InteractiveText"];
@@ -1889,10 +1886,7 @@ export interface components {
          *     `interactive.reply` holding the row's `id` and `title`.
          */
         InteractiveList: {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
+            /** @enum {string} */
             type: "list";
             body: components["schemas"]["InteractiveBody"];
             header?: components["schemas"]["InteractiveText"];
@@ -5619,6 +5613,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description `unsupported_on_channel`: the message is on Instagram. `invalid_reference`: the message
              *     has not reached the channel yet (no `externalId`) or its contact was erased.
@@ -6624,6 +6620,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
