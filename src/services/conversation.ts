@@ -11,9 +11,9 @@ import { messageRowToMessage, type Message } from '../db/messages.js';
 import type { MessageRow, Reaction } from '../db/schema.js';
 import { getThread, type Thread } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
-import { recordEvent } from '../events/record.js';
 import type { ConversationAction } from '../jobs/kinds.js';
 import { enqueue } from '../jobs/queue.js';
+import { moveMessage } from './message-statuses.js';
 
 type InteractiveCreate = components['schemas']['InteractiveCreate'];
 
@@ -95,6 +95,17 @@ export function withReaction(reactions: Reaction[], direction: Reaction['directi
   return emoji === '' ? others : [...others, { emoji, direction, createdAt: now.toISOString() }];
 }
 
+/** A message's reactions replaced, with its message.updated (services/message-statuses.ts records it), in one statement. */
+async function setReactions(trx: Db, message: { workspace_id: string; id: string }, reactions: Reaction[], actor: Actor, now: Date): Promise<void> {
+  const change = trx
+    .updateTable('messages')
+    .set({ reactions: JSON.stringify(reactions) })
+    .where('workspace_id', '=', message.workspace_id)
+    .where('id', '=', message.id)
+    .returningAll();
+  await moveMessage(trx, message.workspace_id, change, actor, { now });
+}
+
 /** Queues an action on a message, in the order of the contact's deliveries on the channel; in the caller's transaction. */
 export async function enqueueAction(
   db: Db,
@@ -147,17 +158,9 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
         { path: '/path/id', message: `a reaction needs the contact to have written within 24 hours (last: ${row.last_inbound_at?.toISOString() ?? 'never'})` },
       ]);
     }
-    const reactions = withReaction(row.reactions, 'outbound', emoji, now);
-    const updated = await trx
-      .updateTable('messages')
-      .set({ reactions: JSON.stringify(reactions) })
-      .where('workspace_id', '=', workspaceId)
-      .where('id', '=', messageId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    await recordEvent(trx, workspaceId, 'message.updated', messageRowToMessage(updated), actor, now);
-    if (row.provider === 'meta') await enqueueAction(trx, updated, { type: 'reaction', emoji }, now);
-    return messageRowToMessage(updated);
+    await setReactions(trx, row, withReaction(row.reactions, 'outbound', emoji, now), actor, now);
+    if (row.provider === 'meta') await enqueueAction(trx, row, { type: 'reaction', emoji }, now);
+    return messageRowToMessage({ ...row, reactions: withReaction(row.reactions, 'outbound', emoji, now) });
   });
 }
 
@@ -221,13 +224,6 @@ export async function applyInboundReaction(
   if (!row) return false;
   const before = row.reactions.find((r) => r.direction === 'inbound');
   if ((before?.emoji ?? null) === event.emoji) return false;
-  const updated = await trx
-    .updateTable('messages')
-    .set({ reactions: JSON.stringify(withReaction(row.reactions, 'inbound', event.emoji ?? '', now)) })
-    .where('workspace_id', '=', row.workspace_id)
-    .where('id', '=', row.id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  await recordEvent(trx, row.workspace_id, 'message.updated', messageRowToMessage(updated), actor, now);
+  await setReactions(trx, row, withReaction(row.reactions, 'inbound', event.emoji ?? '', now), actor, now);
   return true;
 }
