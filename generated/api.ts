@@ -7077,7 +7077,7 @@ export interface operations {
                     /**
                      * @example id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c
                      *     event: message.created
-                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"attachments":[],"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
+                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"attachments":[],"replyTo":null,"reactions":[],"interactive":null,"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
                      *
                      *     : keepalive
                      *
