@@ -591,7 +591,7 @@ describe('bad input: nothing stored, nothing queued', () => {
     const question = await whatsappInbound(pair);
 
     const both = await pair.ws.api.POST('/messages', {
-      body: { contactId: pair.contactId, channelId: pair.meta.channel.id, interactive: MENU, content: 'x' } as unknown as MessageCreate,
+      body: { contactId: pair.contactId, channelId: pair.meta.channel.id, interactive: MENU, content: 'x' },
     });
     const two = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: '👍👍' } });
     const word = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: 'ok' } });

@@ -80,7 +80,7 @@ function whatsappProblem(body: Json): string | undefined {
     if (type === 'reaction') return 'a reaction cannot be a contextual reply';
     if (!isObject(body.context) || !textOf(body.context.message_id, 1, 1024) || onlyKeys(body.context, ['message_id'])) return 'context must be {message_id}';
   }
-  const part = body[type] as Json;
+  const part = body[type];
   switch (type) {
     case 'text':
       return textOf(part.body, 1, 4096) ? undefined : 'text.body must be 1..4096 characters';
@@ -101,7 +101,8 @@ function whatsappProblem(body: Json): string | undefined {
 function instagramProblem(body: Json): string | undefined {
   if (!isObject(body.recipient) || !textOf(body.recipient.id, 1, 64)) return 'recipient.id is required';
   if (body.sender_action !== undefined) {
-    if (!['mark_seen', 'typing_on', 'typing_off'].includes(String(body.sender_action))) return `sender_action ${String(body.sender_action)} is not supported`;
+    const action = typeof body.sender_action === 'string' ? body.sender_action : JSON.stringify(body.sender_action);
+    if (!['mark_seen', 'typing_on', 'typing_off'].includes(action)) return `sender_action ${action} is not supported`;
     return onlyKeys(body, ['recipient', 'sender_action']) && 'a sender action is sent alone (recipient and sender_action only)';
   }
   const extra = onlyKeys(body, ['recipient', 'message', 'messaging_type', 'reply_to']);
