@@ -10,7 +10,7 @@ import type { Job } from '../jobs/queue.js';
 import type { JobResult } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { instagramSenderActionBody, sendGraphMessage, whatsappReactionBody, whatsappReadBody } from './graph.js';
-import type { SecretBox } from './secrets.js';
+import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets } from './settings.js';
 
 export interface ActionOptions {
