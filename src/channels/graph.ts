@@ -274,7 +274,7 @@ export function whatsappInteractiveBody(phone: string, interactive: InteractiveO
  * A message body answering (quoting) the message with provider id `quoted`: WhatsApp's
  * `context: {message_id}`, Instagram's `reply_to: {mid}` beside `recipient` and `message`.
  */
-export function replyingTo(body: Record<string, unknown>, channelType: 'whatsapp' | 'instagram', quoted: string): Record<string, unknown> {
+export function replyingTo(body: Record<string, unknown>, channelType: ChannelType, quoted: string): Record<string, unknown> {
   return channelType === 'whatsapp' ? { ...body, context: { message_id: quoted } } : { ...body, reply_to: { mid: quoted } };
 }
 

@@ -249,7 +249,7 @@ export interface MessageTable {
 /** An emoji reaction on a message, as the API shows it. */
 export interface Reaction {
   emoji: string;
-  direction: 'inbound' | 'outbound';
+  direction: MessageDirection;
   createdAt: string;
 }
 

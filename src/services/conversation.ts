@@ -2,13 +2,13 @@
 // limits the contract cannot say), our reactions on a message, and marking the customer's messages
 // read (with typing). Reactions and reads are actions on a message, never messages: each is queued
 // on the contact's delivery order (jobs/kinds.ts ConversationAction), sent by channels/conversation.ts.
-import { sql } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import { withinMessagingWindow } from '../channels/rules.js';
 import { transact, type Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
-import type { MessageRow, Reaction } from '../db/schema.js';
+import type { ChannelType, Reaction } from '../db/schema.js';
+import { findQuoted, latestMetaInbound, lockInboundReactionTarget, lockReactionTarget, reactionsChange } from '../db/conversation.js';
 import { getThread, type Thread } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import type { ConversationAction } from '../jobs/kinds.js';
@@ -30,7 +30,7 @@ const unsupported = (path: string, message: string, what: string): ApiError => n
  * (and button titles) unique in the message, 10 rows in all, a title for each section of a list of several. A 400
  * naming the field; then what the channel cannot carry (a list on Instagram), a 422.
  */
-export function checkInteractive(interactive: InteractiveCreate, channelType: 'whatsapp' | 'instagram'): void {
+export function checkInteractive(interactive: InteractiveCreate, channelType: ChannelType): void {
   if (interactive.type === 'buttons') {
     const ids = new Set<string>();
     const titles = new Set<string>();
@@ -66,12 +66,7 @@ export function checkInteractive(interactive: InteractiveCreate, channelType: 'w
  * (an unknown id, another workspace's, another contact's or channel's, one not sent yet).
  */
 export async function checkReplyTo(db: Db, workspaceId: string, replyTo: string, contactId: string, channelId: string): Promise<void> {
-  const quoted = await db
-    .selectFrom('messages')
-    .select(['contact_id', 'channel_id', 'external_id'])
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', replyTo)
-    .executeTakeFirst();
+  const quoted = await findQuoted(db, workspaceId, replyTo);
   const why = !quoted
     ? 'no message with this id'
     : quoted.contact_id !== contactId || quoted.channel_id !== channelId
@@ -97,12 +92,7 @@ export function withReaction(reactions: Reaction[], direction: Reaction['directi
 
 /** A message's reactions replaced, with its message.updated (services/message-statuses.ts records it), in one statement. */
 async function setReactions(trx: Db, message: { workspace_id: string; id: string }, reactions: Reaction[], actor: Actor, now: Date): Promise<void> {
-  const change = trx
-    .updateTable('messages')
-    .set({ reactions: JSON.stringify(reactions) })
-    .where('workspace_id', '=', message.workspace_id)
-    .where('id', '=', message.id)
-    .returningAll();
+  const change = reactionsChange(trx, message, JSON.stringify(reactions));
   await moveMessage(trx, message.workspace_id, change, actor, { now });
 }
 
@@ -130,17 +120,7 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
   if (emoji !== '' && !isOneEmoji(emoji)) throw invalid('/body/emoji', 'must be one emoji, or "" to remove the reaction');
   return transact(db, async (trx) => {
     const now = new Date();
-    const found = await sql<
-      MessageRow & { channel_type: 'whatsapp' | 'instagram'; provider: 'sandbox' | 'meta'; erased: boolean; last_inbound_at: Date | null }
-    >`
-      select m.*, ch.type as channel_type, ch.provider, co.erased_at is not null as erased,
-             (select max(t.last_inbound_at) from threads t
-               where t.workspace_id = m.workspace_id and t.contact_id = m.contact_id and t.channel_id = m.channel_id) as last_inbound_at
-        from messages m
-        join channels ch on ch.workspace_id = m.workspace_id and ch.id = m.channel_id
-        join contacts co on co.workspace_id = m.workspace_id and co.id = m.contact_id
-       where m.workspace_id = ${workspaceId} and m.id = ${messageId}
-         for update of m`.execute(trx);
+    const found = await lockReactionTarget(trx, workspaceId, messageId);
     const row = found.rows[0];
     if (!row) throw notFound('Message');
     if (row.channel_type === 'instagram') {
@@ -180,19 +160,7 @@ export async function markThreadRead(db: Db, workspaceId: string, threadId: stri
 
 /** Queues marking the thread's latest inbound message read (with typing), when its channel is Meta's; in the caller's transaction. */
 export async function queueRead(db: Db, workspaceId: string, threadId: string, typing: boolean, now: Date): Promise<boolean> {
-  const latest = await db
-    .selectFrom('messages as m')
-    .innerJoin('channels as ch', (join) => join.onRef('ch.workspace_id', '=', 'm.workspace_id').onRef('ch.id', '=', 'm.channel_id'))
-    .select(['m.workspace_id', 'm.id', 'm.channel_id', 'm.contact_id'])
-    .where('m.workspace_id', '=', workspaceId)
-    .where('m.thread_id', '=', threadId)
-    .where('m.direction', '=', 'inbound')
-    .where('m.external_id', 'is not', null)
-    .where('ch.provider', '=', 'meta')
-    .orderBy('m.created_at', 'desc')
-    .orderBy('m.id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
+  const latest = await latestMetaInbound(db, workspaceId, threadId);
   if (!latest) return false;
   await enqueueAction(db, latest, { type: 'read', typing }, now);
   return true;
@@ -211,16 +179,7 @@ export async function applyInboundReaction(
   actor: Actor,
   now: Date,
 ): Promise<boolean> {
-  const row = await trx
-    .selectFrom('messages as m')
-    .innerJoin('contacts as co', (join) => join.onRef('co.workspace_id', '=', 'm.workspace_id').onRef('co.id', '=', 'm.contact_id'))
-    .selectAll('m')
-    .where('m.workspace_id', '=', channel.workspace_id)
-    .where('m.channel_id', '=', channel.id)
-    .where('m.external_id', '=', event.targetExternalId)
-    .where('phone' in event.from ? 'co.phone' : 'co.instagram_id', '=', 'phone' in event.from ? event.from.phone : event.from.instagramId)
-    .forUpdate('m')
-    .executeTakeFirst();
+  const row = await lockInboundReactionTarget(trx, channel, event.targetExternalId, event.from);
   if (!row) return false;
   const before = row.reactions.find((r) => r.direction === 'inbound');
   if ((before?.emoji ?? null) === event.emoji) return false;
