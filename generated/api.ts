@@ -700,9 +700,58 @@ export interface paths {
          *     `template` may be sent at any time; Instagram has no templates (422
          *     `template_not_supported`). Sandbox channels have no window.
          *
+         *     **Buttons and lists.** `interactive` (instead of `content`) sends up to three reply
+         *     buttons or a list menu, free-form like text (the window applies). Meta's limits are the
+         *     schema's (3 buttons, titles of 20 characters, ids of 256, 10 sections, rows of 24
+         *     characters, descriptions of 72, a body of 1024, header and footer of 60): a limit
+         *     broken is a 400 naming the field, and so are repeated button or row ids, more than 10
+         *     rows in all, repeated button titles and a list of several sections without a `title`
+         *     each. WhatsApp sends
+         *     Meta's `type: interactive`; Instagram sends buttons as quick replies under the body, and
+         *     has no lists (422 `unsupported_on_channel`). A customer's tap comes back as an inbound
+         *     message with `interactive.reply` (`id`, `title`), which automations can test with the
+         *     condition field `message.replyId`.
+         *
+         *     **Replies.** `replyTo` quotes a message of the same contact and channel (WhatsApp
+         *     `context.message_id`, Instagram `reply_to.mid`); it must have reached the channel
+         *     (`externalId`), else 422 `invalid_reply`.
+         *
          *     Needs the `messages:write` scope.
          */
         post: operations["sendMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/reactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * React to a message with an emoji
+         * @description Puts our emoji reaction on a message of the conversation (one emoji; `""` removes ours), on
+         *     WhatsApp (`type: reaction`). The reaction is an annotation of the message, never a message
+         *     of its own: the answer is the message with our reaction in `reactions` (direction
+         *     `outbound`), recorded as `message.updated`, and the reaction is sent to Meta through the
+         *     delivery queue, in order with the contact's messages. A customer's reaction arrives the
+         *     same way, as `message.updated` with their reaction (`inbound`) added or removed.
+         *
+         *     The message must have reached the channel (`externalId`, else 422 `invalid_reference`);
+         *     on a `meta` channel the 24-hour window applies as for text (422
+         *     `outside_messaging_window`). Instagram: 422 `unsupported_on_channel`. Nothing is queued
+         *     on any of these. Needs the `messages:write` scope.
+         */
+        post: operations["reactToMessage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -967,6 +1016,35 @@ export interface paths {
          *     Needs the `messages:write` scope.
          */
         post: operations["requestNps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/threads/{id}/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark the customer's messages read, and show that we are typing
+         * @description Marks the customer's latest inbound message of the thread read at Meta (WhatsApp
+         *     `status: read` on its id, which marks the earlier ones too; Instagram `sender_action:
+         *     mark_seen`), and with `typing: true` shows them that we are typing (WhatsApp's typing
+         *     indicator; Instagram `typing_on`). Sent through the delivery queue, in order with the
+         *     contact's messages; a thread without an inbound message from the channel, and a sandbox
+         *     channel, send nothing. AI agents do this themselves: read when they take a message,
+         *     typing while they write. Needs the `messages:write` scope.
+         */
+        post: operations["markThreadRead"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1590,6 +1668,9 @@ export interface components {
          * @description `contact_merged` (404) answers a contact that was merged into another (`POST /contacts/{id}/merge`);
          *     its message names the contact it became. `contact_unreachable` (422) refuses a WhatsApp message
          *     to a contact with neither a phone nor a WhatsApp user id (BSUID).
+         *     `invalid_reply` (422) refuses a `replyTo` that is not a message of the same contact and
+         *     channel known to the channel; `unsupported_on_channel` (422) what the channel cannot carry
+         *     (a reaction or a list on Instagram).
          *     `range_not_satisfiable` (416) answers a `Range` outside a media file's bytes;
          *     `attachment_not_supported` (422) an attachment its channel cannot carry (a type or size
          *     the channel refuses).
@@ -1602,7 +1683,7 @@ export interface components {
          *     `too_many_streams` (429) refuses an event stream past its key's open streams.
          * @enum {string}
          */
-        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached" | "too_many_streams" | "contact_merged" | "contact_unreachable";
+        ErrorCode: "not_found" | "method_not_allowed" | "unauthorized" | "rate_limited" | "forbidden" | "unsupported_media_type" | "invalid_json" | "payload_too_large" | "validation_error" | "invalid_reference" | "conflict" | "internal_error" | "service_unavailable" | "request_timeout" | "headers_too_large" | "idempotency_key_reused" | "idempotency_key_in_progress" | "outside_messaging_window" | "template_not_supported" | "invalid_signature" | "range_not_satisfiable" | "attachment_not_supported" | "limit_reached" | "too_many_streams" | "contact_merged" | "contact_unreachable" | "invalid_reply" | "unsupported_on_channel";
         ErrorDetail: {
             /** @description Where the problem is, e.g. `/body/phone` or `/query/limit`. */
             path: string;
@@ -2016,7 +2097,95 @@ export interface components {
             agentId: string | null;
             /** @description The photos, voice notes, videos, documents or stickers the message carries (empty for text); `GET /media/{id}` serves each one's bytes once it is `stored`. */
             attachments: components["schemas"]["Attachment"][];
+            /**
+             * Format: uuid
+             * @description The message this one answers (quotes), of the same thread's contact and channel. An inbound reply whose quoted message is not known here has null.
+             */
+            replyTo: string | null;
+            /** @description The emoji reactions on the message, the customer's (`inbound`) and ours (`outbound`), at most one each; a reaction is never a message of its own. A change records `message.updated`. */
+            reactions: components["schemas"]["MessageReaction"][];
+            /**
+             * @description Outbound: the buttons or list the message offers (`content` is its `body`). Inbound: the
+             *     button or list row the customer tapped, `{reply: {id, title}}` (`content` is its title).
+             *     Null for any other message.
+             */
+            interactive: components["schemas"]["InteractiveButtons"] | components["schemas"]["InteractiveList"] | components["schemas"]["InteractiveReply"] | null;
             createdAt: components["schemas"]["Timestamp"];
+        };
+        MessageReaction: {
+            /** @example 👍 */
+            emoji: string;
+            /** @description `inbound`: the customer reacted; `outbound`: we did (`POST /messages/{id}/reactions`). */
+            direction: components["schemas"]["MessageDirection"];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        InteractiveText: string;
+        InteractiveBody: string;
+        /**
+         * @description Up to three reply buttons under a text (WhatsApp reply buttons; on Instagram, quick replies
+         *     under the body: the header and footer are not shown there). Button ids and titles must be
+         *     unique in the message (400 otherwise); a tap comes back as an inbound message with
+         *     `interactive.reply` holding the button's `id` and `title`.
+         */
+        InteractiveButtons: {
+            /** @enum {string} */
+            type: "buttons";
+            body: components["schemas"]["InteractiveBody"];
+            header?: components["schemas"]["InteractiveText"];
+            footer?: components["schemas"]["InteractiveText"];
+            buttons: components["schemas"]["InteractiveButton"][];
+        };
+        InteractiveButton: {
+            /** @description What a tap sends back (`interactive.reply.id`, the automations field `message.replyId`); no leading or trailing spaces, as Meta requires. */
+            id: string;
+            title: string;
+        };
+        /**
+         * @description A menu behind a button (WhatsApp list messages; not on Instagram: 422
+         *     `unsupported_on_channel`): 1 to 10 sections holding 1 to 10 rows in all (more rows in all
+         *     is a 400), row ids unique in the message (400), a section `title` required when there is
+         *     more than one section (400). A choice comes back as an inbound message with
+         *     `interactive.reply` holding the row's `id` and `title`.
+         */
+        InteractiveList: {
+            /** @enum {string} */
+            type: "list";
+            body: components["schemas"]["InteractiveBody"];
+            header?: components["schemas"]["InteractiveText"];
+            footer?: components["schemas"]["InteractiveText"];
+            /** @description The label of the button that opens the list. */
+            button: string;
+            sections: components["schemas"]["InteractiveListSection"][];
+        };
+        InteractiveListSection: {
+            title?: string;
+            rows: components["schemas"]["InteractiveListRow"][];
+        };
+        InteractiveListRow: {
+            id: string;
+            title: string;
+            description?: string;
+        };
+        /** @description Buttons or a list, sent instead of `content` (its `body` becomes the message's `content`). */
+        InteractiveCreate: components["schemas"]["InteractiveButtons"] | components["schemas"]["InteractiveList"];
+        /** @description What the customer tapped: a reply button, a list row, a template's quick-reply button (WhatsApp) or a quick reply (Instagram). */
+        InteractiveReply: {
+            reply: {
+                /** @description The button's or row's id (a template button's payload, an Instagram quick reply's payload). */
+                id: string;
+                title: string;
+            };
+        };
+        ReactionCreate: {
+            /**
+             * @description One emoji (a single grapheme, 400 otherwise); `""` removes our reaction.
+             * @example 👍
+             */
+            emoji: string;
+        };
+        ThreadRead: {
+            /** @description false when left out. Also show the customer that we are typing (WhatsApp's typing indicator, about 25 seconds or until our next message; Instagram `typing_on`). */
+            typing?: boolean;
         };
         /** @enum {string} */
         AttachmentType: "image" | "video" | "audio" | "document" | "sticker";
@@ -2057,7 +2226,7 @@ export interface components {
             /** @description Shown with an image, video or document (WhatsApp ignores captions of audio and stickers; Instagram has none). */
             caption?: string;
         };
-        /** @description `content` (free text), `attachments` (files, with or without `content`), or a `template` (WhatsApp only, alone). */
+        /** @description `content` (free text), `attachments` (files, with or without `content`), a `template` (WhatsApp only, alone) or `interactive` (buttons or a list, alone); any of them may answer a message (`replyTo`). */
         MessageCreate: {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
@@ -2070,7 +2239,15 @@ export interface components {
              *     It becomes the message's `agentId`, and the response-time report counts the answer as theirs.
              */
             agentId?: components["schemas"]["Uuid"];
-        } & ((unknown | unknown) | unknown);
+            interactive?: components["schemas"]["InteractiveCreate"];
+            /**
+             * @description The message this one answers, quoted above it (WhatsApp `context`, Instagram `reply_to`):
+             *     a message of the same contact and channel that the channel knows (it has an
+             *     `externalId`); an unknown id, another contact's or channel's message, or one not sent
+             *     yet is a 422 `invalid_reply`. With `attachments`, the first message sent quotes it.
+             */
+            replyTo?: components["schemas"]["Uuid"];
+        } & ((unknown | unknown) | unknown | unknown);
         MessageList: {
             data: components["schemas"]["Message"][];
             pagination: components["schemas"]["Pagination"];
@@ -2874,6 +3051,7 @@ export interface components {
          *     | `channel.type` | `equals`, `not_equals` / `in`, `not_in` | `whatsapp` or `instagram` / a list of them |
          *     | `contact.attributes.<key>` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `gt`, `gte`, `lt`, `lte` / `is_set`, `is_not_set` | a string, number or boolean / a list of strings and numbers / a string / a number / none |
          *     | `message.content` | `equals`, `not_equals` / `in`, `not_in` / `contains`, `not_contains`, `starts_with` / `is_set`, `is_not_set` | a string / a list of strings / a string / none |
+         *     | `message.replyId` | `equals`, `not_equals` / `in`, `not_in` / `is_set`, `is_not_set` | a button or list row id (`interactive.reply.id`, compared exactly) / a list of them / none (the message is a tap / is not) |
          *     | `nps.score` | `equals`, `not_equals` / `in`, `not_in` / `gt`, `gte`, `lt`, `lte` | an integer 0..10 / a list of them / a number |
          *     | `time.businessHours` | `equals`, `not_equals` | `true` or `false` |
          *     | `sla.metric` | `equals`, `not_equals` / `in`, `not_in` | `firstResponse`, `nextResponse` or `resolution` / a list of them |
@@ -4951,6 +5129,9 @@ export interface operations {
                      *       "template": null,
                      *       "agentId": null,
                      *       "attachments": [],
+                     *       "replyTo": null,
+                     *       "reactions": [],
+                     *       "interactive": null,
                      *       "createdAt": "2026-11-20T14:31:02.456Z"
                      *     }
                      */
@@ -6500,6 +6681,9 @@ export interface operations {
                      *       "template": null,
                      *       "agentId": null,
                      *       "attachments": [],
+                     *       "replyTo": null,
+                     *       "reactions": [],
+                     *       "interactive": null,
                      *       "createdAt": "2026-11-20T14:32:05.123Z"
                      *     }
                      */
@@ -6517,7 +6701,109 @@ export interface operations {
              *     contact cannot be reached on it (no phone for WhatsApp, no Instagram id for Instagram).
              *     `outside_messaging_window`: free text on a `meta` channel more than 24 hours after the
              *     contact last wrote there (or before they ever did). `template_not_supported`: a
-             *     template on Instagram. Nothing is queued.
+             *     template on Instagram. `unsupported_on_channel`: a list on Instagram. `invalid_reply`:
+             *     `replyTo` is not a message of this contact and channel that reached the channel.
+             *     Nothing is queued.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    reactToMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReactionCreate"];
+            };
+        };
+        responses: {
+            /** @description The reaction is recorded and queued; the message is returned with it. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f5f-9a8b-7c6d-8e5f-4a3b2c1d0e9f",
+                     *       "threadId": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "direction": "inbound",
+                     *       "content": "Chegou certinho, obrigada!",
+                     *       "status": "delivered",
+                     *       "externalId": "wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDMUQyRTNGNEE1QjZDN0Q4RTkA",
+                     *       "error": null,
+                     *       "template": null,
+                     *       "agentId": null,
+                     *       "attachments": [],
+                     *       "replyTo": null,
+                     *       "reactions": [
+                     *         {
+                     *           "emoji": "👍",
+                     *           "direction": "outbound",
+                     *           "createdAt": "2026-11-20T14:40:12.310Z"
+                     *         }
+                     *       ],
+                     *       "interactive": null,
+                     *       "createdAt": "2026-11-20T14:39:58.004Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description `unsupported_on_channel`: the message is on Instagram. `invalid_reference`: the message
+             *     has not reached the channel yet (no `externalId`) or its contact was erased.
+             *     `outside_messaging_window`: on a `meta` channel, the contact last wrote more than 24
+             *     hours ago. `idempotency_key_reused`: the key was used with another path or body.
+             *     Nothing is queued.
              */
             422: {
                 headers: {
@@ -7453,6 +7739,85 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    markThreadRead: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The record's id. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ThreadRead"];
+            };
+        };
+        responses: {
+            /** @description Queued; the thread is returned. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01935f5f-2b3c-7d4e-9f5a-6b7c8d9e0f1a",
+                     *       "contactId": "01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b",
+                     *       "channelId": "01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "agentId": "01935f4e-8a2b-7c3d-9e4f-5a6b7c8d9e0f",
+                     *       "stageId": "01935f4d-0a10-7b11-8c12-0d13e14f1504",
+                     *       "status": "open",
+                     *       "closedAt": null,
+                     *       "npsScore": null,
+                     *       "npsCreatedAt": null,
+                     *       "npsRequestedAt": null,
+                     *       "lastMessageAt": "2026-11-20T14:58:37.201Z",
+                     *       "lastInboundAt": "2026-11-20T14:58:37.201Z",
+                     *       "labels": [],
+                     *       "sla": null,
+                     *       "createdAt": "2026-11-20T14:30:00.981Z",
+                     *       "updatedAt": "2026-11-20T14:58:37.201Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Thread"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyKeyInProgress"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listThreadHistory: {
         parameters: {
             query?: {
@@ -7728,6 +8093,9 @@ export interface operations {
                      *           "template": null,
                      *           "agentId": null,
                      *           "attachments": [],
+                     *           "replyTo": null,
+                     *           "reactions": [],
+                     *           "interactive": null,
                      *           "createdAt": "2026-11-20T14:32:05.123Z"
                      *         }
                      *       ],
@@ -7803,6 +8171,9 @@ export interface operations {
                      *               "template": null,
                      *               "agentId": null,
                      *               "attachments": [],
+                     *               "replyTo": null,
+                     *               "reactions": [],
+                     *               "interactive": null,
                      *               "createdAt": "2026-11-22T14:03:10.512Z"
                      *             },
                      *             "actor": {
@@ -7897,7 +8268,7 @@ export interface operations {
                     /**
                      * @example id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c
                      *     event: message.created
-                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"attachments":[],"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
+                     *     data: {"id":"01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c","type":"message.created","createdAt":"2026-11-22T14:03:10.512Z","data":{"object":{"id":"01936a12-4d5d-7e6f-8a7b-9c0d1e2f3a4b","threadId":"01935f60-2b3c-7d4e-9f5a-6b7c8d9e0f1a","contactId":"01935f50-1c2d-7e3f-8a4b-6c7d8e9f0a1b","channelId":"01935f4d-0a1b-7c2d-8e3f-4a5b6c7d8e9f","direction":"inbound","content":"Oi, meu pedido ainda não chegou.","status":"delivered","externalId":"wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE2","error":null,"template":null,"agentId":null,"attachments":[],"replyTo":null,"reactions":[],"interactive":null,"createdAt":"2026-11-22T14:03:10.512Z"},"actor":{"type":"system","id":null}}}
                      *
                      *     : keepalive
                      *
@@ -8012,6 +8383,9 @@ export interface operations {
                      *           "template": null,
                      *           "agentId": null,
                      *           "attachments": [],
+                     *           "replyTo": null,
+                     *           "reactions": [],
+                     *           "interactive": null,
                      *           "createdAt": "2026-11-22T14:03:10.512Z"
                      *         },
                      *         "actor": {

@@ -234,6 +234,9 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
       template: null,
       agentId: setup.agentId,
       attachments: [],
+      replyTo: null,
+      reactions: [],
+      interactive: null,
       createdAt: expect.any(String),
     });
     expect(first.agentId).toBeNull();
@@ -435,9 +438,16 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     );
 
     expect(res.status).toBe(200);
-    await waitFor('the answer sent to Graph', () => graph.to(meta.externalId).length === 1);
+    await waitFor('the answer sent to Graph', () => graph.to(meta.externalId).length === 2);
     expect(ai.forModel(setup.model).map((r) => r.body.messages.slice(1))).toEqual([texts.map((content) => ({ role: 'user', content }))]);
-    expect(graph.to(meta.externalId)[0]!.body).toMatchObject({
+    // The agent takes the latest message: read, with the typing indicator while it writes, then its answer.
+    expect(graph.to(meta.externalId)[0]!.body).toEqual({
+      messaging_product: 'whatsapp',
+      status: 'read',
+      message_id: messages.at(-1)!.id,
+      typing_indicator: { type: 'text' },
+    });
+    expect(graph.to(meta.externalId)[1]!.body).toMatchObject({
       messaging_product: 'whatsapp',
       to: from,
       type: 'text',

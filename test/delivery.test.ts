@@ -439,6 +439,9 @@ describe('the sandbox', () => {
       template: null,
       agentId: null,
       attachments: [],
+      replyTo: null,
+      reactions: [],
+      interactive: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: inbound!.contactId } } });

@@ -57,6 +57,9 @@ describe('POST /messages', () => {
       template: null,
       agentId: null,
       attachments: [],
+      replyTo: null,
+      reactions: [],
+      interactive: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -103,6 +106,9 @@ describe('POST /messages', () => {
         agent_id: null,
         automation_id: null,
         attachments: [],
+        reply_to: null,
+        reactions: [],
+        interactive: null,
         quick_replies: null,
         created_at: new Date(data!.createdAt),
       },
@@ -131,6 +137,9 @@ describe('POST /messages', () => {
       template: null,
       agentId: null,
       attachments: [],
+      replyTo: null,
+      reactions: [],
+      interactive: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const { data: threadsOfContact } = await ws.api.GET('/threads', { params: { query: { contactId } } });
@@ -300,6 +309,9 @@ describe('POST /messages', () => {
         template: null,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: null,
         createdAt: expect.stringMatching(ISO_MS),
       })),
     );

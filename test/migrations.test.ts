@@ -69,6 +69,7 @@ const ALL_MIGRATIONS = [
   '0025_automation_bounds',
   '0027_contact_identity',
   '0028_service_levels',
+  '0029_conversation',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -404,6 +405,34 @@ describe('migrations', () => {
           { id: events[0]![0], source: 'api' },
           { id: events[1]![0], source: null },
         ]);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0029_conversation', () => {
+    it('when a database at 0025 is migrated, then messages gain reply_to, reactions (empty) and interactive, and going back drops them', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      const columns = async (): Promise<unknown[]> =>
+        (
+          await sql<{ column_name: string; column_default: string | null; is_nullable: string }>`
+            select column_name, column_default, is_nullable from information_schema.columns
+             where table_name = 'messages' and column_name in ('reply_to', 'reactions', 'interactive') order by column_name`.execute(db)
+        ).rows;
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0025_automation_bounds')).error).toBeUndefined();
+
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0025_automation_bounds') + 1));
+        expect(await columns()).toEqual([
+          { column_name: 'interactive', column_default: null, is_nullable: 'YES' },
+          { column_name: 'reactions', column_default: "'[]'::jsonb", is_nullable: 'NO' },
+          { column_name: 'reply_to', column_default: null, is_nullable: 'YES' },
+        ]);
+
+        expect((await migrator.migrateTo('0025_automation_bounds')).error).toBeUndefined();
+        expect(await columns()).toEqual([]);
       } finally {
         await db.destroy();
       }

@@ -25,6 +25,7 @@ const DELIVERY_ID = '01936a12-4d5f-7a6b-8c7d-9e0f1a2b3c4d';
 const AUTOMATION_ID = '01936b20-1a2b-7c3d-8e4f-5a6b7c8d9e01';
 const MEDIA_ID = '01936b20-7c8d-7e9f-8a0b-1c2d3e4f5a6b';
 const SLA_POLICY_ID = '01936c10-2b3c-7d4e-8f5a-6b7c8d9e0f11';
+const MESSAGE_ID = '01935f5f-9a8b-7c6d-8e5f-4a3b2c1d0e9f';
 const WINDOW = { dateFrom: '2026-11-01T00:00:00-03:00', dateTo: '2026-11-30T23:59:59.999-03:00' };
 
 type Call = (api: SupportFunnelClient) => Promise<{ response: Response; error?: unknown }>;
@@ -67,6 +68,7 @@ const calls: Record<OperationId, Call> = {
       body: { from: '+5511987654321', name: 'Mariana Silva', content: 'Oi!' },
     }),
   sendMessage: (api) => api.POST('/messages', { body: { contactId: CONTACT_ID, channelId: CHANNEL_ID, content: 'Olá, Mariana!' } }),
+  reactToMessage: (api) => api.POST('/messages/{id}/reactions', { params: { path: { id: MESSAGE_ID } }, body: { emoji: '👍' } }),
   uploadMedia: (api) =>
     api.POST('/media', {
       params: { query: { filename: 'comprovante.pdf' } },
@@ -88,6 +90,7 @@ const calls: Record<OperationId, Call> = {
   getFunnelStats: (api) => api.GET('/threads/stats/funnel', { params: { query: WINDOW } }),
   registerNps: (api) => api.POST('/threads/{id}/nps', { params: { path: { id: THREAD_ID } }, body: { score: 9, answeredAt: '2026-11-20T12:10:44.002-03:00' } }),
   requestNps: (api) => api.POST('/threads/{id}/nps/request', { params: { path: { id: THREAD_ID } } }),
+  markThreadRead: (api) => api.POST('/threads/{id}/read', { params: { path: { id: THREAD_ID } }, body: { typing: true } }),
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
   listEvents: (api) => api.GET('/events', { params: { query: { type: 'message.created', page: 1, limit: 20 } } }),
   getEvent: (api) => api.GET('/events/{id}', { params: { path: { id: EVENT_ID } } }),

@@ -210,6 +210,9 @@ describe('POST /webhooks/meta/{channelId}: WhatsApp messages', () => {
         template: null,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: null,
         createdAt: thread.lastMessageAt,
       },
     ]);

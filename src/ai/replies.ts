@@ -1,7 +1,8 @@
 // AI agents answering customers, on the durable queue: a consumer of the event log's inbound
 // message.created (registered by src/event-consumers.ts when AI_BASE_URL is set) queues a reply job
 // when the message's thread is open and its agent an active AI agent, in the statement recording
-// the event (so in the message's transaction); the job asks the AI and sends
+// the event (so in the message's transaction); the job marks the message read
+// with the typing indicator (services/conversation.ts), asks the AI and sends
 // its text through the same path as POST /messages (channel rules, delivery queue), or hands the
 // thread to a person by round robin (services/round-robin.ts: one history entry, actor the agent). One job runs per thread at a
 // time, and a job whose message is no longer the thread's latest inbound answers nothing: a burst
@@ -18,6 +19,7 @@ import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { sendMessage } from '../services/messages.js';
 import { assignRoundRobin } from '../services/round-robin.js';
+import { queueRead } from '../services/conversation.js';
 import { AI_UNAVAILABLE, chatRequest, completeChat, CONTEXT_MESSAGES } from './chat.js';
 import { agentMayAnswer, readReplyContext, recentLines, type ReplyContext } from './context.js';
 
@@ -122,6 +124,8 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
       const payload = job.payload;
       const context = await readReplyContext(db, job.workspace_id, payload.threadId);
       if (!stillAnswering(context, payload)) return { kind: 'done' };
+      // The agent takes the message: the customer sees it read, and the agent typing while it writes.
+      await queueRead(db, job.workspace_id, payload.threadId, true, new Date());
       const lines = await recentLines(db, job.workspace_id, payload.threadId, CONTEXT_MESSAGES);
       const answer = await completeChat({
         baseUrl: config.aiBaseUrl!,

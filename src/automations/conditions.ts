@@ -18,7 +18,7 @@ export interface ConditionContext {
   thread?: { status: string; stageId: string; agentId: string | null; channelId: string; labels: readonly string[] };
   channel?: { type: string };
   contact?: { labels: readonly string[]; attributes: Readonly<Record<string, AttributeValue>> };
-  message?: { content: string | null };
+  message?: { content: string | null; replyId?: string | null };
   nps?: { score: number | null };
   /** The clock an sla.warning or sla.breached is about. */
   sla?: { metric: string };
@@ -57,6 +57,8 @@ export function actualValue(field: string, context: ConditionContext): unknown {
       return context.contact ? [...context.contact.labels] : null;
     case 'message.content':
       return context.message?.content ?? null;
+    case 'message.replyId':
+      return context.message?.replyId ?? null;
     case 'nps.score':
       return context.nps?.score ?? null;
     case 'sla.metric':

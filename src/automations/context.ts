@@ -23,7 +23,7 @@ function attributesOf(value: unknown): Record<string, AttributeValue> {
 }
 
 /** The message conditions see: the thread's latest inbound one, a given one, or none (a trigger without a message). */
-export type MessageSeen = 'latest-inbound' | { content: string | null } | undefined;
+export type MessageSeen = 'latest-inbound' | { content: string | null; replyId?: string | null } | undefined;
 
 /** What conditions see of the records; the business hours are added for the instant of evaluation (withHours). */
 export type Facts = Omit<ConditionContext, 'businessHours'>;
@@ -36,7 +36,7 @@ export async function threadFacts(db: Db, workspaceId: string, threadId: string,
 
 /** The facts of a thread's context row (readThreadContext's). */
 export function factsOf(row: ThreadContextRow, message: MessageSeen): Facts {
-  const seen = message === 'latest-inbound' ? (row.has_message ? { content: row.message_content } : undefined) : message;
+  const seen = message === 'latest-inbound' ? (row.has_message ? { content: row.message_content, replyId: row.message_reply_id } : undefined) : message;
   return {
     thread: { status: row.status, stageId: row.stage_id, agentId: row.agent_id, channelId: row.channel_id, labels: labelsOf(row.thread_labels) },
     channel: { type: row.channel_type },

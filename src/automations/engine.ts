@@ -171,8 +171,10 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
     const contactId = thread?.contact_id ?? payload.contactId;
     if (start.automations.length > 0 && contactId && (thread || !payload.threadId)) {
       const automations = await prepareAll(trx, workspaceId, start.automations);
-      const object = start.event as { content?: string | null } | undefined;
-      const message: MessageSeen = payload.trigger.startsWith('message.') ? { content: object?.content ?? null } : undefined;
+      const object = start.event as { content?: string | null; interactive?: { reply?: { id?: string } } | null } | undefined;
+      const message: MessageSeen = payload.trigger.startsWith('message.')
+        ? { content: object?.content ?? null, replyId: object?.interactive?.reply?.id ?? null }
+        : undefined;
       // A root event's own job is the first of its chain: only the jobs its automations caused count what ran before.
       const root = payload.root ?? payload.eventId;
       const ranBefore = payload.chain.length > 0 ? await countRootRuns(trx, workspaceId, root) : 0;

@@ -85,6 +85,12 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
       is_not_set: none,
     },
   },
+  // The id of the button or list row a customer tapped (interactive.reply.id), compared exactly.
+  'message.replyId': {
+    needs: 'message',
+    comparison: 'exact',
+    operators: { equals: one('text'), not_equals: one('text'), in: list('text'), not_in: list('text'), is_set: none, is_not_set: none },
+  },
   'nps.score': {
     needs: 'nps',
     comparison: 'exact',

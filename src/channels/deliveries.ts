@@ -16,9 +16,12 @@ import {
   sendGraphMessage,
   uploadGraphMedia,
   whatsappMediaBody,
+  replyingTo,
+  whatsappInteractiveBody,
   whatsappTemplateBody,
   whatsappTextBody,
 } from './graph.js';
+import { runConversationAction } from './conversation.js';
 import { findMedia } from '../db/media.js';
 import type { MediaStore } from '../media/store.js';
 import type { SecretBox } from '../secrets.js';
@@ -62,6 +65,7 @@ function graphBody(target: DeliveryTarget): { body: Record<string, unknown> } | 
     // By phone when the contact has one, else by BSUID (Meta's `recipient`).
     const recipient = contact.phone ?? contact.whatsapp_user_id;
     if (!recipient) return { error: { code: 'contact_unreachable', message: 'The contact has neither a phone number nor a WhatsApp user id.' } };
+    if (message.interactive && 'type' in message.interactive) return { body: whatsappInteractiveBody(recipient, message.interactive) };
     return { body: message.template ? whatsappTemplateBody(recipient, message.template) : whatsappTextBody(recipient, message.content!) };
   }
   if (!contact.instagram_id) return { error: { code: 'contact_unreachable', message: 'The contact has no Instagram id.' } };
@@ -128,6 +132,7 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof D
     retryBaseMs: options.retryBaseMs,
 
     async run(job, signal) {
+      if (job.payload.action) return runConversationAction(options, job, job.payload.action, signal);
       const { messageId } = job.payload;
       const target = await getDeliveryTarget(db, job.workspace_id, messageId);
       if (!target || target.message.status !== 'queued') return { kind: 'done' };
@@ -150,7 +155,7 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof D
         baseUrl: options.graphUrl,
         externalId: target.channel.external_id!,
         accessToken: secrets.accessToken,
-        body: request.body,
+        body: target.replyToExternalId ? replyingTo(request.body, target.channel.type, target.replyToExternalId) : request.body,
         timeoutMs: options.graphTimeoutMs,
         signal,
       });
@@ -163,6 +168,8 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof D
     },
 
     async giveUp(job, lastError) {
+      // An action (a reaction, a read) is not the message: its failure leaves the message as it is.
+      if (job.payload.action) return void (await finishJob(db, job));
       const { messageId } = job.payload;
       await fail(db, job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
     },

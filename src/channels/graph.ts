@@ -3,7 +3,7 @@
 // (passing, and worth retrying, or permanent).
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Attachment, ChannelType } from '../db/schema.js';
+import type { Attachment, ChannelType, Interactive } from '../db/schema.js';
 import { httpRequest, postJson } from '../outbound/http.js';
 
 /** The most of Graph's answer that is read; a longer one is a network failure. */
@@ -245,4 +245,67 @@ export function whatsappMediaBody(recipient: string, attachment: Attachment, med
 /** Instagram Messaging API `POST /{ig-id}/messages`: an uploaded attachment. */
 export function instagramAttachmentBody(instagramId: string, attachment: Attachment, attachmentId: string): Record<string, unknown> {
   return { recipient: { id: instagramId }, message: { attachment: { type: INSTAGRAM_TYPES[attachment.type], payload: { attachment_id: attachmentId } } } };
+}
+
+type InteractiveOffer = Extract<Interactive, { type: 'buttons' | 'list' }>;
+
+/**
+ * WhatsApp Cloud API `POST /{phone-number-id}/messages`: reply buttons (`interactive.type: button`,
+ * `action.buttons[]` of `{type: reply, reply: {id, title}}`) or a list (`interactive.type: list`,
+ * `action.button` and `action.sections[]` of `{title?, rows: [{id, title, description?}]}`), with
+ * the optional text header and footer.
+ */
+export function whatsappInteractiveBody(recipient: string, interactive: InteractiveOffer): Record<string, unknown> {
+  const action =
+    interactive.type === 'buttons'
+      ? { buttons: interactive.buttons.map(({ id, title }) => ({ type: 'reply', reply: { id, title } })) }
+      : {
+          button: interactive.button,
+          sections: interactive.sections.map((section) => ({
+            ...(section.title !== undefined && { title: section.title }),
+            rows: section.rows.map(({ id, title, description }) => ({ id, title, ...(description !== undefined && { description }) })),
+          })),
+        };
+  return {
+    messaging_product: 'whatsapp',
+    recipient_type: 'individual',
+    ...whatsappAddress(recipient),
+    type: 'interactive',
+    interactive: {
+      type: interactive.type === 'buttons' ? 'button' : 'list',
+      ...(interactive.header !== undefined && { header: { type: 'text', text: interactive.header } }),
+      body: { text: interactive.body },
+      ...(interactive.footer !== undefined && { footer: { text: interactive.footer } }),
+      action,
+    },
+  };
+}
+
+/**
+ * A message body answering (quoting) the message with provider id `quoted`: WhatsApp's
+ * `context: {message_id}`, Instagram's `reply_to: {mid}` beside `recipient` and `message`.
+ */
+export function replyingTo(body: Record<string, unknown>, channelType: ChannelType, quoted: string): Record<string, unknown> {
+  return channelType === 'whatsapp' ? { ...body, context: { message_id: quoted } } : { ...body, reply_to: { mid: quoted } };
+}
+
+/** WhatsApp Cloud API `POST /{phone-number-id}/messages`: a reaction on a message (`emoji` "" removes ours). */
+export function whatsappReactionBody(recipient: string, messageId: string, emoji: string): Record<string, unknown> {
+  return {
+    messaging_product: 'whatsapp',
+    recipient_type: 'individual',
+    ...whatsappAddress(recipient),
+    type: 'reaction',
+    reaction: { message_id: messageId, emoji },
+  };
+}
+
+/** WhatsApp Cloud API `POST /{phone-number-id}/messages`: a received message marked read, with the typing indicator when `typing`. */
+export function whatsappReadBody(messageId: string, typing: boolean): Record<string, unknown> {
+  return { messaging_product: 'whatsapp', status: 'read', message_id: messageId, ...(typing && { typing_indicator: { type: 'text' } }) };
+}
+
+/** Instagram Messaging API `POST /{ig-id}/messages`: a sender action (`mark_seen`, `typing_on`), alone in its request. */
+export function instagramSenderActionBody(instagramId: string, action: 'mark_seen' | 'typing_on'): Record<string, unknown> {
+  return { recipient: { id: instagramId }, sender_action: action };
 }

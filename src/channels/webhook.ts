@@ -37,6 +37,18 @@ export type InboundEvent =
       sentAt?: Date | undefined;
       /** The payload of the Instagram quick reply the customer tapped (`message.quick_reply.payload`). */
       quickReplyPayload?: string | undefined;
+      /** The provider id of the message it quotes: WhatsApp `context.id`, Instagram `reply_to.mid`. */
+      replyToExternalId?: string | undefined;
+      /** The button, list row, template button or quick reply tapped: its id (or payload) and title. */
+      reply?: { id: string; title: string } | undefined;
+    }
+  | {
+      /** A customer's reaction on a message (never a message of its own); `emoji` null removes theirs. */
+      kind: 'reaction';
+      /** The provider id of the message reacted to. */
+      targetExternalId: string;
+      from: { phone?: string; whatsappUserId?: string } | { instagramId: string };
+      emoji: string | null;
     }
   | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined }
   /** Meta's `system` message `user_changed_user_id`: the customer known by `previous` now has the BSUID `current`. */
@@ -132,7 +144,7 @@ export function whatsappContent(message: Json): string {
       return labelled(type, names.join(', '));
     }
     case 'button':
-      return text(part.text) ?? labelled(type);
+      return text(part.text) ?? text(part.payload) ?? labelled(type);
     case 'interactive': {
       const reply = isObject(part.button_reply) ? part.button_reply : isObject(part.list_reply) ? part.list_reply : {};
       return text(reply.title) ?? labelled(type);
@@ -143,6 +155,30 @@ export function whatsappContent(message: Json): string {
       return labelled(type);
   }
 }
+
+/**
+ * What a customer tapped, as WhatsApp's messages webhook reports it: a reply button
+ * (`interactive.button_reply`), a list row (`interactive.list_reply`), both `{id, title}`, or a
+ * template's quick-reply button (`type: button`, `button: {payload, text}`).
+ */
+function whatsappReply(message: Json): { id: string; title: string } | undefined {
+  const part = isObject(message[text(message.type) ?? '']) ? (message[text(message.type)!] as Json) : undefined;
+  if (!part) return undefined;
+  if (message.type === 'button') {
+    const id = text(part.payload);
+    const title = text(part.text) ?? id;
+    return id && title ? { id, title } : undefined;
+  }
+  if (message.type !== 'interactive') return undefined;
+  const reply = isObject(part.button_reply) ? part.button_reply : isObject(part.list_reply) ? part.list_reply : undefined;
+  const id = reply && text(reply.id);
+  const title = reply && text(reply.title);
+  return id && title ? { id, title } : undefined;
+}
+
+/** A reply's id and title the database can keep, or undefined. */
+const storableReply = (reply: { id: string; title: string } | undefined): { id: string; title: string } | undefined =>
+  reply && storableId(reply.id) && storable(reply.title) ? reply : undefined;
 
 const WHATSAPP_MEDIA: ReadonlySet<string> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
 const MEDIA_ID = /^[0-9A-Za-z_.-]{1,128}$/;
@@ -245,6 +281,22 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push(`a message whose text ${UNSTORABLE_TEXT}`);
       continue;
     }
+    if (message.type === 'reaction') {
+      // A reaction is never a message: it annotates the one it names (removed when it has no emoji).
+      const part = isObject(message.reaction) ? message.reaction : {};
+      const target = storableId(text(part.message_id));
+      if (!target) out.ignored.push('a reaction without the id of its message');
+      else
+        out.events.push({
+          kind: 'reaction',
+          targetExternalId: target,
+          from: { ...(phoneDigits && { phone: `+${phoneDigits}` }), ...(whatsappUserId && { whatsappUserId }) },
+          emoji: storableOrNone(text(part.emoji)) ?? null,
+        });
+      continue;
+    }
+    const quoted = isObject(message.context) ? storableId(text(message.context.id)) : undefined;
+    const reply = storableReply(whatsappReply(message));
     out.events.push({
       kind: 'message',
       externalId: id,
@@ -257,6 +309,8 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       content,
       ...(media && { media: [media] }),
       sentAt: instant(message.timestamp),
+      ...(quoted && { replyToExternalId: quoted }),
+      ...(reply && { reply }),
     });
   }
   for (const status of objects(value.statuses)) {
@@ -286,8 +340,26 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
   for (const error of objects(value.errors)) out.ignored.push(`a WhatsApp error notification (code ${clip(String(error.code))})`);
 }
 
+/** An Instagram `reaction` event (`{mid, action: react|unreact, reaction, emoji}`) of a customer to the account. */
+function instagramReaction(event: Json, accountId: string, out: ParsedDelivery): void {
+  const reaction = event.reaction as Json;
+  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
+  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
+  const target = storableId(text(reaction.mid));
+  if (recipient !== accountId || !sender || !INSTAGRAM_SCOPED_ID.test(sender) || !target) {
+    out.ignored.push('an Instagram reaction not from a customer to this account, or without the mid of its message');
+    return;
+  }
+  const emoji = reaction.action === 'unreact' ? undefined : (storableOrNone(text(reaction.emoji)) ?? storableOrNone(text(reaction.reaction)));
+  out.events.push({ kind: 'reaction', targetExternalId: target, from: { instagramId: sender }, emoji: emoji ?? null });
+}
+
 function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {
   const message = isObject(event.message) ? event.message : undefined;
+  if (!message && isObject(event.reaction)) {
+    instagramReaction(event, accountId, out);
+    return;
+  }
   if (!message) {
     out.ignored.push(
       `an Instagram event without a message (${
@@ -332,6 +404,8 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
     return;
   }
   const payload = isObject(message.quick_reply) ? storableOrNone(text(message.quick_reply.payload)) : undefined;
+  const quoted = isObject(message.reply_to) ? storableId(text(message.reply_to.mid)) : undefined;
+  const reply = payload !== undefined ? storableReply({ id: payload, title: text(message.text) ?? payload }) : undefined;
   out.events.push({
     kind: 'message',
     externalId: id,
@@ -340,6 +414,8 @@ function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery)
     ...(media.length > 0 && { media }),
     sentAt: instant(event.timestamp),
     ...(payload !== undefined && { quickReplyPayload: payload }),
+    ...(quoted && { replyToExternalId: quoted }),
+    ...(reply && { reply }),
   });
 }
 

@@ -186,6 +186,8 @@ export interface ThreadContextRow {
   contact_labels: unknown;
   contact_attributes: unknown;
   message_content: string | null;
+  /** The id of the button or list row the message tapped. */
+  message_reply_id: string | null;
   has_message: boolean;
 }
 
@@ -194,12 +196,12 @@ export function threadContextQuery(workspaceId: string, threadId: string | null)
   return sql<ThreadContextRow>`
     select t.status, t.stage_id, t.agent_id, t.channel_id, t.nps_score, ch.type as channel_type,
            t.labels as thread_labels, c.labels as contact_labels, c.attributes as contact_attributes,
-           m.content as message_content, m.id is not null as has_message
+           m.content as message_content, m.interactive->'reply'->>'id' as message_reply_id, m.id is not null as has_message
       from threads t
       join channels ch on ch.workspace_id = t.workspace_id and ch.id = t.channel_id
       join contacts c on c.workspace_id = t.workspace_id and c.id = t.contact_id
       left join lateral (
-        select id, content from messages
+        select id, content, interactive from messages
          where workspace_id = t.workspace_id and thread_id = t.id and direction = 'inbound'
          order by created_at desc, id desc limit 1) m on true
      where t.workspace_id = ${workspaceId} and t.id = ${threadId}::uuid`;

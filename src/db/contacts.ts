@@ -257,11 +257,11 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
   if (!erased) return false;
   // Through the contact's threads, so the messages' list index finds them.
   await sql`
-    update messages set content = null
+    update messages set content = null, interactive = null
      where workspace_id = ${workspaceId}
        and thread_id in (select t.id from threads t where t.workspace_id = ${workspaceId} and t.contact_id = ${id})
        and contact_id = ${id}
-       and content is not null`.execute(trx);
+       and (content is not null or interactive is not null)`.execute(trx);
   return true;
 }
 

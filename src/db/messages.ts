@@ -3,7 +3,7 @@ import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { Attachment, ChannelRow, ContactRow, MessageRow, MessageStatus, QuickReply } from './schema.js';
+import type { Attachment, ChannelRow, ContactRow, Interactive, MessageRow, MessageStatus, QuickReply } from './schema.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 
 export type Message = components['schemas']['Message'];
@@ -24,6 +24,10 @@ export interface OutboundMessage {
   automationId?: string | undefined;
   /** Buttons offered with the text (Instagram's quick replies). */
   quickReplies?: QuickReply[] | undefined;
+  /** The message it answers (quotes), checked by the caller. */
+  replyTo?: string | undefined;
+  /** The buttons or list it offers; `content` is their body. */
+  interactive?: Interactive | undefined;
 }
 
 export function messageRowToMessage(row: MessageRow): Message {
@@ -40,6 +44,9 @@ export function messageRowToMessage(row: MessageRow): Message {
     template: row.template,
     agentId: row.agent_id,
     attachments: row.attachments,
+    replyTo: row.reply_to,
+    reactions: row.reactions,
+    interactive: row.interactive,
     createdAt: row.created_at.toISOString(),
   };
 }
@@ -57,12 +64,17 @@ const messageList = listSource<Message>('messages', {
   template: 'template',
   agentId: 'agent_id',
   attachments: 'attachments',
+  replyTo: 'reply_to',
+  reactions: 'reactions',
+  interactive: 'interactive',
   createdAt: { instant: 'created_at' },
 });
 
 const templateJson = (message: OutboundMessage): string | null => (message.template ? JSON.stringify(message.template) : null);
 const attachmentsJson = (message: OutboundMessage): string => JSON.stringify(message.attachments ?? []);
 const quickRepliesJson = (message: OutboundMessage): string | null => (message.quickReplies ? JSON.stringify(message.quickReplies) : null);
+const interactiveJson = (message: { interactive?: Interactive | undefined }): string | null =>
+  message.interactive ? JSON.stringify(message.interactive) : null;
 
 /**
  * Appends an outbound message to the pair's open thread and moves the thread's lastMessageAt,
@@ -80,10 +92,12 @@ export async function appendToOpenThread(db: Db, workspaceId: string, message: O
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments,
+                          quick_replies, reply_to, interactive, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
            'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
-           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${now}::timestamptz
+           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb,
+           ${message.replyTo ?? null}::uuid, ${interactiveJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -106,6 +120,8 @@ export async function insertMessage(db: Db, workspaceId: string, threadId: strin
       automation_id: message.automationId ?? null,
       attachments: attachmentsJson(message),
       quick_replies: quickRepliesJson(message),
+      reply_to: message.replyTo ?? null,
+      interactive: interactiveJson(message),
       created_at: now,
     })
     .returningAll()
@@ -128,10 +144,12 @@ export async function appendToThread(db: Db, workspaceId: string, threadId: stri
          and exists (select 1 from contacts c where c.workspace_id = ${workspaceId} and c.id = ${message.contactId} and c.erased_at is null)
       returning id
     )
-    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments, quick_replies, created_at)
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, template, agent_id, automation_id, attachments, quick_replies,
+                          reply_to, interactive, created_at)
     select ${workspaceId}::uuid, ${uuidv7()}::uuid, thread.id, ${message.contactId}::uuid, ${message.channelId}::uuid,
            'outbound', ${message.content}, 'queued', ${templateJson(message)}::jsonb, ${message.agentId ?? null}::uuid,
-           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb, ${now}::timestamptz
+           ${message.automationId ?? null}::uuid, ${attachmentsJson(message)}::jsonb, ${quickRepliesJson(message)}::jsonb,
+           ${message.replyTo ?? null}::uuid, ${interactiveJson(message)}::jsonb, ${now}::timestamptz
       from thread
     returning *`.execute(db);
   return result.rows[0];
@@ -153,6 +171,10 @@ export interface InboundMessage {
   content: string | null;
   externalId: string;
   attachments?: Attachment[] | undefined;
+  /** The provider id of the message it quotes (WhatsApp `context.id`, Instagram `reply_to.mid`): `reply_to` when the pair has it. */
+  replyToExternalId?: string | undefined;
+  /** The button or list row tapped. */
+  interactive?: Interactive | undefined;
 }
 
 /** Stores an inbound message; undefined when the channel already has one with this provider id. */
@@ -171,6 +193,18 @@ export async function insertInboundMessage(db: Db, workspaceId: string, message:
         status: 'delivered',
         external_id: message.externalId,
         ...(message.attachments && message.attachments.length > 0 && { attachments: JSON.stringify(message.attachments) }),
+        ...(message.replyToExternalId !== undefined && {
+          reply_to: (eb) =>
+            eb
+              .selectFrom('messages as q')
+              .select('q.id')
+              .where('q.workspace_id', '=', workspaceId)
+              .where('q.channel_id', '=', message.channelId)
+              .where('q.contact_id', '=', message.contactId)
+              .where('q.external_id', '=', message.replyToExternalId!)
+              .limit(1),
+        }),
+        interactive: interactiveJson(message),
         created_at: now,
       })
       // A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.
@@ -196,6 +230,8 @@ export interface DeliveryTarget {
   message: MessageRow;
   channel: ChannelRow;
   contact: Pick<ContactRow, 'phone' | 'instagram_id' | 'whatsapp_user_id'>;
+  /** The provider id of the message it answers (quotes), when it answers one. */
+  replyToExternalId: string | null;
 }
 
 export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: string): Promise<DeliveryTarget | undefined> {
@@ -203,6 +239,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
     .selectFrom('messages as m')
     .innerJoin('channels as ch', (join) => join.onRef('ch.workspace_id', '=', 'm.workspace_id').onRef('ch.id', '=', 'm.channel_id'))
     .innerJoin('contacts as co', (join) => join.onRef('co.workspace_id', '=', 'm.workspace_id').onRef('co.id', '=', 'm.contact_id'))
+    .leftJoin('messages as q', (join) => join.onRef('q.workspace_id', '=', 'm.workspace_id').onRef('q.id', '=', 'm.reply_to'))
     .selectAll('m')
     .select([
       'ch.type as ch_type',
@@ -216,6 +253,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
       'co.phone as co_phone',
       'co.instagram_id as co_instagram_id',
       'co.whatsapp_user_id as co_whatsapp_user_id',
+      'q.external_id as q_external_id',
     ])
     .where('m.workspace_id', '=', workspaceId)
     .where('m.id', '=', messageId)
@@ -233,6 +271,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
     co_phone,
     co_instagram_id,
     co_whatsapp_user_id,
+    q_external_id,
     ...message
   } = row;
   return {
@@ -250,6 +289,7 @@ export async function getDeliveryTarget(db: Db, workspaceId: string, messageId: 
       default_agent_id: ch_default_agent_id,
     },
     contact: { phone: co_phone, instagram_id: co_instagram_id, whatsapp_user_id: co_whatsapp_user_id },
+    replyToExternalId: q_external_id ?? null,
   };
 }
 

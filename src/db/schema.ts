@@ -301,8 +301,24 @@ export interface MessageTable {
   attachments: ColumnType<Attachment[], string | undefined, string>;
   /** jsonb [{title, payload}]: the buttons an Instagram message offers (the NPS question's 0..10); null for none. */
   quick_replies: ColumnType<QuickReply[] | null, string | null | undefined, never>;
+  /** The message this one answers (quotes); null for none, or a quoted message unknown here. */
+  reply_to: ColumnType<string | null, string | null | undefined, never>;
+  /** jsonb: the reactions on the message, at most one per direction; written as JSON text. */
+  reactions: ColumnType<Reaction[], string | undefined, string>;
+  /** jsonb: the buttons or list an outbound message offers, or the reply an inbound one tapped; written as JSON text. */
+  interactive: ColumnType<Interactive | null, string | null | undefined, never>;
   created_at: CreatedAt;
 }
+
+/** An emoji reaction on a message, as the API shows it. */
+export interface Reaction {
+  emoji: string;
+  direction: MessageDirection;
+  createdAt: string;
+}
+
+/** A message's buttons or list (outbound), or the button or row a customer tapped (inbound), as the API shows them. */
+export type Interactive = NonNullable<components['schemas']['Message']['interactive']>;
 
 /** A quick reply of an outbound message: the button's title, and the payload Meta sends back when it is tapped. */
 export interface QuickReply {

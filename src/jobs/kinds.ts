@@ -8,7 +8,15 @@ import type { SlaMetric } from '../db/schema.js';
 /** A message's delivery, and a sandbox message's receipt. */
 export interface DeliveryPayload {
   messageId: string;
+  /**
+   * Not the message itself but an action on it, sent in order with the contact's messages
+   * (channels/conversation.ts): our reaction (`emoji`, "" removes it), or marking the customer's
+   * message read (and showing that we are typing).
+   */
+  action?: ConversationAction | undefined;
 }
+
+export type ConversationAction = { type: 'reaction'; emoji: string } | { type: 'read'; typing: boolean };
 
 /** A Meta status held until its message has Meta's id, with the channel it came on. */
 export interface EarlyStatusPayload {

@@ -9,6 +9,7 @@ import { ApiError, invalidReference, isConstraintError, notFound } from '../erro
 import { changeThread, openThread } from '../services/threads.js';
 import { answerNps, npsGroupStats, npsStats } from '../services/nps.js';
 import { requestNps } from '../services/nps-requests.js';
+import { markThreadRead } from '../services/conversation.js';
 import { EARLIEST_INSTANT, instantToDate, instantToIso, parseInstant } from '../time.js';
 import { paging, type Handlers } from './handler.js';
 import { transact } from '../db/database.js';
@@ -48,7 +49,16 @@ const openPairConflict = (existingId: string | undefined, path: string): ApiErro
 
 export const threadHandlers: Pick<
   Handlers,
-  'listThreads' | 'getThread' | 'createThread' | 'updateThread' | 'listThreadHistory' | 'registerNps' | 'requestNps' | 'getNpsStats' | 'getFunnelStats'
+  | 'listThreads'
+  | 'getThread'
+  | 'createThread'
+  | 'updateThread'
+  | 'listThreadHistory'
+  | 'registerNps'
+  | 'requestNps'
+  | 'markThreadRead'
+  | 'getNpsStats'
+  | 'getFunnelStats'
 > = {
   async listThreads({ db, auth, query }) {
     const { page, limit } = paging(query);
@@ -61,6 +71,12 @@ export const threadHandlers: Pick<
       labels: query.label,
     };
     return { status: 200, body: await threads.listThreads(db, auth.workspaceId, filter, page, limit) };
+  },
+
+  async markThreadRead({ db, auth, params, body }) {
+    const thread = await markThreadRead(db, auth.workspaceId, params.id, body.typing ?? false);
+    if (!thread) throw notFound('Thread');
+    return { status: 202, body: thread };
   },
 
   async getThread({ db, auth, params }) {

@@ -1,6 +1,7 @@
-// A message's status moving (its delivery's outcome, the sandbox's receipt, Meta's statuses) with
-// its message.updated event, in one statement: message.updated is recorded here only. Kept apart
-// from services/messages.ts so that the delivery jobs (channels/deliveries.ts) import this alone.
+// A message's status moving (its delivery's outcome, the sandbox's receipt, Meta's statuses), or its
+// reactions changing (services/conversation.ts), with its message.updated event, in one statement:
+// message.updated is recorded here only. Kept apart from services/messages.ts so that the delivery
+// jobs (channels/deliveries.ts) import this alone.
 import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';

@@ -19,6 +19,7 @@ import type { Attachment, ChannelType } from '../db/schema.js';
 import { channelRefuses } from '../media/types.js';
 import * as sla from '../sla/clocks.js';
 import { getAgentType } from '../db/agents.js';
+import { checkInteractive, checkReplyTo } from './conversation.js';
 
 type MessageCreate = components['schemas']['MessageCreate'];
 
@@ -97,6 +98,8 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
       { path: '/body/contactId', message: 'the contact has no phone and no whatsappUserId (they must write first, or be given a phone)' },
     ]);
   }
+  if (input.interactive) checkInteractive(input.interactive, type);
+  if (input.replyTo) await checkReplyTo(db, workspaceId, input.replyTo, input.contactId, input.channelId);
   if (provider === 'sandbox') return attachments;
   if (type === 'instagram' && !context.contact.instagram_id) {
     throw new ApiError(422, 'invalid_reference', 'The contact cannot be reached on Instagram.', [
@@ -106,12 +109,25 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
   if (!input.template && !withinMessagingWindow(context.lastInboundAt, now)) {
     throw new ApiError(422, 'outside_messaging_window', 'The contact last wrote on this channel more than 24 hours ago (or never); send a template instead.', [
       {
-        path: input.content === undefined ? '/body/attachments' : '/body/content',
+        path: input.interactive ? '/body/interactive' : input.content === undefined ? '/body/attachments' : '/body/content',
         message: `free text and files need the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
       },
     ]);
   }
   return attachments;
+}
+
+/**
+ * A message of buttons or a list: its body is its content; on Instagram the buttons also go as
+ * quick replies (their payload the button's id), as the NPS question's do.
+ */
+function interactiveMessage(pair: Omit<OutboundMessage, 'content'>, interactive: NonNullable<MessageCreate['interactive']>): OutboundMessage {
+  return {
+    ...pair,
+    content: interactive.body,
+    interactive,
+    ...(interactive.type === 'buttons' && { quickReplies: interactive.buttons.map((b) => ({ title: b.title, payload: b.id })) }),
+  };
 }
 
 /** The messages after the first of one send, in its thread, in order (UUIDv7 ids order those of one instant). */
@@ -151,14 +167,18 @@ export async function sendMessage(db: Db, workspaceId: string, input: MessageCre
   const attachments = await checkSendable(db, workspaceId, input, new Date());
   const agentId = author.agentId ?? input.agentId?.toLowerCase();
   const pair = { contactId: input.contactId, channelId: input.channelId, agentId, automationId: automationOf(actor) };
-  // The contract lets a template alone through, or content and/or attachments: the text first, then each file.
+  // The contract lets a template alone through, buttons or a list alone, or content and/or attachments: the text first, then each file.
   const messages: OutboundMessage[] = input.template
     ? [{ ...pair, content: templateContent(input.template), template: input.template }]
-    : [
-        ...(input.content !== undefined ? [{ ...pair, content: input.content }] : []),
-        ...attachments.map((attachment) => ({ ...pair, content: attachment.caption, attachments: [attachment] })),
-      ];
-  const [message, ...more] = messages as [OutboundMessage, ...OutboundMessage[]];
+    : input.interactive
+      ? [interactiveMessage(pair, input.interactive)]
+      : [
+          ...(input.content !== undefined ? [{ ...pair, content: input.content }] : []),
+          ...attachments.map((attachment) => ({ ...pair, content: attachment.caption, attachments: [attachment] })),
+        ];
+  // A reply quotes with its first message.
+  const [first, ...more] = messages as [OutboundMessage, ...OutboundMessage[]];
+  const message: OutboundMessage = input.replyTo ? { ...first, replyTo: input.replyTo } : first;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const now = new Date();
     const row = await transact(db, async (trx) => {

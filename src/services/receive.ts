@@ -18,6 +18,7 @@ import { messageCreated } from './messages.js';
 import { answerInConversation, scoreOfReply } from './nps-requests.js';
 import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
 import { openThreadId } from './threads.js';
+import { applyInboundReaction } from './conversation.js';
 
 /** A customer's message as a channel adapter parsed it. */
 export type ReceivedMessage = Extract<InboundEvent, { kind: 'message' }>;
@@ -58,7 +59,17 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
   const row = await insertInboundMessage(
     trx,
     workspaceId,
-    { threadId, contactId, channelId: channel.id, content: message.content, externalId: message.externalId, attachments: files.map((f) => f.attachment) },
+    {
+      threadId,
+      contactId,
+      channelId: channel.id,
+      content: message.content,
+      externalId: message.externalId,
+      attachments: files.map((f) => f.attachment),
+      // What it quotes (reply_to when the quoted message is known here) and the button or row it tapped.
+      replyToExternalId: message.replyToExternalId,
+      interactive: message.reply && { reply: message.reply },
+    },
     now,
   );
   if (!row) return { kind: 'duplicate' };
@@ -102,6 +113,11 @@ export async function receiveEvents(db: Db, channel: ChannelRow, events: Inbound
       }
       if (event.kind === 'user_id_changed') {
         await changeWhatsappUserId(trx, channel.workspace_id, event.previous, event.current, now);
+        continue;
+      }
+      if (event.kind === 'reaction') {
+        // Never a message: the customer's reaction annotates the message it names (services/conversation.ts).
+        await applyInboundReaction(trx, channel, event, SYSTEM, now);
         continue;
       }
       const outcome = await receiveMessage(trx, channel, event, now);

@@ -540,6 +540,41 @@ async function freshContact(ctx: Ctx): Promise<Contact> {
   return contact!;
 }
 
+/**
+ * The first of Meta's limits on buttons and lists that the schema cannot say, as the service checks
+ * them: ids unique (and button titles), a title for each of several sections, 10 rows in all.
+ */
+function interactiveProblem(interactive: S['InteractiveCreate']): { path: string; why: string } | undefined {
+  if (interactive.type === 'buttons') {
+    const ids = new Set<string>();
+    const titles = new Set<string>();
+    for (const [i, button] of interactive.buttons.entries()) {
+      if (ids.has(button.id)) return { path: `/body/interactive/buttons/${i}/id`, why: 'a repeated button id' };
+      if (titles.has(button.title)) return { path: `/body/interactive/buttons/${i}/title`, why: 'a repeated button title' };
+      ids.add(button.id);
+      titles.add(button.title);
+    }
+    return undefined;
+  }
+  const ids = new Set<string>();
+  let rows = 0;
+  for (const [i, section] of interactive.sections.entries()) {
+    if (interactive.sections.length > 1 && section.title === undefined)
+      return { path: `/body/interactive/sections/${i}/title`, why: 'a section without a title' };
+    for (const [r, row] of section.rows.entries()) {
+      if (++rows > 10) return { path: `/body/interactive/sections/${i}/rows/${r}`, why: 'more than 10 rows in all' };
+      if (ids.has(row.id)) return { path: `/body/interactive/sections/${i}/rows/${r}/id`, why: 'a repeated row id' };
+      ids.add(row.id);
+    }
+  }
+  return undefined;
+}
+
+/** Whether a reaction is one emoji: one grapheme, pictographic, a flag or a keycap. */
+const oneEmoji = (text: string): boolean =>
+  [...new Intl.Segmenter('en', { granularity: 'grapheme' }).segment(text)].length === 1 &&
+  /\p{Extended_Pictographic}|\p{Regional_Indicator}|\u20e3/u.test(text);
+
 async function freshThread(ctx: Ctx, channel: Channel): Promise<Thread> {
   const contact = await freshContact(ctx);
   const row = await openThread(ctx.server.db, ctx.model.workspaceId, { contactId: contact.id, channelId: channel.id }, new Date(), SYSTEM);
@@ -1079,7 +1114,11 @@ const plans: Partial<Record<OperationId, Plan>> = {
   },
 
   sendMessage: {
-    bind: bindPair,
+    async bind(ctx, parts, knobs, arrange) {
+      await bindPair(ctx, parts, knobs, arrange);
+      // A random replyTo is always refused (422 invalid_reply): anchored cases answer nothing, so the rest of the send is tried.
+      if (knobs.anchor && typeof parts.body === 'object' && parts.body !== null) delete (parts.body as { replyTo?: string }).replyTo;
+    },
     refuse: refuseReference,
     async check(ctx, ex, { body }) {
       const input = body as S['MessageCreate'];
@@ -1094,11 +1133,23 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (template && channel.type === 'instagram') return expectError(ex, 422, 'template_not_supported', 'a template on Instagram', '/body/template');
       if (channel.type === 'whatsapp' && !contact.phone && !contact.whatsappUserId)
         return expectError(ex, 422, 'contact_unreachable', 'a contact with neither a phone nor a BSUID, on WhatsApp', '/body/contactId');
+      const interactive = input.interactive;
+      if (interactive) {
+        const problem = interactiveProblem(interactive);
+        if (problem) return expectError(ex, 400, 'validation_error', `Meta's limit the schema cannot say: ${problem.why}`, problem.path);
+        if (interactive.type === 'list' && channel.type === 'instagram') {
+          return expectError(ex, 422, 'unsupported_on_channel', 'a list on Instagram', '/body/interactive/type');
+        }
+      }
+      // The fuzzer's replyTo is a random id: never a message of the pair that reached the channel.
+      if (input.replyTo) return expectError(ex, 422, 'invalid_reply', 'a replyTo that is no message of the pair', '/body/replyTo');
       if (channel.provider === 'meta') {
         if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId))
           return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/body/contactId');
         // Nobody writes on a Meta channel here, so every contact is outside the 24-hour window.
-        if (!template) return expectError(ex, 422, 'outside_messaging_window', 'free text outside the 24-hour window', '/body/content');
+        if (!template) {
+          return expectError(ex, 422, 'outside_messaging_window', 'free text outside the 24-hour window', interactive ? '/body/interactive' : '/body/content');
+        }
       }
       expectStatus(ex, 201, 'a message to a contact of the workspace on its channel');
       const message = ex.res.body as Message;
@@ -1110,13 +1161,16 @@ const plans: Partial<Record<OperationId, Plan>> = {
         contactId: input.contactId.toLowerCase(),
         channelId: input.channelId.toLowerCase(),
         direction: 'outbound',
-        content: template ? `[template ${template.name}]${parameters.length > 0 ? ` ${parameters.join(', ')}` : ''}` : input.content,
+        content: template ? `[template ${template.name}]${parameters.length > 0 ? ` ${parameters.join(', ')}` : ''}` : (interactive?.body ?? input.content),
         status: 'queued',
         externalId: null,
         error: null,
         template: template ?? null,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: interactive ?? null,
         createdAt: message.createdAt,
       };
       if (open) {
@@ -1326,6 +1380,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
           template: null,
           agentId: null,
           attachments: [],
+          replyTo: null,
+          reactions: [],
+          interactive: null,
           createdAt: message.createdAt,
         },
         'the inbound message',
@@ -1571,6 +1628,56 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
   },
 
+  markThreadRead: {
+    async bind(ctx, parts, knobs) {
+      parts.path.id = casing(pick(ctx.model.threads, knobs.picks[0])!.id, knobs.upper);
+    },
+    refuse: refuseId('thread', 'id'),
+    async check(ctx, ex, { path }) {
+      // Marking read sends to Meta (nobody writes on a Meta channel here: nothing to mark) and changes no thread.
+      expectStatus(ex, 202, 'a thread of the workspace');
+      same(
+        ex,
+        ex.res.body,
+        ctx.model.threads.find((t) => t.id === path.id!.toLowerCase()),
+        'the thread, unchanged',
+      );
+    },
+  },
+
+  reactToMessage: {
+    async bind(ctx, parts, knobs) {
+      // Anchored cases react on a customer's message (it reached the channel), the others on any message.
+      const all = [...ctx.model.messages.values()].flat();
+      const inbound = all.filter((m) => m.direction === 'inbound');
+      const message = pick(knobs.anchor && inbound.length > 0 ? inbound : all, knobs.picks[0]);
+      parts.path.id = casing(message?.id ?? ctx.model.foreign.id.thread, knobs.upper);
+    },
+    async check(ctx, ex, { path, body }) {
+      const { emoji } = body as S['ReactionCreate'];
+      const id = path.id!.toLowerCase();
+      const thread = [...ctx.model.messages.values()].find((messages) => messages.some((m) => m.id === id));
+      if (emoji !== '' && !oneEmoji(emoji)) return expectError(ex, 400, 'validation_error', 'a reaction that is not one emoji', '/body/emoji');
+      const message = thread?.find((m) => m.id === id);
+      if (!message) return expectError(ex, 404, 'not_found', 'no message of the workspace');
+      const channel = ctx.model.channels.find((c) => c.id === message.channelId)!;
+      if (channel.type === 'instagram') return expectError(ex, 422, 'unsupported_on_channel', 'a reaction on Instagram', '/path/id');
+      if (ctx.model.erased.includes(message.contactId)) return expectError(ex, 422, 'invalid_reference', "an erased contact's message", '/path/id');
+      if (message.externalId === null) return expectError(ex, 422, 'invalid_reference', 'a message not sent yet', '/path/id');
+      expectStatus(ex, 202, 'a reaction on a message that reached the channel');
+      const after = ex.res.body as Message;
+      const others = message.reactions.filter((r) => r.direction !== 'outbound');
+      const ours = after.reactions.find((r) => r.direction === 'outbound');
+      same(
+        ex,
+        after,
+        { ...message, reactions: emoji === '' ? others : [...others, { emoji, direction: 'outbound', createdAt: ours?.createdAt ?? '(none)' }] },
+        'the message with our reaction',
+      );
+      message.reactions = after.reactions;
+    },
+  },
+
   requestNps: {
     async bind(ctx, parts, knobs, arrange) {
       const { model } = ctx;
@@ -1642,6 +1749,9 @@ const plans: Partial<Record<OperationId, Plan>> = {
         template,
         agentId: null,
         attachments: [],
+        replyTo: null,
+        reactions: [],
+        interactive: null,
         createdAt: at,
       };
       same(ex, question, expected, 'the question, an outbound message of the thread');
@@ -2679,9 +2789,11 @@ const ORDER: OperationId[] = [
   'simulateSandboxInbound',
   'createThread',
   'sendMessage',
+  'reactToMessage',
   'updateThread',
   'registerNps',
   'requestNps',
+  'markThreadRead',
   'deleteContact',
   'createWebhookEndpoint',
   'updateWebhookEndpoint',

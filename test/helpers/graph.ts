@@ -5,6 +5,7 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { closeServer, listenOnLoopback, readBody } from './processes.js';
+import { graphBodyProblem } from './graph-shapes.js';
 
 export interface GraphRequest {
   method: string;
@@ -60,6 +61,9 @@ export function sentAnswer(request: GraphRequest): GraphAnswer {
   if (request.path.endsWith('/media')) return { status: 200, body: { id: String(4_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
   if (request.path.endsWith('/message_attachments'))
     return { status: 200, body: { attachment_id: String(5_000_000_000_000 + Math.floor(Math.random() * 1e12)) } };
+  // A read receipt (with or without the typing indicator) answers success; an Instagram sender action, its recipient.
+  if (request.body?.status === 'read') return { status: 200, body: { success: true } };
+  if (request.body?.sender_action) return { status: 200, body: { recipient_id: request.body.recipient?.id } };
   if (request.body?.messaging_product === 'whatsapp') {
     return {
       status: 200,
@@ -80,6 +84,8 @@ export function sentAnswer(request: GraphRequest): GraphAnswer {
 
 export class GraphDouble {
   readonly requests: GraphRequest[] = [];
+  /** The `/messages` bodies refused as Meta would (not Meta's documented shape), and why. */
+  readonly refused: Array<{ request: GraphRequest; problem: string }> = [];
   private readonly media = new Map<string, GraphMedia>();
   private script: Script | undefined;
   private constructor(
@@ -150,7 +156,7 @@ export class GraphDouble {
     else if (media) answer = this.script?.(request, index) ?? media.answer;
     else if (req.method !== 'POST' || !match) answer = graphError(100, 'Unsupported request', 400);
     else if (!req.headers.authorization?.startsWith('Bearer ')) answer = graphError(190, 'Invalid OAuth access token', 401);
-    else answer = this.script?.(request, index) ?? sentAnswer(request);
+    else answer = this.script?.(request, index) ?? this.refusal(request) ?? sentAnswer(request);
     request.answer = answer;
     if ('drop' in answer) {
       req.socket.destroy();
@@ -166,6 +172,15 @@ export class GraphDouble {
     }
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+  }
+
+  /** Graph's error 100 for a `/messages` body Meta's documentation says it refuses (graph-shapes.ts); recorded in `refused`. */
+  private refusal(request: GraphRequest): GraphAnswer | undefined {
+    if (!request.path.endsWith('/messages')) return undefined;
+    const problem = graphBodyProblem(request.body);
+    if (!problem) return undefined;
+    this.refused.push({ request, problem });
+    return graphError(100, `(#100) Invalid parameter: ${problem}`);
   }
 
   /**
