@@ -226,6 +226,20 @@ export async function updateContact(db: Db, workspaceId: string, id: string, val
   return row && contactRowToContact(row);
 }
 
+/** What an erased or merged contact keeps of the person: nothing (its row stays for its threads and messages). */
+const noPerson = () => ({
+  name: '',
+  phone: null,
+  email: null,
+  instagram_id: null,
+  whatsapp_user_id: null,
+  whatsapp_username: null,
+  external_id: null,
+  labels: [] as string[],
+  label_keys: [] as string[],
+  attributes: '{}',
+});
+
 /**
  * Erases a contact: its name, phone, email, labels and attributes go, and the content of its messages; its threads,
  * their history and NPS answers stay (they hold no personal data), so every statistic is unchanged.
@@ -236,16 +250,7 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
   const erased = await trx
     .updateTable('contacts')
     .set({
-      name: '',
-      phone: null,
-      email: null,
-      instagram_id: null,
-      whatsapp_user_id: null,
-      whatsapp_username: null,
-      external_id: null,
-      labels: [],
-      label_keys: [],
-      attributes: '{}',
+      ...noPerson(),
       erased_at: now,
       updated_at: now,
     })
@@ -413,16 +418,7 @@ export async function foldContacts(
   await trx
     .updateTable('contacts')
     .set({
-      name: '',
-      labels: [],
-      label_keys: [],
-      attributes: '{}',
-      phone: null,
-      email: null,
-      instagram_id: null,
-      whatsapp_user_id: null,
-      whatsapp_username: null,
-      external_id: null,
+      ...noPerson(),
       merged_into: targetId,
       erased_at: now,
       updated_at: now,

@@ -20,6 +20,7 @@ import { loadSettings, type Settings } from '../services/settings.js';
 import { businessMsBetween, dueAfter } from './business-time.js';
 import { choosePolicy } from './policies.js';
 import { replaceTimers } from './timers.js';
+import { setThreadSla } from './thread-sla.js';
 
 const TARGET: Record<SlaMetric, 'firstResponseMinutes' | 'nextResponseMinutes' | 'resolutionMinutes'> = {
   firstResponse: 'firstResponseMinutes',
@@ -92,13 +93,7 @@ export function slaOf(policyId: string | null, clocks: readonly SlaClockRow[], b
 export async function writeClocks(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[], sla: ThreadSla | null): Promise<ThreadRow> {
   await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).execute();
   if (clocks.length > 0) await trx.insertInto('sla_clocks').values(clocks).execute();
-  const row = await trx
-    .updateTable('threads')
-    .set({ sla: sla && JSON.stringify(sla) })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', threadId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await setThreadSla(trx, workspaceId, threadId, sla);
   await replaceTimers(trx, workspaceId, threadId, clocks);
   return row;
 }

@@ -13,6 +13,7 @@ import { slaBreached, slaWarned } from '../services/sla-events.js';
 import { cancelWaitingQuery, enqueue, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
+import { setThreadSla } from './thread-sla.js';
 
 export const SLA_TIMER = 'sla-timer';
 
@@ -89,13 +90,7 @@ async function fire(trx: Db, thread: ThreadRow, clock: SlaClockRow, breach: bool
     breached: breach && !thread.sla.breached.includes(metric) ? [...thread.sla.breached, metric] : thread.sla.breached,
   };
   if (sla) sla.status = sla.breached.length > 0 ? 'breached' : 'warning';
-  const row = await trx
-    .updateTable('threads')
-    .set({ sla: sla && JSON.stringify(sla) })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', threadId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  const row = await setThreadSla(trx, workspaceId, threadId, sla);
   await (breach ? slaBreached : slaWarned)(trx, row, metric, now);
 }
 
