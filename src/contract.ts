@@ -153,7 +153,9 @@ function patternExamples(spec: SpecDocument): Map<string, string> {
   const found = new Map<string, string>();
   for (const schema of Object.values(spec.components.schemas)) {
     const example = schema.examples?.[0];
-    if (typeof schema.pattern === 'string' && typeof example === 'string') found.set(schema.pattern, example);
+    // A pattern the empty text passes (the "no U+0000" of free text) is a guard, not a format, and
+    // other fields share it: an example would name the wrong field's.
+    if (typeof schema.pattern === 'string' && typeof example === 'string' && !new RegExp(schema.pattern, 'u').test('')) found.set(schema.pattern, example);
   }
   return found;
 }

@@ -188,16 +188,14 @@ export async function insertContactByKey(db: Db, workspaceId: string, key: Conta
     .executeTakeFirst();
 }
 
-/** The live (unerased) contact's row, locked until the transaction ends: a change is planned from it. */
-export async function lockContact(trx: Db, workspaceId: string, id: string): Promise<ContactRow | undefined> {
-  return trx
-    .selectFrom('contacts')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .where('erased_at', 'is', null)
-    .forUpdate()
-    .executeTakeFirst();
+/**
+ * The live (unerased) contact's row, locked until the transaction ends: a change is planned from it
+ * (FOR UPDATE). With `keyShare`, only held against a merge or an erasure (FOR KEY SHARE, as a
+ * reference to the contact takes): changes of its other columns, as an automation's, pass.
+ */
+export async function lockContact(trx: Db, workspaceId: string, id: string, { keyShare = false } = {}): Promise<ContactRow | undefined> {
+  const query = trx.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).where('erased_at', 'is', null);
+  return (keyShare ? query.forKeyShare() : query.forUpdate()).executeTakeFirst();
 }
 
 /**

@@ -355,8 +355,8 @@ const MAX_FOLLOWS = 5;
  * mobile); a delivery that brings both stores both on it (a phone another contact holds stays
  * there), and its username. Created in the phone's 13-digit form, named after the profile name,
  * else the username, else the phone or BSUID. The keys are held first, so concurrent messages of
- * one new customer make one contact; the row lock makes a merge of it wait for this message, or
- * this message wait for the merge and then find the target. Run it in the receive's transaction.
+ * one new customer make one contact; the row's key-share lock makes a merge of it wait for this
+ * message, or this message wait for the merge and then find the target. Run it in the receive's transaction.
  */
 export async function findOrCreateInboundContact(trx: Db, workspaceId: string, sender: InboundSender, now: Date): Promise<string> {
   if ('instagramId' in sender) {
@@ -376,8 +376,10 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
       await contactCreated(trx, workspaceId, contactRowToContact(row), SYSTEM, now);
       return row.id;
     }
-    // Merged (or erased) since it was found: the keys now lead to the contact it became.
-    const row = await lockContact(trx, workspaceId, id);
+    // Merged (or erased) since it was found: the keys now lead to the contact it became. Held as a
+    // reference is (a merge or an erasure waits for this message); the sender's keys, held above,
+    // already keep two messages of one customer apart.
+    const row = await lockContact(trx, workspaceId, id, { keyShare: true });
     if (!row) continue;
     const values: { phone?: string; whatsappUserId?: string; username?: string } = {};
     if (whatsappUserId && !row.whatsapp_user_id) values.whatsappUserId = whatsappUserId;
