@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import { NO_AGENT, type ThreadRow } from './schema.js';
+import { NO_AGENT, type ThreadRow, type ThreadSla } from './schema.js';
 import type { Actor } from '../actor.js';
 import { historyRows, type FieldChange } from './history.js';
 import { hasLabels, labelKeys } from './labels.js';
@@ -418,4 +418,15 @@ export async function countNpsAnswers(db: Db, workspaceId: string, fromInstant: 
                and nps_created_at >= ${days.endStart}::timestamptz
                and nps_created_at <= ${upper}::timestamptz) parts`.execute(db);
   return result.rows[0]!;
+}
+
+/** Writes the thread's `sla` as the API shows it (src/sla/ computes it), and answers the thread as it is now. */
+export async function setThreadSla(trx: Db, workspaceId: string, threadId: string, sla: ThreadSla | null): Promise<ThreadRow> {
+  return trx
+    .updateTable('threads')
+    .set({ sla: sla && JSON.stringify(sla) })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', threadId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }

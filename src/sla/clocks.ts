@@ -20,7 +20,7 @@ import { loadSettings, type Settings } from '../services/settings.js';
 import { businessMsBetween, dueAfter } from './business-time.js';
 import { choosePolicy } from './policies.js';
 import { replaceTimers } from './timers.js';
-import { setThreadSla } from './thread-sla.js';
+import { setThreadSla } from '../db/threads.js';
 
 const TARGET: Record<SlaMetric, 'firstResponseMinutes' | 'nextResponseMinutes' | 'resolutionMinutes'> = {
   firstResponse: 'firstResponseMinutes',

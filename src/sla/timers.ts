@@ -13,7 +13,7 @@ import { slaBreached, slaWarned } from '../services/sla-events.js';
 import { cancelWaitingQuery, enqueue, finishJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
-import { setThreadSla } from './thread-sla.js';
+import { setThreadSla } from '../db/threads.js';
 
 export const SLA_TIMER = 'sla-timer';
 
