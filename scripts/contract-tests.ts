@@ -71,6 +71,11 @@ interface Seeded {
   automationId: string;
   automationToDeleteId: string;
   mediaId: string;
+  messageId: string;
+  slaPolicyId: string;
+  slaPolicyToDeleteId: string;
+  mergeTargetId: string;
+  mergeSourceId: string;
 }
 
 /** Records for the collection's path ids and bodies, made through the API itself. */
@@ -102,7 +107,11 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     'a contact to erase',
     await api.POST('/contacts', { body: { name: 'Paula Apagar', phone: `${phone.slice(0, -1)}${(Number(phone.at(-1)) + 1) % 10}` } }),
   );
-  const other = must('another contact', await api.POST('/contacts', { body: { name: 'Rita Souza' } }));
+  // A WhatsApp message needs a phone (or a BSUID) to reach: 422 contact_unreachable without one.
+  const other = must(
+    'another contact',
+    await api.POST('/contacts', { body: { name: 'Rita Souza', phone: `${phone.slice(0, -1)}${(Number(phone.at(-1)) + 2) % 10}` } }),
+  );
   const send = { body: { contactId: other.id, channelId: whatsapp.id, content: 'Oi, Rita!' } };
   const first = must('a message to close', await api.POST('/messages', send));
   must('a closed thread', await api.PATCH('/threads/{id}', { params: { path: { id: first.threadId } }, body: { status: 'closed' } }));
@@ -133,6 +142,13 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
   });
   if (uploaded.status !== 201) throw new Error(`seeding a media file: ${uploaded.status} ${await uploaded.text()}`);
   const media = (await uploaded.json()) as { id: string };
+  // SLA policies to read, change and delete (disabled: no thread of the run is held to them); two
+  // contacts for mergeContact; upsertContact finds João by his phone.
+  const policy = { name: 'Primeira resposta em 15 minutos', enabled: false, targets: { firstResponseMinutes: 15 } };
+  const slaPolicy = must('an SLA policy', await api.POST('/sla-policies', { body: policy }));
+  const slaPolicyToDelete = must('an SLA policy to delete', await api.POST('/sla-policies', { body: { ...policy, name: 'Temporária' } }));
+  const mergeTarget = must('a contact to merge into', await api.POST('/contacts', { body: { name: 'Carla Lima', email: 'carla@exemplo.com.br' } }));
+  const mergeSource = must('a duplicate contact', await api.POST('/contacts', { body: { name: 'Carla L.', email: 'carla.l@exemplo.com.br' } }));
   return {
     agentId: agent.id,
     agentToDeleteId: doomed.id,
@@ -154,6 +170,11 @@ async function seed(baseUrl: string, key: Provisioned): Promise<Seeded> {
     automationId: automation.id,
     automationToDeleteId: automationToDelete.id,
     mediaId: media.id,
+    messageId: message.id,
+    slaPolicyId: slaPolicy.id,
+    slaPolicyToDeleteId: slaPolicyToDelete.id,
+    mergeTargetId: mergeTarget.id,
+    mergeSourceId: mergeSource.id,
   };
 }
 
