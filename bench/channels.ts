@@ -5,9 +5,14 @@
 // 100 messages/s, from the 201 to the Graph request; (4) a backlog of 10,000 queued messages over
 // 1,000 contacts draining into a Graph double that answers after 50 ms, order per contact checked.
 // Prints a table and writes bench/results/runs/channels-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR). The load generators run in this
-// process too (they are light next to the service, but share the 2 cores with it).
+// process too (they are light next to the service, but share the 2 cores with it). (1) also prints
+// the service's CPU (its process group, from /proc) per signed inbound and per POST /v1/messages
+// (whose delivery job, run by the same process, is counted with it); BENCH_CHANNELS_PROFILE=<file>
+// writes a CPU profile of the service over the first round's webhooks (bench/profile.ts reads it).
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { sql } from 'kysely';
 import type { Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
@@ -25,6 +30,8 @@ import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
 const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
 /** Which measurements to run (default all): inbound, fixed, outbound, backlog. */
 const only = new Set((process.env.BENCH_CHANNELS_ONLY || 'inbound,fixed,outbound,backlog').split(','));
+/** BENCH_CHANNELS_PROFILE=<file>: a CPU profile of the service over the first round's webhooks of (1). */
+const profile = process.env.BENCH_CHANNELS_PROFILE ? path.resolve(process.env.BENCH_CHANNELS_PROFILE) : undefined;
 
 /** Closed loop: `connections` requests in flight for `seconds`; the rate reached. */
 async function fullSpeed(
@@ -100,8 +107,15 @@ async function main(): Promise<void> {
       SECRETS_KEY: randomBytes(32).toString('base64'),
       META_GRAPH_URL: graph.url,
       DELIVERY_CONCURRENCY: concurrency,
+      ...(profile && { BENCH_CPU_PROFILE: profile }),
     };
-    const service = startProcess(process.execPath, ['--import', 'tsx', 'src/server.ts'], env, ROOT, true);
+    const service = startProcess(
+      process.execPath,
+      ['--import', 'tsx', ...(profile ? ['--import', './bench/cpu-profile-hook.ts'] : []), 'src/server.ts'],
+      env,
+      ROOT,
+      true,
+    );
     const deadline = Date.now() + 120_000;
     while ((await httpStatus(`${base}/healthz`)) !== 200) {
       if (Date.now() > deadline) throw new Error(`the service did not start:\n${service.output()}`);
@@ -144,22 +158,52 @@ async function main(): Promise<void> {
     await fullSpeed(2, 20, webhook);
     await fullSpeed(2, 20, () => outbound());
     if (only.has('inbound')) {
-      const inboundRuns: number[] = [];
-      const messageRuns: number[] = [];
+      const servicePid = service.child.pid!;
+      /** A closed-loop run with the service's CPU (µs) per answered request. */
+      const measured = async (next: Parameters<typeof fullSpeed>[2]) => {
+        const cpu0 = groupCpuMs(servicePid);
+        const run = await fullSpeed(durationS, 50, next);
+        return { ...run, cpuUs: ((groupCpuMs(servicePid) - cpu0) * 1000) / Math.max(1, run.rps * durationS) };
+      };
+      const inboundRuns: Array<{ rps: number; cpuUs: number }> = [];
+      const messageRuns: Array<{ rps: number; cpuUs: number }> = [];
+      const load0 = loadAverage();
       for (let round = 0; round < 2; round++) {
-        messageRuns.push((await fullSpeed(durationS, 50, () => outbound())).rps);
+        messageRuns.push(await measured(() => outbound()));
         await sleep(2_000);
-        inboundRuns.push((await fullSpeed(durationS, 50, webhook)).rps);
+        if (profile && round === 0) {
+          fs.rmSync(profile, { force: true });
+          process.kill(servicePid, 'SIGUSR2');
+          for (let i = 0; i < 100 && !fs.existsSync(`${profile}.started`); i++) await sleep(50);
+        }
+        inboundRuns.push(await measured(webhook));
+        if (profile && round === 0) {
+          process.kill(servicePid, 'SIGUSR2');
+          for (let i = 0; i < 300 && !fs.existsSync(profile); i++) await sleep(100);
+          notes.push(`CPU profile of the service over round 1's webhooks: ${profile} (npx tsx bench/profile.ts ${profile} ${Math.round(inboundRuns[0]!.rps * durationS)})`);
+        }
         await sleep(2_000);
       }
-      const inboundRps = Math.max(...inboundRuns);
-      const messagesRps = Math.max(...messageRuns);
-      log(`full speed: webhooks ${inboundRuns.map((r) => r.toFixed(0)).join(', ')}/s, POST /v1/messages ${messageRuns.map((r) => r.toFixed(0)).join(', ')}/s`);
+      const inboundRps = Math.max(...inboundRuns.map((r) => r.rps));
+      const messagesRps = Math.max(...messageRuns.map((r) => r.rps));
+      const mean = (list: Array<{ cpuUs: number }>) => list.reduce((sum, r) => sum + r.cpuUs, 0) / list.length;
+      const inboundCpu = mean(inboundRuns);
+      const messagesCpu = mean(messageRuns);
+      const runs = (list: Array<{ rps: number; cpuUs: number }>) => list.map((r) => `${r.rps.toFixed(0)}/s ${r.cpuUs.toFixed(0)} µs`).join(', ');
+      const cpuNote = `full speed (rate, service CPU a request): signed webhooks ${runs(inboundRuns)}; POST /v1/messages ${runs(messageRuns)}; load average ${load0.toFixed(1)} -> ${loadAverage().toFixed(1)}`;
+      log(cpuNote);
+      notes.push(cpuNote);
       rows.push([
         'inbound webhooks at full speed vs POST /v1/messages',
         `${inboundRps.toFixed(0)}/s vs ${messagesRps.toFixed(0)}/s = ${(inboundRps / messagesRps).toFixed(2)}x`,
         '>= 0.8x',
         inboundRps >= 0.8 * messagesRps ? 'met' : 'missed',
+      ]);
+      rows.push([
+        'service CPU a signed inbound (one text message; mean of the rounds) vs a POST /v1/messages with its delivery',
+        `${inboundCpu.toFixed(0)} µs vs ${messagesCpu.toFixed(0)} µs`,
+        'inbound <= 2,000 µs',
+        inboundCpu <= 2000 ? 'met' : 'missed',
       ]);
     }
 
