@@ -180,7 +180,9 @@ async function main(): Promise<void> {
         if (profile && round === 0) {
           process.kill(servicePid, 'SIGUSR2');
           for (let i = 0; i < 300 && !fs.existsSync(profile); i++) await sleep(100);
-          notes.push(`CPU profile of the service over round 1's webhooks: ${profile} (npx tsx bench/profile.ts ${profile} ${Math.round(inboundRuns[0]!.rps * durationS)})`);
+          notes.push(
+            `CPU profile of the service over round 1's webhooks: ${profile} (npx tsx bench/profile.ts ${profile} ${Math.round(inboundRuns[0]!.rps * durationS)})`,
+          );
         }
         await sleep(2_000);
       }

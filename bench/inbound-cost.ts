@@ -106,12 +106,15 @@ try {
   const inbound = (phone: string) => async () => {
     const message = whatsappText(phone, `Mensagem ${n++}`, 'Cliente');
     const body = JSON.stringify(whatsappDelivery(meta.externalId, { messages: message.messages, contacts: message.contacts }));
-    const res = await request(server, 'POST', `/webhooks/meta/${channelId}`, { rawBody: body, headers: { 'content-type': 'application/json', 'x-hub-signature-256': metaSignature(meta.appSecret, body) } });
+    const res = await request(server, 'POST', `/webhooks/meta/${channelId}`, {
+      rawBody: body,
+      headers: { 'content-type': 'application/json', 'x-hub-signature-256': metaSignature(meta.appSecret, body) },
+    });
     if (res.status !== 200) throw new Error(`the webhook answered ${res.status}`);
   };
   let fresh = 0;
   const newCustomer = () => inbound(`55219${String((Date.now() + fresh++) % 1e8).padStart(8, '0')}`)();
-  let contactId: string | undefined;
+  let contactId: string | undefined = undefined;
   const reply = async () => {
     const res = await request(server, 'POST', '/v1/messages', { apiKey: ws.apiKey, body: { contactId, channelId, content: `Resposta ${n++}` } });
     if (res.status !== 201) throw new Error(`POST /v1/messages answered ${res.status}: ${JSON.stringify(res.body)}`);

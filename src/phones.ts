@@ -1,7 +1,9 @@
 // Phones as the contacts keep and find them, parsed and formatted with libphonenumber-js. One rule
 // on top of it, Brazil's ninth digit: a mobile is `+55 DD 9XXXXXXXX` (13 digits), and WhatsApp still
 // reports many older ones as `+55 DD XXXXXXXX` (12 digits, first subscriber digit 6-9), so the two
-// forms are one person. Landlines (8 digits starting 2-5) never gain a 9. Pure.
+// forms are one person. Landlines (8 digits starting 2-5) never gain a 9. Pure: a phone's forms are
+// worked out once and remembered (a bounded cache), as libphonenumber's parsing is the costly part
+// of a customer's message (BENCHMARKS.md, issue 34) and one message asks for them several times.
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 
 const BRAZIL = '55';
@@ -25,7 +27,27 @@ const e164 = (countryCallingCode: string, national: string): string =>
  * 13-digit form (`+551187654321` -> `+5511987654321`). A phone libphonenumber cannot read is kept as given.
  */
 export function storedPhone(phone: string): string {
-  const p = parts(phone);
+  return formsOf(phone).stored;
+}
+
+/** How many phones' forms are remembered; past it the cache starts afresh. */
+const MAX_REMEMBERED = 10_000;
+const remembered = new Map<string, { stored: string; forms: readonly string[] }>();
+
+/** The stored form and the forms of `phone`, parsed once. */
+function formsOf(phone: string): { stored: string; forms: readonly string[] } {
+  let known = remembered.get(phone);
+  if (known === undefined) {
+    const p = parts(phone);
+    const stored = storedForm(phone, p);
+    known = { stored, forms: allForms(phone, stored, p) };
+    if (remembered.size >= MAX_REMEMBERED) remembered.clear();
+    remembered.set(phone, known);
+  }
+  return known;
+}
+
+function storedForm(phone: string, p: ReturnType<typeof parts>): string {
   if (!p) return phone;
   if (p.countryCallingCode === BRAZIL && isBrazilianMobileWithoutNine(p.nationalNumber)) {
     return e164(BRAZIL, `${p.nationalNumber.slice(0, 2)}9${p.nationalNumber.slice(2)}`);
@@ -38,8 +60,11 @@ export function storedPhone(phone: string): string {
  * 12- and 13-digit forms (a contact stored before this rule may hold either). At most three, distinct.
  */
 export function phoneForms(phone: string): string[] {
-  const forms = new Set([phone, storedPhone(phone)]);
-  const p = parts(phone);
+  return [...formsOf(phone).forms];
+}
+
+function allForms(phone: string, stored: string, p: ReturnType<typeof parts>): string[] {
+  const forms = new Set([phone, stored]);
   if (p?.countryCallingCode === BRAZIL) {
     const national = p.nationalNumber;
     if (isBrazilianMobileWithNine(national)) forms.add(e164(BRAZIL, `${national.slice(0, 2)}${national.slice(3)}`));

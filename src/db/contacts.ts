@@ -4,8 +4,9 @@ import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { Updateable } from 'kysely';
-import type { ContactAttributes, ContactRow, ContactTable } from './schema.js';
+import type { Transaction, Updateable } from 'kysely';
+import { runAtCommit } from './pg-driver.js';
+import type { ContactAttributes, ContactRow, ContactTable, Database } from './schema.js';
 import { hasLabels, labelKeys } from './labels.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 import { phoneForms, storedPhone } from '../phones.js';
@@ -273,13 +274,18 @@ export async function eraseContact(trx: Db, workspaceId: string, id: string, now
  * transaction ends: whoever looks a key up and then writes it holds it first, so two writers of one
  * key (two upserts, an upsert and a customer's first message, a POST and a PATCH) go one after the other.
  * Keys are taken in one order, so two holders of several never wait on each other in a circle.
+ * `withNext`: the statement travels with the transaction's next one (runAtCommit holds it back
+ * until then), so holding the keys costs no round trip of its own; PostgreSQL still runs it first,
+ * and the next statement reads what the holders before it committed.
  */
-export async function lockContactKeys(trx: Db, workspaceId: string, keys: readonly string[]): Promise<void> {
+export async function lockContactKeys(trx: Db, workspaceId: string, keys: readonly string[], { withNext = false } = {}): Promise<void> {
   if (keys.length === 0) return;
   const sorted = [...new Set(keys)].sort();
-  await sql`
+  const query = sql`
     select count(pg_advisory_xact_lock(hashtextextended(s.k, 0)))
-      from (select ${`contact-key:${workspaceId}:`} || u.k as k from unnest(${sorted}::text[]) with ordinality as u(k, n) order by u.n) s`.execute(trx);
+      from (select ${`contact-key:${workspaceId}:`} || u.k as k from unnest(${sorted}::text[]) with ordinality as u(k, n) order by u.n) s`;
+  if (withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, query);
+  else await query.execute(trx);
 }
 
 /** The keys a contact is found by, each optional. */

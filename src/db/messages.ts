@@ -1,5 +1,5 @@
 // Messages of a workspace's threads: outbound ones and their delivery status, inbound ones.
-import { sql, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -212,6 +212,132 @@ export async function insertInboundMessage(db: Db, workspaceId: string, message:
       .returningAll()
       .executeTakeFirst()
   );
+}
+
+/** What receiving a customer's WhatsApp message depends on, read in one statement (inboundContext). */
+export interface InboundContext {
+  /** The channel already has a message with this provider id. */
+  duplicate: boolean;
+  /** The contact holding the sender's BSUID, and the one holding their phone in any form (its stored form first). */
+  byBsuid: string | null;
+  byPhone: string | null;
+  /** The contact the sender is (byBsuid, else byPhone), held FOR KEY SHARE; null when none or when it was merged or erased meanwhile. */
+  contact: Pick<ContactRow, 'id' | 'phone' | 'whatsapp_user_id' | 'whatsapp_username'> | null;
+  /** The open thread of that contact on the channel. */
+  threadId: string | null;
+}
+
+/**
+ * The fixed text of inboundContext (prepared once per connection, never built per request).
+ * $1 workspace, $2 BSUID, $3 the phone's forms, $4 its stored form, $5 channel, $6 provider id.
+ */
+const INBOUND_CONTEXT = `
+  with found as materialized (
+    select (select c.id from contacts c where c.workspace_id = $1 and c.whatsapp_user_id = $2::text) as by_bsuid,
+           (select c.id from contacts c where c.workspace_id = $1 and c.phone = any ($3::text[])
+             order by c.phone = $4::text desc, c.id limit 1) as by_phone
+  ), sender as (
+    select c.id, c.phone, c.whatsapp_user_id, c.whatsapp_username
+      from contacts c, found f
+     where c.workspace_id = $1 and c.id = coalesce(f.by_bsuid, f.by_phone) and c.erased_at is null
+       for key share of c
+  )
+  select exists (select 1 from messages m where m.workspace_id = $1 and m.channel_id = $5 and m.external_id = $6::text) as duplicate,
+         f.by_bsuid, f.by_phone, s.id, s.phone, s.whatsapp_user_id, s.whatsapp_username,
+         (select t.id from threads t
+           where t.workspace_id = $1 and t.contact_id = s.id and t.channel_id = $5 and t.status = 'open') as thread_id
+    from found f left join sender s on true`;
+
+/**
+ * In one statement, what a customer's WhatsApp message on `channelId` depends on: whether it is
+ * stored already, the contact its sender's BSUID or phone (`phoneForms`, `storedPhone`: phones.ts)
+ * finds, that contact held FOR KEY SHARE as lockContact holds it (a merge or an erasure waits for
+ * the message; one that committed first leaves `contact` null while a key still finds it), and the
+ * contact's open thread on the channel. Run it after the sender's keys are held (lockContactKeys), in the receive's transaction.
+ */
+export async function inboundContext(
+  trx: Db,
+  workspaceId: string,
+  channelId: string,
+  externalId: string,
+  sender: { whatsappUserId?: string | undefined; phoneForms?: readonly string[] | undefined; storedPhone?: string | undefined },
+): Promise<InboundContext> {
+  const { rows } = await trx.executeQuery<{
+    duplicate: boolean;
+    by_bsuid: string | null;
+    by_phone: string | null;
+    id: string | null;
+    phone: string | null;
+    whatsapp_user_id: string | null;
+    whatsapp_username: string | null;
+    thread_id: string | null;
+  }>(
+    CompiledQuery.raw(INBOUND_CONTEXT, [
+      workspaceId,
+      sender.whatsappUserId ?? null,
+      sender.phoneForms ?? null,
+      sender.storedPhone ?? null,
+      channelId,
+      externalId,
+    ]),
+  );
+  const row = rows[0]!;
+  return {
+    duplicate: row.duplicate,
+    byBsuid: row.by_bsuid,
+    byPhone: row.by_phone,
+    contact: row.id ? { id: row.id, phone: row.phone, whatsapp_user_id: row.whatsapp_user_id, whatsapp_username: row.whatsapp_username } : null,
+    threadId: row.thread_id,
+  };
+}
+
+/**
+ * The fixed text of insertInboundOnThread. $1 workspace, $2 id, $3 thread, $4 contact, $5 channel,
+ * $6 content, $7 provider id, $8 attachments, $9 the quoted message's provider id, $10 interactive,
+ * $11 now, $12 when the customer sent it.
+ */
+const INSERT_INBOUND_ON_THREAD = `
+  with stored as (
+    insert into messages (workspace_id, id, thread_id, contact_id, channel_id, direction, content, status, external_id, attachments, reply_to,
+                          interactive, created_at)
+    values ($1, $2, $3, $4, $5, 'inbound', $6, 'delivered', $7, $8::jsonb,
+            (select q.id from messages q where q.workspace_id = $1 and q.channel_id = $5 and q.contact_id = $4 and q.external_id = $9::text limit 1),
+            $10::jsonb, $11)
+    -- A literal predicate: a prepared statement's generic plan cannot match a parameter to the partial index.
+    on conflict (workspace_id, channel_id, external_id) where external_id is not null do nothing
+    returning *
+  ), moved as (
+    update threads
+       set last_message_at = greatest(last_message_at, $11::timestamptz),
+           last_inbound_at = greatest(last_inbound_at, $12::timestamptz),
+           updated_at = $11::timestamptz
+     where workspace_id = $1 and id = $3 and exists (select 1 from stored)
+  )
+  select * from stored`;
+
+/**
+ * Stores an inbound message on its thread and moves the thread's lastMessageAt to `now` and its
+ * lastInboundAt to `sentAt` (as recordInbound does), in one statement of fixed text; undefined, and
+ * the thread left as it was, when the channel already has a message with this provider id.
+ */
+export async function insertInboundOnThread(db: Db, workspaceId: string, message: InboundMessage, now: Date, sentAt: Date): Promise<MessageRow | undefined> {
+  const { rows } = await db.executeQuery<MessageRow>(
+    CompiledQuery.raw(INSERT_INBOUND_ON_THREAD, [
+      workspaceId,
+      uuidv7(),
+      message.threadId,
+      message.contactId,
+      message.channelId,
+      message.content,
+      message.externalId,
+      JSON.stringify(message.attachments ?? []),
+      message.replyToExternalId ?? null,
+      interactiveJson(message),
+      now,
+      sentAt,
+    ]),
+  );
+  return rows[0];
 }
 
 export async function externalIdExists(db: Db, workspaceId: string, channelId: string, externalId: string): Promise<boolean> {

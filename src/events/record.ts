@@ -6,13 +6,14 @@
 // Each event type has one emitter, in the service that makes its change (test/layout.test.ts).
 // The event's actor is stored in columns of its own beside `data` (migration 0013), and so is where an
 // nps.answered came from (`source`: api or conversation, migration 0023), shown as `data.source`.
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
-import type { EventRow, EventSource, SlaMetric } from '../db/schema.js';
+import { runAtCommit } from '../db/pg-driver.js';
+import type { Database, EventRow, EventSource, SlaMetric } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
 import { fanOut, registerEventConsumer, type EventConsumer } from './fan-out.js';
 
@@ -43,6 +44,12 @@ export interface RecordOptions {
   answered?: boolean | undefined;
   /** The contacts a contact.merged folded into its object. */
   mergedIds?: string[] | undefined;
+  /**
+   * Send the statement with the transaction's next one, or with its COMMIT (db/pg-driver.ts
+   * runAtCommit), instead of on its own: no round trip of its own. Its error then fails that
+   * statement or the COMMIT, and so the transaction. Outside a transaction it runs at once.
+   */
+  withNext?: boolean | undefined;
 }
 
 /**
@@ -62,11 +69,13 @@ export async function recordEvent(
 ): Promise<string> {
   const id = uuidv7();
   const consumers = fanOut({ workspaceId, id, type, actor, now, answered: options.answered ?? false });
-  await sql`
+  const statement = sql`
     with event_source as (
       select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
     ), ${recording(workspaceId, id, type, actor, now, options)}${consumers.with}
-    select 1 as recorded${consumers.notify}`.execute(trx);
+    select 1 as recorded${consumers.notify}`;
+  if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, statement);
+  else await statement.execute(trx);
   return id;
 }
 

@@ -83,9 +83,9 @@ async function contactUpdated(trx: Db, workspaceId: string, contact: Contact, ac
   await recordEvent(trx, workspaceId, 'contact.updated', contact, actor, now);
 }
 
-/** The one emitter of contact.created. */
-async function contactCreated(trx: Db, workspaceId: string, contact: Contact, actor: Actor, now: Date): Promise<void> {
-  await recordEvent(trx, workspaceId, 'contact.created', contact, actor, now);
+/** The one emitter of contact.created; `withNext`: its statement travels with the transaction's next one (recordEvent). */
+async function contactCreated(trx: Db, workspaceId: string, contact: Contact, actor: Actor, now: Date, withNext = false): Promise<void> {
+  await recordEvent(trx, workspaceId, 'contact.created', contact, actor, now, { withNext });
 }
 
 /**
@@ -349,6 +349,15 @@ export type InboundSender =
 
 const MAX_FOLLOWS = 5;
 
+/** The first lookup of a WhatsApp sender, made by the caller with the sender's keys held (findOrCreateInboundContact). */
+export interface SenderSeen {
+  /** The contact holding the BSUID, the one holding the phone in any form (its stored form first). */
+  byBsuid: string | null;
+  byPhone: string | null;
+  /** byBsuid, else byPhone, held FOR KEY SHARE (lockContact); null when none or gone meanwhile. */
+  contact: Pick<ContactRow, 'id' | 'phone' | 'whatsapp_user_id' | 'whatsapp_username'> | null;
+}
+
 /**
  * The contact a customer's message belongs to, locked until the transaction ends; created with its
  * event when there is none. WhatsApp: found by BSUID, then by phone (either form of a Brazilian
@@ -357,29 +366,42 @@ const MAX_FOLLOWS = 5;
  * else the username, else the phone or BSUID. The keys are held first, so concurrent messages of
  * one new customer make one contact; the row's key-share lock makes a merge of it wait for this
  * message, or this message wait for the merge and then find the target. Run it in the receive's transaction.
+ * `seen`: the caller held the sender's keys and made the first lookup itself (services/receive.ts,
+ * in the statement that also reads the message's thread: db/messages.ts inboundContext).
  */
-export async function findOrCreateInboundContact(trx: Db, workspaceId: string, sender: InboundSender, now: Date): Promise<string> {
+export async function findOrCreateInboundContact(trx: Db, workspaceId: string, sender: InboundSender, now: Date, seen?: SenderSeen): Promise<string> {
   if ('instagramId' in sender) {
     return findOrCreateContact(trx, workspaceId, { instagramId: sender.instagramId }, sender.name ?? `Instagram ${sender.instagramId}`, now, SYSTEM);
   }
   const { whatsappUserId, phone, username } = sender;
   if (!whatsappUserId && !phone) throw new Error('a WhatsApp sender without a phone or a BSUID');
-  await lockContactKeys(trx, workspaceId, contactKeyLocks({ whatsappUserId, phone }));
+  if (!seen) await lockContactKeys(trx, workspaceId, contactKeyLocks({ whatsappUserId, phone }));
   for (let attempt = 0; attempt < MAX_FOLLOWS; attempt++) {
-    const found = await findContactsByKeys(trx, workspaceId, { whatsappUserId, phone });
-    const byBsuid = found.find((f) => f.key === 'whatsappUserId')?.id;
-    const byPhone = found.find((f) => f.key === 'phone')?.id;
-    const id = byBsuid ?? (phone ? await findContactIdByPhone(trx, workspaceId, phone) : undefined);
+    const first = attempt === 0 ? seen : undefined;
+    let byBsuid: string | undefined;
+    let byPhone: string | undefined;
+    let id: string | undefined;
+    if (first) {
+      byBsuid = first.byBsuid ?? undefined;
+      byPhone = first.byPhone ?? undefined;
+      id = byBsuid ?? byPhone;
+    } else {
+      const found = await findContactsByKeys(trx, workspaceId, { whatsappUserId, phone });
+      byBsuid = found.find((f) => f.key === 'whatsappUserId')?.id;
+      byPhone = found.find((f) => f.key === 'phone')?.id;
+      id = byBsuid ?? (phone ? await findContactIdByPhone(trx, workspaceId, phone) : undefined);
+    }
     if (!id) {
       const name = normalizeText(sender.name ?? username ?? phone ?? whatsappUserId!);
       const row = await insertWhatsappContact(trx, workspaceId, { phone, whatsappUserId, username }, name, now);
-      await contactCreated(trx, workspaceId, contactRowToContact(row), SYSTEM, now);
+      // The message's statements follow in this transaction: its event goes with the next of them.
+      await contactCreated(trx, workspaceId, contactRowToContact(row), SYSTEM, now, true);
       return row.id;
     }
     // Merged (or erased) since it was found: the keys now lead to the contact it became. Held as a
     // reference is (a merge or an erasure waits for this message); the sender's keys, held above,
     // already keep two messages of one customer apart.
-    const row = await lockContact(trx, workspaceId, id, { keyShare: true });
+    const row = first ? first.contact : await lockContact(trx, workspaceId, id, { keyShare: true });
     if (!row) continue;
     const values: { phone?: string; whatsappUserId?: string; username?: string } = {};
     if (whatsappUserId && !row.whatsapp_user_id) values.whatsappUserId = whatsappUserId;

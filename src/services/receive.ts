@@ -9,11 +9,12 @@
 import { SYSTEM } from '../actor.js';
 import type { InboundEvent } from '../channels/webhook.js';
 import { transact, type Db } from '../db/database.js';
-import { externalIdExists, insertInboundMessage } from '../db/messages.js';
+import { contactKeyLocks, lockContactKeys } from '../db/contacts.js';
+import { externalIdExists, inboundContext, insertInboundOnThread } from '../db/messages.js';
 import type { ChannelRow, MessageRow } from '../db/schema.js';
-import { recordInbound } from '../db/threads.js';
 import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
-import { changeWhatsappUserId, findOrCreateInboundContact } from './contacts.js';
+import { phoneForms, storedPhone } from '../phones.js';
+import { changeWhatsappUserId, findOrCreateInboundContact, type SenderSeen } from './contacts.js';
 import { messageCreated } from './messages.js';
 import { answerInConversation, scoreOfReply } from './nps-requests.js';
 import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
@@ -37,9 +38,26 @@ export interface ReceivedEvents {
  * The contact who wrote `message` on `channel` (services/contacts.ts findOrCreateInboundContact):
  * on WhatsApp by BSUID, then by phone (either form of a Brazilian mobile); on Instagram by the
  * Instagram-scoped id; or created (contact.created, by the system) named as the provider names them.
+ * `seen`: the sender's keys held and first looked up by the caller (receiveMessage).
  */
-export async function contactOfSender(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<string> {
-  return findOrCreateInboundContact(trx, channel.workspace_id, { ...message.from, name: message.name }, now);
+export async function contactOfSender(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date, seen?: SenderSeen): Promise<string> {
+  return findOrCreateInboundContact(trx, channel.workspace_id, { ...message.from, name: message.name }, now, seen);
+}
+
+/**
+ * Whether a WhatsApp message is stored already, who sent it and their open thread, in one round trip
+ * (db/messages.ts inboundContext): the sender's keys held (lockContactKeys, as findOrCreateInboundContact
+ * holds them: two messages of one customer go one after the other) with the statement that reads
+ * them. Undefined on Instagram (its steps below read these one by one).
+ */
+async function whatsappContext(trx: Db, channel: ChannelRow, message: ReceivedMessage) {
+  if ('instagramId' in message.from) return undefined;
+  const { whatsappUserId, phone } = message.from;
+  await lockContactKeys(trx, channel.workspace_id, contactKeyLocks({ whatsappUserId, phone }), { withNext: true });
+  return inboundContext(trx, channel.workspace_id, channel.id, message.externalId, {
+    whatsappUserId,
+    ...(phone !== undefined && { phoneForms: phoneForms(phone), storedPhone: storedPhone(phone) }),
+  });
 }
 
 /**
@@ -48,15 +66,24 @@ export async function contactOfSender(trx: Db, channel: ChannelRow, message: Rec
  */
 export async function receiveMessage(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<Received> {
   const workspaceId = channel.workspace_id;
-  if (await externalIdExists(trx, workspaceId, channel.id, message.externalId)) return { kind: 'duplicate' };
-  const contactId = await contactOfSender(trx, channel, message, now);
+  const context = await whatsappContext(trx, channel, message);
+  if (context ? context.duplicate : await externalIdExists(trx, workspaceId, channel.id, message.externalId)) return { kind: 'duplicate' };
+  const contactId = await contactOfSender(trx, channel, message, now, context);
   const score = scoreOfReply(message);
   const answer = score === undefined ? undefined : await answerInConversation(trx, channel, contactId, message, score, now);
   if (answer?.kind === 'duplicate') return answer;
   if (answer) return { kind: 'stored', message: answer.message };
-  const threadId = await openThreadId(trx, workspaceId, contactId, channel.id, now, SYSTEM);
+  // The thread read with the sender is theirs when the sender is the contact read; a contact just
+  // created (no key found anyone, and the keys are held) has none.
+  const read = context?.contact?.id === contactId;
+  const created = context !== undefined && context.byBsuid === null && context.byPhone === null;
+  const threadId =
+    (read ? context.threadId : null) ??
+    (await openThreadId(trx, workspaceId, contactId, channel.id, now, SYSTEM, { knownNone: read || created, withNext: true }));
   const files = pendingFiles(message.media);
-  const row = await insertInboundMessage(
+  const sentAt = message.sentAt && message.sentAt < now ? message.sentAt : now;
+  // The message stored and the thread's inbound times moved, in one statement.
+  const row = await insertInboundOnThread(
     trx,
     workspaceId,
     {
@@ -71,12 +98,12 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
       interactive: message.reply && { reply: message.reply },
     },
     now,
+    sentAt,
   );
   if (!row) return { kind: 'duplicate' };
   await holdInboundMedia(trx, workspaceId, { channelId: channel.id, contactId, messageId: row.id }, files, now);
-  const sentAt = message.sentAt && message.sentAt < now ? message.sentAt : now;
-  await recordInbound(trx, workspaceId, threadId, now, sentAt);
-  await messageCreated(trx, workspaceId, row, SYSTEM, now);
+  // Its event travels with the transaction's next statement or its COMMIT: no round trip of its own.
+  await messageCreated(trx, workspaceId, row, SYSTEM, now, { withNext: true });
   return { kind: 'stored', message: row };
 }
 

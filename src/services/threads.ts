@@ -71,21 +71,41 @@ export function planThreadChange(current: ThreadState, change: ThreadChange, now
 /**
  * Opens a thread for the pair (db/threads.ts insertOpenThread says how) with its thread.created,
  * the one emitter of that type. Undefined when the pair already has an open thread or the contact
- * is gone. Run it in a transaction.
+ * is gone. Run it in a transaction. `withNext`: its event's statement travels with the
+ * transaction's next one (recordEvent), for a caller that has more to write.
  */
-export async function openThread(trx: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
+export async function openThread(
+  trx: Db,
+  workspaceId: string,
+  input: OpenThreadInput,
+  now: Date,
+  actor: Actor,
+  { withNext = false } = {},
+): Promise<ThreadRow | undefined> {
   const inserted = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor);
   if (!inserted) return undefined;
   const opened = await sla.onThreadOpened(trx, inserted);
-  await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now);
+  await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now, { withNext });
   return opened;
 }
 
-/** The pair's open thread, opened now when it has none (concurrent callers end in the same one). Run it in a transaction. */
-export async function openThreadId(trx: Db, workspaceId: string, contactId: string, channelId: string, now: Date, actor: Actor): Promise<string> {
-  const open = await findOpenThreadId(trx, workspaceId, contactId, channelId);
+/**
+ * The pair's open thread, opened now when it has none (concurrent callers end in the same one). Run
+ * it in a transaction. `knownNone`: the caller read that the pair has none (it is not looked up
+ * first); `withNext` as openThread's.
+ */
+export async function openThreadId(
+  trx: Db,
+  workspaceId: string,
+  contactId: string,
+  channelId: string,
+  now: Date,
+  actor: Actor,
+  { knownNone = false, withNext = false } = {},
+): Promise<string> {
+  const open = knownNone ? undefined : await findOpenThreadId(trx, workspaceId, contactId, channelId);
   if (open) return open;
-  const opened = await openThread(trx, workspaceId, { contactId, channelId }, now, actor);
+  const opened = await openThread(trx, workspaceId, { contactId, channelId }, now, actor, { withNext });
   if (opened) return opened.id;
   const winner = await findOpenThreadId(trx, workspaceId, contactId, channelId);
   if (!winner) throw new Error(`no open thread for contact ${contactId} and channel ${channelId}`);
