@@ -13,7 +13,7 @@ import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
 import type { SecretBox } from '../secrets.js';
-import { openMetaSecrets } from './settings.js';
+import { openMetaSecrets, type MetaSecrets } from './settings.js';
 import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
 
 type SandboxInbound = components['schemas']['SandboxInbound'];
@@ -39,6 +39,24 @@ export function verifyChallenge(box: SecretBox | undefined, channel: ChannelRow,
   return challenge;
 }
 
+/** Each box's opened Meta secrets by their sealed text (a new seal, as a rotation's, is opened anew); bounded. */
+const opened = new WeakMap<SecretBox, Map<string, MetaSecrets>>();
+const MAX_OPENED = 1_000;
+
+/** The channel's Meta secrets, opened once per sealed value rather than on every delivery (openMetaSecrets). */
+function deliverySecrets(box: SecretBox | undefined, channel: ChannelRow): MetaSecrets {
+  if (!box || !channel.secrets) return openMetaSecrets(box, channel);
+  let byBox = opened.get(box);
+  if (!byBox) opened.set(box, (byBox = new Map<string, MetaSecrets>()));
+  let secrets = byBox.get(channel.secrets);
+  if (!secrets) {
+    secrets = openMetaSecrets(box, channel);
+    if (byBox.size >= MAX_OPENED) byBox.clear();
+    byBox.set(channel.secrets, secrets);
+  }
+  return secrets;
+}
+
 /**
  * A delivery for a channel: 401 unless its signature is the channel's; then its events are stored.
  * A signed body this service does not understand is logged and stored nothing.
@@ -51,7 +69,7 @@ export async function receiveMetaDelivery(
   signature: string | undefined,
   log: Logger,
 ): Promise<ReceivedEvents | undefined> {
-  const { appSecret } = openMetaSecrets(box, channel);
+  const { appSecret } = deliverySecrets(box, channel);
   if (!signatureMatches(appSecret, raw, signature)) {
     throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
   }

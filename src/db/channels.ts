@@ -1,6 +1,7 @@
 // Channels of a workspace: sandbox or connected to Meta; a channel's default agent takes the
 // threads opened on it. The Meta secrets column holds sealed text (src/secrets.ts) and
 // never leaves this module's rows for the wire.
+import { CompiledQuery } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -49,8 +50,12 @@ export async function getChannelRow(db: Db, workspaceId: string, id: string, opt
 }
 
 /** A channel by id alone, whatever its workspace: Meta's webhooks name nothing else. */
+/** Fixed text (prepared once per connection): every Meta delivery starts with it. */
+const CHANNEL_BY_ID = 'select * from channels where id = $1';
+
 export async function findChannelById(db: Db, id: string): Promise<ChannelRow | undefined> {
-  return db.selectFrom('channels').selectAll().where('id', '=', id).executeTakeFirst();
+  const { rows } = await db.executeQuery<ChannelRow>(CompiledQuery.raw(CHANNEL_BY_ID, [id]));
+  return rows[0];
 }
 
 export interface ChannelValues {
