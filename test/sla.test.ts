@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildHuman, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { createAutomation, sandboxInbound } from './helpers/automations.js';
+import { responseTimes } from '../src/sla/report.js';
 import { waitFor } from './helpers/processes.js';
 import { WebhookReceiver } from './helpers/receiver.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
@@ -292,6 +293,117 @@ describe('clocks and breaches', () => {
   });
 });
 
+describe('who answers, and policies, change under running clocks', () => {
+  /** The thread's waiting SLA timers: [kind, metric, when due]. */
+  async function timers(ws: TestWorkspace, threadId: string): Promise<Array<[string, string, string]>> {
+    const { rows } = await sql<{ kind: string; metric: string; run_at: Date }>`
+      select payload ->> 'kind' as kind, payload ->> 'metric' as metric, run_at from jobs
+       where workspace_id = ${ws.workspaceId} and queue = 'sla-timer' and ordering_key = ${`sla:${threadId}`} order by run_at, kind`.execute(server.db);
+    return rows.map((r) => [r.kind, r.metric, r.run_at.toISOString()]);
+  }
+
+  it('when the AI agent answering a thread is deleted, then its first-response clock starts again then (a handoff to people), with its timer; a person deleted changes nothing', async () => {
+    const ws = await createWorkspace(server);
+    await alwaysOpen(ws);
+    await createPolicy(ws, { name: 'Dez minutos', targets: { firstResponseMinutes: 10 } });
+    const { data: lia } = await ws.api.POST('/agents', { body: { name: 'Lia', instructions: 'Atenda.', model: 'gpt-4o-mini' } });
+    const { data: paula } = await ws.api.POST('/agents', { body: buildHuman({ name: 'Paula' }) });
+    const channelId = ws.channels[0]!.id;
+    const patch = async (agentId: string | null) =>
+      expect((await ws.api.PATCH('/channels/{id}', { params: { path: { id: channelId } }, body: { defaultAgentId: agentId } })).response.status).toBe(200);
+    await patch(lia!.id);
+    const byAi = await sandboxInbound(ws, 'Oi', '+5511911113001');
+    await patch(paula!.id);
+    const byPerson = await sandboxInbound(ws, 'Oi', '+5511911113002');
+    const before = await thread(ws, byAi.threadId);
+    const personBefore = await thread(ws, byPerson.threadId);
+    expect(before.agentId).toBe(lia!.id);
+    expect(before.sla!.firstResponseDueAt).toBe(new Date(Date.parse(before.createdAt) + 10 * 60_000).toISOString());
+
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const deletedAt = Date.now();
+    expect((await ws.api.DELETE('/agents/{id}', { params: { path: { id: lia!.id } } })).response.status).toBe(204);
+    const after = await thread(ws, byAi.threadId);
+    expect(after.agentId).toBeNull();
+    const due = Date.parse(after.sla!.firstResponseDueAt!);
+    expect(due - 10 * 60_000).toBeGreaterThanOrEqual(deletedAt - 5);
+    expect(due).toBeGreaterThan(Date.parse(before.sla!.firstResponseDueAt!));
+    expect(await timers(ws, byAi.threadId)).toEqual([['breach', 'firstResponse', after.sla!.firstResponseDueAt]]);
+    // The thread.updated of the deletion carries the new clock.
+    const updates = (await events(ws, 'thread.updated')).filter((e) => (e.data.object as Schemas['Thread']).id === byAi.threadId);
+    expect((updates[0]!.data.object as Schemas['Thread']).sla).toMatchObject({ firstResponseDueAt: after.sla!.firstResponseDueAt });
+
+    // A person answering now: the metric row counts from the deletion, not from the opening.
+    const { response } = await ws.api.POST('/messages', { body: { contactId: after.contactId, channelId, content: 'Olá!', agentId: paula!.id } });
+    expect(response.status).toBe(201);
+    const metric = await server.db.selectFrom('sla_metrics').selectAll().where('thread_id', '=', byAi.threadId).executeTakeFirstOrThrow();
+    expect(metric.started_at.getTime()).toBe(due - 10 * 60_000);
+
+    expect((await ws.api.DELETE('/agents/{id}', { params: { path: { id: paula!.id } } })).response.status).toBe(204);
+    expect((await thread(ws, byPerson.threadId)).sla).toEqual(personBefore.sla);
+  });
+
+  it("when a policy's target changes, then its running clocks' due times and timers move at once (into the past: a breach within 5 s); disabled or deleted, the next policy that applies holds them, or none", async () => {
+    const ws = await createWorkspace(server);
+    await alwaysOpen(ws);
+    const hour = await createPolicy(ws, { name: 'Uma hora', targets: { firstResponseMinutes: 60 }, warnBeforeMinutes: 10 });
+    const fallback = await createPolicy(ws, { name: 'Um dia', targets: { firstResponseMinutes: 1440, resolutionMinutes: 2880 } });
+    const { threadId } = await sandboxInbound(ws, 'Oi', '+5511911113003');
+    const opened = await thread(ws, threadId);
+    const at = (minutes: number) => new Date(Date.parse(opened.createdAt) + minutes * 60_000).toISOString();
+    expect(opened.sla).toMatchObject({ policyId: hour.id, firstResponseDueAt: at(60) });
+    expect(await timers(ws, threadId)).toEqual([
+      ['warning', 'firstResponse', at(50)],
+      ['breach', 'firstResponse', at(60)],
+    ]);
+
+    // A longer target: the due time and both timers move later, counting from the clock's start.
+    const longer = await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: hour.id } }, body: { targets: { firstResponseMinutes: 120 } } });
+    expect(longer.response.status).toBe(200);
+    expect((await thread(ws, threadId)).sla).toMatchObject({ policyId: hour.id, firstResponseDueAt: at(120), status: 'active' });
+    expect(await timers(ws, threadId)).toEqual([
+      ['warning', 'firstResponse', at(110)],
+      ['breach', 'firstResponse', at(120)],
+    ]);
+
+    // Disabled: the next policy that applies holds the thread, from the same starts.
+    const disabled = await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: hour.id } }, body: { enabled: false } });
+    expect(disabled.response.status).toBe(200);
+    expect((await thread(ws, threadId)).sla).toMatchObject({ policyId: fallback.id, firstResponseDueAt: at(1440), resolutionDueAt: at(2880) });
+    expect(await timers(ws, threadId)).toEqual([
+      ['breach', 'firstResponse', at(1440)],
+      ['breach', 'resolution', at(2880)],
+    ]);
+
+    // A target already past: the breach is recorded within 5 s, once.
+    const shorter = await ws.api.PATCH('/sla-policies/{id}', {
+      params: { path: { id: fallback.id } },
+      body: { targets: { firstResponseMinutes: 1, resolutionMinutes: 2880 } },
+    });
+    expect(shorter.response.status).toBe(200);
+    if (Date.now() < Date.parse(at(1))) await travel(server.db, ws, threadId, Date.parse(at(1)) - Date.now());
+    const clock = await server.db
+      .selectFrom('sla_clocks')
+      .selectAll()
+      .where('thread_id', '=', threadId)
+      .where('metric', '=', 'firstResponse')
+      .executeTakeFirstOrThrow();
+    await waitFor('the breach of the moved due time', async () => (await events(ws, 'sla.breached')).length === 1, 6_000);
+    expect(Date.parse((await events(ws, 'sla.breached'))[0]!.createdAt) - clock.due_at!.getTime()).toBeLessThanOrEqual(5_000);
+    expect((await thread(ws, threadId)).sla).toMatchObject({ policyId: fallback.id, status: 'breached', breached: ['firstResponse'] });
+
+    // Deleted, with no other policy enabled: no due times, no timers, no sla; the clocks still run for the report.
+    expect((await ws.api.DELETE('/sla-policies/{id}', { params: { path: { id: fallback.id } } })).response.status).toBe(204);
+    expect((await thread(ws, threadId)).sla).toBeNull();
+    expect(await timers(ws, threadId)).toEqual([]);
+    const t = await thread(ws, threadId);
+    expect((await ws.api.POST('/messages', { body: { contactId: t.contactId, channelId: t.channelId, content: 'Olá!' } })).response.status).toBe(201);
+    const metric = await server.db.selectFrom('sla_metrics').selectAll().where('thread_id', '=', threadId).executeTakeFirstOrThrow();
+    expect(metric).toMatchObject({ metric: 'firstResponse', policy_id: null, within_sla: null });
+    expect((await events(ws, 'sla.breached')).length).toBe(1);
+  });
+});
+
 describe('GET /reports/response-times', () => {
   /** Seeds metric rows as the clocks write them: [metric, seconds, agent, byAi, within]. */
   async function seed(ws: TestWorkspace, rows: Array<[Schemas['SlaMetric'], number, string | null, boolean | null, boolean | null, string]>): Promise<void> {
@@ -379,6 +491,48 @@ describe('GET /reports/response-times', () => {
       ['2026-11-10', 2],
       ['2026-11-11', 2],
     ]);
+  });
+
+  it('when the window holds more responses than are read one by one, then whole ended days come from the rollups: counts, means and % exact, percentiles within 2 %, and each whole day of groupBy=day exact', async () => {
+    const ws = await createWorkspace(server);
+    const ana = uuidv7();
+    const rows: Array<[Schemas['SlaMetric'], number, string | null, boolean | null, boolean | null, string]> = [];
+    for (let i = 0; i < 300; i++) {
+      const day = 1 + (i % 20);
+      const at = `2026-10-${String(day).padStart(2, '0')}T${String(10 + (i % 12)).padStart(2, '0')}:00:00.000Z`;
+      const metric = (['firstResponse', 'nextResponse', 'resolution'] as const)[i % 3]!;
+      rows.push([
+        metric,
+        0.5 + ((i * 7919) % 5000),
+        i % 4 === 0 ? null : ana,
+        metric === 'firstResponse' ? i % 2 === 0 : null,
+        i % 5 === 0 ? null : i % 3 === 0,
+        at,
+      ]);
+    }
+    await seed(ws, rows);
+    // The window starts and ends mid-day: those part days are read from the metric rows.
+    const window = { from: '2026-10-03T12:00:00.000Z', to: '2026-10-18T15:30:00.000Z' };
+    for (const groupBy of [undefined, 'agent', 'channel', 'stage', 'day'] as const) {
+      for (const businessHours of [false, true]) {
+        const exact = await responseTimes(server.db, ws.workspaceId, window, { groupBy, businessHours, exactUpTo: Number.MAX_SAFE_INTEGER });
+        const rolled = await responseTimes(server.db, ws.workspaceId, window, { groupBy, businessHours, exactUpTo: 0 });
+        const close = (a: number | null, b: number | null) => a === b || (a !== null && b !== null && Math.abs(a - b) <= 0.02 * b + 0.02);
+        const pairs = [[rolled.total, exact.total], ...exact.data.map((g, i) => [rolled.data[i]!, g])] as const;
+        expect(rolled.data.map((g) => g.key)).toEqual(exact.data.map((g) => g.key));
+        for (const [a, b] of pairs) {
+          expect(a.slaAchievedPercent).toBe(b.slaAchievedPercent);
+          expect([a.firstResponse.byAi, a.firstResponse.byHuman]).toEqual([b.firstResponse.byAi, b.firstResponse.byHuman]);
+          for (const metric of ['firstResponse', 'nextResponse', 'resolution'] as const) {
+            expect(a[metric].count).toBe(b[metric].count);
+            expect(Math.abs(a[metric].meanSeconds! - b[metric].meanSeconds!)).toBeLessThan(0.002);
+            expect(close(a[metric].p50Seconds, b[metric].p50Seconds), `${groupBy} ${metric} p50 ${a[metric].p50Seconds} vs ${b[metric].p50Seconds}`).toBe(true);
+            expect(close(a[metric].p90Seconds, b[metric].p90Seconds), `${groupBy} ${metric} p90 ${a[metric].p90Seconds} vs ${b[metric].p90Seconds}`).toBe(true);
+          }
+        }
+        if (groupBy === 'day') expect(rolled.data).toEqual(exact.data);
+      }
+    }
   });
 
   it('when groupBy is unknown, dateFrom is after dateTo, or the window is over 366 days, then 400 with the error shape', async () => {

@@ -1,7 +1,9 @@
 // Handlers of the service levels: SLA policies in position order (every change of positions in one
 // transaction holding the workspace's policies lock; what is stored was checked whole, so nothing
-// is stored on any error), and the response-time report.
+// is stored on any error; a change of what a policy times moves the running clocks held to it in the
+// same transaction), and the response-time report.
 import { ApiError, notFound } from '../errors.js';
+import { onPolicyChanged } from '../sla/clocks.js';
 import * as policies from '../sla/policies.js';
 import { reportWindow, responseTimes } from '../sla/report.js';
 import { paging, type Handlers } from './handler.js';
@@ -59,7 +61,10 @@ export const slaHandlers: Pick<Handlers, Operations> = {
       if (!current) throw notFound('SLA policy');
       if (body.position !== undefined && body.position > count) throw positionOutOfRange(count);
       if (body.conditions !== undefined) await policies.assertPolicySound(trx, auth.workspaceId, body.conditions);
-      return policies.updatePolicy(trx, auth.workspaceId, current, body, new Date());
+      const now = new Date();
+      const updated = await policies.updatePolicy(trx, auth.workspaceId, current, body, now);
+      if (policies.movesClocks(current, body)) await onPolicyChanged(trx, auth.workspaceId, current.id, now);
+      return updated;
     });
     return { status: 200, body: policy };
   },
@@ -69,7 +74,9 @@ export const slaHandlers: Pick<Handlers, Operations> = {
       await policies.lockPolicies(trx, auth.workspaceId);
       const current = await policies.findPolicy(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('SLA policy');
-      await policies.deletePolicy(trx, auth.workspaceId, current, new Date());
+      const now = new Date();
+      await policies.deletePolicy(trx, auth.workspaceId, current, now);
+      await onPolicyChanged(trx, auth.workspaceId, current.id, now);
     });
     return { status: 204 };
   },

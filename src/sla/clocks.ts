@@ -165,19 +165,80 @@ export async function onThreadChange(trx: Db, before: ThreadRow | undefined, aft
   const regroup = before.stage_id !== after.stage_id || JSON.stringify(before.labels) !== JSON.stringify(after.labels);
   if (!handoff && !regroup) return after;
   const settings = await loadSettings(trx, workspaceId);
-  let clocks = await clocksOf(trx, workspaceId, id);
+  let clocks: SlaClockRow[] = await clocksOf(trx, workspaceId, id);
   let policy = await policyOf(trx, workspaceId, after.sla?.policyId);
   if (regroup) policy = await choosePolicy(trx, workspaceId, id, settings, now);
-  if (handoff) {
-    clocks = clocks.filter((clock) => clock.metric === 'resolution');
-    clocks.push(timedClock(workspaceId, id, 'firstResponse', now, policy, settings));
-  }
-  clocks = clocks.map((clock) => ({
+  if (handoff) clocks = handedOff(clocks, workspaceId, id, now, policy, settings);
+  return retime(trx, after, clocks, policy, settings);
+}
+
+/** An AI agent's threads handed to people: the first-response clock starts again now (the next-response clock stops). */
+function handedOff(
+  clocks: readonly SlaClockRow[],
+  workspaceId: string,
+  threadId: string,
+  now: Date,
+  policy: SlaPolicyRow | undefined,
+  settings: Settings,
+): SlaClockRow[] {
+  return [...clocks.filter((clock) => clock.metric === 'resolution'), timedClock(workspaceId, threadId, 'firstResponse', now, policy, settings)];
+}
+
+/** The running clocks held to `policy` (none: no due times), counting from their starts; what each recorded stays recorded. */
+async function retime(trx: Db, thread: ThreadRow, clocks: readonly SlaClockRow[], policy: SlaPolicyRow | undefined, settings: Settings): Promise<ThreadRow> {
+  const { workspace_id: workspaceId, id } = thread;
+  const timed = clocks.map((clock) => ({
     ...timedClock(workspaceId, id, clock.metric, clock.started_at, policy, settings),
     warned: clock.warned,
     breached: clock.breached,
   }));
-  return writeClocks(trx, workspaceId, id, clocks, slaOf(policy?.id ?? null, clocks, breachedOf(after)));
+  return writeClocks(trx, workspaceId, id, timed, slaOf(policy?.id ?? null, timed, breachedOf(thread)));
+}
+
+/**
+ * The open threads of a deleted AI agent (unassigned by the deletion): nobody answers them now, as
+ * after its handoff to people, so each one's first-response clock starts again at `now`. `threads`
+ * as they are after the deletion; answers them with their `sla`. In the deletion's transaction.
+ */
+export async function onAiAgentGone(trx: Db, threads: readonly ThreadRow[], now: Date): Promise<ThreadRow[]> {
+  const open = threads.filter((thread) => thread.status === 'open');
+  if (open.length === 0) return [...threads];
+  const workspaceId = open[0]!.workspace_id;
+  const settings = await loadSettings(trx, workspaceId);
+  const moved = new Map<string, ThreadRow>();
+  for (const thread of open) {
+    const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
+    const clocks = handedOff(await clocksOf(trx, workspaceId, thread.id), workspaceId, thread.id, now, policy, settings);
+    moved.set(thread.id, await retime(trx, thread, clocks, policy, settings));
+  }
+  return threads.map((thread) => moved.get(thread.id) ?? thread);
+}
+
+/**
+ * A policy changed or was deleted (`policyId`; the caller holds the workspace's policies lock, the
+ * change made): the open threads held to it move their running clocks' due and warning times, and
+ * their timers, at once. Still enabled, it holds them with its new targets, business hours and
+ * warning, counting from the clocks' starts. Disabled or deleted, each thread is held to the policy
+ * that applies now (the first enabled one whose conditions hold, as when a stage changes), or to
+ * none: then its clocks run without due times and its `sla` is null. A warning or breach already
+ * recorded stays recorded (once per clock); a due time moved into the past breaches within 5 s.
+ * A change of a policy's conditions or position, and a new or re-enabled policy, apply at each
+ * thread's next opening, reopening, stage or labels change. Answers how many threads moved.
+ */
+export async function onPolicyChanged(trx: Db, workspaceId: string, policyId: string, now: Date): Promise<number> {
+  const { rows: threads } = await sql<ThreadRow>`
+    select * from threads
+     where workspace_id = ${workspaceId} and status = 'open' and sla ->> 'policyId' = ${policyId}
+     order by id
+       for update`.execute(trx);
+  if (threads.length === 0) return 0;
+  const settings = await loadSettings(trx, workspaceId);
+  const policy = await policyOf(trx, workspaceId, policyId);
+  for (const thread of threads) {
+    const held = policy?.enabled ? policy : await choosePolicy(trx, workspaceId, thread.id, settings, now);
+    await retime(trx, thread, await clocksOf(trx, workspaceId, thread.id), held, settings);
+  }
+  return threads.length;
 }
 
 /** Whether an outbound message is an answer of ours that stops a response clock (before the policy's humanOnly). */

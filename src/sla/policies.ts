@@ -158,6 +158,18 @@ export async function updatePolicy(
   return policyRowToPolicy(row);
 }
 
+/** Whether a change moves the due times of the clocks held to the policy: its targets, hours, warning, humanOnly, or disabling it. */
+export function movesClocks(current: SlaPolicyRow, change: Partial<PolicyFields>): boolean {
+  const differs = (a: unknown, b: unknown) => b !== undefined && JSON.stringify(a) !== JSON.stringify(b);
+  return (
+    differs(current.targets, change.targets) ||
+    differs(current.business_hours_only, change.businessHoursOnly) ||
+    differs(current.warn_before_minutes, change.warnBeforeMinutes) ||
+    differs(current.human_only, change.humanOnly) ||
+    differs(current.enabled, change.enabled)
+  );
+}
+
 /** Deletes a policy and moves the later ones up. */
 export async function deletePolicy(trx: Db, workspaceId: string, policy: SlaPolicyRow, now: Date): Promise<void> {
   await trx.deleteFrom('sla_policies').where('workspace_id', '=', workspaceId).where('id', '=', policy.id).execute();
