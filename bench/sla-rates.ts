@@ -1,0 +1,171 @@
+// npm run bench:sla-rates: inbound and outbound message rates with SLA policies on against the same
+// rates without, in one run of the service as shipped (production mode, its own PostgreSQL database,
+// Redis, a Graph double in this process). Closed loop at full speed: signed WhatsApp webhook POSTs
+// (each customer's first message opens a thread), then POST /v1/messages text answers to the same
+// customers (each one stops a response clock). Without policies the clocks still run (the report's
+// metric rows); with them, 3 enabled policies match every thread (all three targets, one in business
+// hours, warnings): due times, timers and sla.* state on every opening, message and answer. The
+// rounds alternate off/on on fresh customers (so every thread opens under the mode measured); the
+// ratio is of the best round of each mode. Target: >= 0.9x for both.
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { sql } from 'kysely';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { provision, SCOPES } from '../src/provisioning.js';
+import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
+import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
+import { agent, benchDatabase, durationS, log, post, redisUrl, ROOT, stamp } from './lib/service-bench.js';
+import { groupCpuMs } from './lib/cpu.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
+const CONTACTS = 500;
+
+async function fullSpeed(seconds: number, connections: number, next: () => { url: string; body: string; headers: Record<string, string> }) {
+  const end = Date.now() + seconds * 1000;
+  let done = 0;
+  let errors = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (Date.now() < end) {
+        const r = next();
+        const answer = await post(r.url, r.body, r.headers);
+        if (answer.status >= 200 && answer.status < 300) done++;
+        else errors++;
+      }
+    }),
+  );
+  return { rps: done / seconds, done, errors };
+}
+
+const { databaseUrl, db, drop } = await benchDatabase('sla_rates', 4);
+const graph = await GraphDouble.start();
+try {
+  await migrateToLatest(db);
+  const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const service = startProcess(
+    process.execPath,
+    ['--import', 'tsx', 'src/server.ts'],
+    {
+      ...process.env,
+      NODE_ENV: 'production',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: `sf-bench-sla-rates:${stamp}:`,
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+      META_GRAPH_URL: graph.url,
+    },
+    ROOT,
+    true,
+  );
+  const deadline = Date.now() + 120_000;
+  while ((await httpStatus(`${base}/healthz`)) !== 200) {
+    if (Date.now() > deadline) throw new Error(`the service did not start:\n${service.output()}`);
+    await sleep(200);
+  }
+  const auth = { authorization: `Bearer ${key.apiKey}` };
+  const meta = { externalId: '106540352242922', accessToken: 'EAAbench', appSecret: randomBytes(16).toString('hex'), verifyToken: 'v' };
+  const created = await post(`${base}/v1/channels`, JSON.stringify({ type: 'whatsapp', name: 'Bench', provider: 'meta', meta }), auth);
+  const channelId = (JSON.parse(created.body) as { id: string }).id;
+  graph.answer((request) => sentAnswer(request));
+  const policyIds: string[] = [];
+  for (const [i, body] of [
+    { name: 'Primeira resposta', targets: { firstResponseMinutes: 15, nextResponseMinutes: 30, resolutionMinutes: 1440 }, warnBeforeMinutes: 5 },
+    { name: 'Horário comercial', targets: { firstResponseMinutes: 60, resolutionMinutes: 2880 }, businessHoursOnly: true, warnBeforeMinutes: 10 },
+    { name: 'Só pessoas', targets: { nextResponseMinutes: 120 }, humanOnly: true },
+  ].entries()) {
+    const res = await post(`${base}/v1/sla-policies`, JSON.stringify({ ...body, enabled: false, position: i + 1 }), auth);
+    if (res.status !== 201) throw new Error(`policy: ${res.status} ${res.body}`);
+    policyIds.push((JSON.parse(res.body) as { id: string }).id);
+  }
+  const setPolicies = async (enabled: boolean) => {
+    for (const id of policyIds) {
+      const res = await post(`${base}/v1/sla-policies/${id}`, JSON.stringify({ enabled }), auth, 'PATCH');
+      if (res.status !== 200) throw new Error(`policy: ${res.status} ${res.body}`);
+    }
+  };
+
+  let set = 0;
+  let seq = 0;
+  /** A round on CONTACTS fresh customers: inbound, then answers to them. */
+  const round = async () => {
+    const prefix = `+55119${String(set++).padStart(2, '0')}`;
+    await sql`insert into contacts (workspace_id, id, name, phone, created_at, updated_at)
+              select ${key.workspaceId}::uuid, gen_random_uuid(), 'Contato ' || n, ${prefix} || lpad(n::text, 6, '0'), now(), now()
+                from generate_series(1, ${CONTACTS}) n`.execute(db);
+    const contacts = (
+      await sql<{
+        id: string;
+        phone: string;
+      }>`select id, phone from contacts where workspace_id = ${key.workspaceId} and phone like ${`${prefix}%`} order by phone`.execute(db)
+    ).rows;
+    let n = 0;
+    const cpu0 = groupCpuMs(service.child.pid!);
+    const inbound = await fullSpeed(durationS, 50, () => {
+      const i = seq++;
+      const body = JSON.stringify(
+        whatsappDelivery(meta.externalId, whatsappText(contacts[n++ % contacts.length]!.phone.slice(1), `Mensagem ${i}`, 'Cliente', `wamid.sla.${stamp}.${i}`)),
+      );
+      return { url: `${base}/webhooks/meta/${channelId}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
+    });
+    const cpu1 = groupCpuMs(service.child.pid!);
+    await sleep(1_000);
+    let m = 0;
+    const outbound = await fullSpeed(durationS, 50, () => ({
+      url: `${base}/v1/messages`,
+      body: JSON.stringify({ contactId: contacts[m++ % contacts.length]!.id, channelId, content: `Resposta ${m}` }),
+      headers: auth,
+    }));
+    const cpu2 = groupCpuMs(service.child.pid!);
+    await sleep(1_000);
+    return {
+      inbound: inbound.rps,
+      outbound: outbound.rps,
+      errors: inbound.errors + outbound.errors,
+      inboundCpuUs: ((cpu1 - cpu0) * 1000) / Math.max(1, inbound.done),
+      outboundCpuUs: ((cpu2 - cpu1) * 1000) / Math.max(1, outbound.done),
+    };
+  };
+
+  await round(); // warm-up, policies off
+  const results: Record<'off' | 'on', Array<Awaited<ReturnType<typeof round>>>> = { off: [], on: [] };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const mode of ['off', 'on'] as const) {
+      await setPolicies(mode === 'on');
+      const result = await round();
+      results[mode].push(result);
+      log(JSON.stringify({ round: r + 1, policies: mode, ...result, loadAverage: os.loadavg()[0]!.toFixed(2) }));
+    }
+  }
+  const timed = await sql<{ n: number }>`select count(*)::int as n from sla_clocks where workspace_id = ${key.workspaceId} and due_at is not null`.execute(db);
+  const best = (mode: 'off' | 'on', k: 'inbound' | 'outbound') => Math.max(...results[mode].map((x) => x[k]));
+  for (const k of ['inbound', 'outbound'] as const) {
+    const ratio = best('on', k) / best('off', k);
+    log(
+      JSON.stringify({
+        rate: k,
+        withoutPolicies: +best('off', k).toFixed(1),
+        withPolicies: +best('on', k).toFixed(1),
+        ratio: +ratio.toFixed(3),
+        target: '>= 0.9',
+        met: ratio >= 0.9,
+        cpuUsPerRequest: {
+          off: Math.round(Math.min(...results.off.map((x) => x[`${k}CpuUs`]))),
+          on: Math.round(Math.min(...results.on.map((x) => x[`${k}CpuUs`]))),
+        },
+        loadAverage: os.loadavg()[0]!.toFixed(2),
+      }),
+    );
+  }
+  log(JSON.stringify({ clocksWithDueTimesAtTheEnd: timed.rows[0]!.n }));
+  await stopProcess(service.child);
+} finally {
+  await graph.close();
+  await stopAll();
+  await drop();
+  agent.destroy();
+}
