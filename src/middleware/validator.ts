@@ -6,6 +6,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import { loadSpec } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { badlyEncodedParameter } from '../query.js';
+import { installValidatorShortcuts } from './validator-shortcuts.js';
 
 /**
  * A UUID in its 36-character form. ajv-formats' `uuid` also takes a `urn:uuid:` prefix, which
@@ -64,9 +65,10 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
   return [percentEncodingCheck, ...validator];
 }
 
-function compileValidator(options: { validateResponses: boolean }): RequestHandler[] {
-  return OpenApiValidator.middleware({
-    apiSpec: withoutDiscriminatorMappings(loadSpec()) as never,
+/** express-openapi-validator's options: the service's and the mock's (the contract as the validator reads it). */
+export function validatorOptions(options: { validateResponses: boolean }): Record<string, unknown> {
+  return {
+    apiSpec: withoutDiscriminatorMappings(loadSpec()),
     validateRequests: { allowUnknownQueryParameters: false, allErrors: true, discriminator: true },
     validateResponses: options.validateResponses,
     validateSecurity: false,
@@ -75,5 +77,11 @@ function compileValidator(options: { validateResponses: boolean }): RequestHandl
     ajvFormats: { mode: 'full' },
     formats: { uuid: UUID },
     fileUploader: false,
-  } as never) as RequestHandler[];
+  };
+}
+
+function compileValidator(options: { validateResponses: boolean }): RequestHandler[] {
+  // What it would do on reading the contract that changes nothing here: skipped (validator-shortcuts.ts).
+  installValidatorShortcuts();
+  return OpenApiValidator.middleware(validatorOptions(options) as never) as RequestHandler[];
 }
