@@ -189,6 +189,59 @@ describe('automations on events', () => {
     expect((await events(ws, 'thread.updated')).filter((e) => e.data.actor?.type === 'automation')).toEqual([]);
   });
 
+  it("when actions on the thread's fields follow one another, then they are one change applied in order, and one that fails is undone alone", async () => {
+    const ws = await createWorkspace(server);
+    const emAtendimento = await stageId(ws, 'Em atendimento');
+    const { data: gone } = await ws.api.POST('/stages', { body: { name: 'Temporária' } });
+    const together = await create(ws, {
+      name: 'Juntas',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'add_labels', target: 'thread', labels: ['a', 'b'] },
+        { type: 'move_stage', stageId: emAtendimento },
+        { type: 'remove_labels', target: 'thread', labels: ['A'] },
+      ],
+    });
+    const failing = await create(ws, {
+      name: 'Uma falha',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'move_stage', stageId: gone!.id },
+        { type: 'add_labels', target: 'thread', labels: ['c'] },
+      ],
+    });
+    expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
+
+    const { threadId } = await inbound(ws, 'Oi');
+    await settled(ws);
+
+    expect(await thread(ws, threadId)).toMatchObject({ stageId: emAtendimento, labels: ['b', 'c'] });
+    expect((await runsOf(ws, together.id)).map((r) => [r.status, r.actions.map((a) => a.status)])).toEqual([
+      ['succeeded', ['succeeded', 'succeeded', 'succeeded']],
+    ]);
+    expect((await runsOf(ws, failing.id)).map((r) => [r.status, r.actions.map((a) => [a.type, a.status])])).toEqual([
+      [
+        'failed',
+        [
+          ['move_stage', 'failed'],
+          ['add_labels', 'succeeded'],
+        ],
+      ],
+    ]);
+    // One change for the first automation's three actions; the second's label alone (its move undone). Oldest first:
+    const updates = (await events(ws, 'thread.updated')).filter((e) => e.data.actor?.type === 'automation').reverse();
+    expect(updates.map((e) => [e.data.actor?.id, (e.data.object as Schemas['Thread']).labels])).toEqual([
+      [together.id, ['b']],
+      [failing.id, ['b', 'c']],
+    ]);
+    const { data: history } = await ws.api.GET('/threads/{id}/history', { params: { path: { id: threadId }, query: { limit: 100 } } });
+    expect(history!.data.filter((e) => e.actor.type === 'automation').map((e) => [e.field, e.to])).toEqual([
+      ['stageId', emAtendimento],
+      ['labels', ['b']],
+      ['labels', ['b', 'c']],
+    ]);
+  });
+
   it('when a message goes to a contact outside the 24-hour window, then it is skipped without a fallback and the template goes with one', async () => {
     const ws = await createWorkspace(server);
     const whatsapp = await createMetaChannel(ws, 'whatsapp');

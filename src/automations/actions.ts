@@ -212,9 +212,10 @@ function unknownAction(action: never): never {
 export class ActionsNeedSavepoints extends Error {}
 
 /**
- * Applies `actions` in order in the run's transaction `trx`; what each did. With `savepoints`, each
- * action is tried on its own (a savepoint before it; one that fails or is skipped is rolled back
- * alone). Without, the common case of actions that all succeed costs no round trip of savepoints
+ * Applies `actions` in order in the run's transaction `trx`; what each did. Consecutive actions on
+ * the thread's fields are tried as one change of the thread. With `savepoints`, each action (or
+ * such group) is tried on its own (a savepoint before it; one that fails or is skipped is rolled
+ * back alone, and a group that fails is tried again one action at a time). Without, the common case of actions that all succeed costs no round trip of savepoints
  * (two an action): the first that does not succeed throws ActionsNeedSavepoints instead.
  */
 export async function applyActions(
@@ -226,21 +227,45 @@ export async function applyActions(
   options: { savepoints: boolean; budget: RunBudget },
 ): Promise<AutomationRunAction[]> {
   const done: AutomationRunAction[] = [];
+  // A group that failed as one change (under savepoints) is applied again one action at a time, up to this index.
+  let aloneUntil = -1;
   for (let i = 0; i < actions.length; i++) {
     const action = actions[i]!;
-    if (!options.savepoints) {
-      // The run of thread-field actions that starts here, applied as one change of the thread.
-      let group = 0;
-      while (i + group < actions.length && isThreadField(actions[i + group]!)) group++;
+    // The run of thread-field actions that starts here, applied as one change of the thread.
+    let group = 0;
+    if (i > aloneUntil) while (i + group < actions.length && isThreadField(actions[i + group]!)) group++;
+    if (group > 1) {
       const grouped = actions.slice(i, i + group) as ThreadFieldAction[];
+      const together = () => changeTheThread(trx, workspaceId, target, actor, (current) => combinedChange(grouped, current));
+      if (!options.savepoints) {
+        try {
+          await together();
+        } catch (err) {
+          throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
+        }
+      } else {
+        await sql`savepoint automation_action`.execute(trx);
+        try {
+          await together();
+          await sql`release savepoint automation_action`.execute(trx);
+        } catch {
+          await sql`rollback to savepoint automation_action`.execute(trx);
+          aloneUntil = i + group - 1;
+          i--;
+          continue;
+        }
+      }
+      for (const one of grouped) done.push({ type: one.type, status: 'succeeded', reason: null });
+      i += group - 1;
+      continue;
+    }
+    if (!options.savepoints) {
       try {
-        if (group > 1) await changeTheThread(trx, workspaceId, target, actor, (current) => combinedChange(grouped, current));
-        else await applyWithin(trx, workspaceId, target, actor, action, options.budget);
+        await applyWithin(trx, workspaceId, target, actor, action, options.budget);
       } catch (err) {
         throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
       }
-      for (const one of group > 1 ? grouped : [action]) done.push({ type: one.type, status: 'succeeded', reason: null });
-      if (group > 1) i += group - 1;
+      done.push({ type: action.type, status: 'succeeded', reason: null });
       continue;
     }
     await sql`savepoint automation_action`.execute(trx);
