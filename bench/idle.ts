@@ -12,9 +12,12 @@
 //     a 30-day idle automation (a timer per silence), disabling it (its timers deleted) and enabling
 //     it again must answer 2xx under the service's statement timeout (DATABASE_STATEMENT_TIMEOUT_MS,
 //     10 s by default), with a timer per thread after each scheduling.
+// BENCH_IDLE_ONLY=fire,schedule picks measurements; BENCH_IDLE_PROFILE=<file> profiles the service over (1).
 // Exits 1 when a target is missed. Prints a table and writes bench/results/runs/idle-<stamp>.md (BENCH_RESULTS_DIR).
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { sql } from 'kysely';
 import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
@@ -28,6 +31,8 @@ const serverUrl = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || 
 const dueTimers = Number(process.env.BENCH_IDLE_DUE || 10_000);
 const threadsAtScale = Number(process.env.BENCH_IDLE_THREADS || 100_000);
 const fireWithinS = 20;
+/** BENCH_IDLE_PROFILE=<file>: a CPU profile of the service while the timers of (1) fire (npx tsx bench/profile.ts <file>). */
+const profile = process.env.BENCH_IDLE_PROFILE ? path.resolve(process.env.BENCH_IDLE_PROFILE) : undefined;
 /** Which measurements to run (default both): fire, schedule. */
 const only = new Set((process.env.BENCH_IDLE_ONLY || 'fire,schedule').split(','));
 
@@ -94,7 +99,11 @@ async function main(): Promise<void> {
     await migrateToLatest(db);
     const keyFire = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench idle firing' });
     const keyScale = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench idle at scale' });
-    const service = await startBenchService('idle', { DATABASE_URL: scratch.url, SECRETS_KEY: randomBytes(32).toString('base64') });
+    const service = await startBenchService(
+      'idle',
+      { DATABASE_URL: scratch.url, SECRETS_KEY: randomBytes(32).toString('base64'), ...(profile && { BENCH_CPU_PROFILE: profile }) },
+      profile ? ['--import', './bench/cpu-profile-hook.ts'] : [],
+    );
     const servicePid = service.child.pid!;
     const apiOf = (key: Provisioned): Api => ({ base: service.base, auth: { authorization: `Bearer ${key.apiKey}` } });
 
@@ -103,6 +112,7 @@ async function main(): Promise<void> {
       const seedMs = await seedSilences(db, keyFire, dueTimers, 10);
       log(`(1) ${dueTimers.toLocaleString('en-US')} silences seeded in ${(seedMs / 1000).toFixed(1)} s`);
       await sleep(1_000);
+      if (profile) process.kill(servicePid, 'SIGUSR2');
       const cpu0 = groupCpuMs(servicePid);
       const created = await timed<{ id: string }>(api, 'POST', '/automations', {
         name: 'Encerrar sem resposta',
@@ -128,6 +138,11 @@ async function main(): Promise<void> {
         }
       }
       const cpuUs = ((groupCpuMs(servicePid) - cpu0) * 1000) / Math.max(1, fired);
+      if (profile) {
+        process.kill(servicePid, 'SIGUSR2');
+        for (let i = 0; i < 300 && !fs.existsSync(profile); i++) await sleep(100);
+        log(`CPU profile of the service while the timers fired: ${profile} (npx tsx bench/profile.ts ${profile})`);
+      }
       const closed = await count(
         db,
         sql<{ n: number }>`select count(*)::int as n from threads where workspace_id = ${keyFire.workspaceId} and status = 'closed'`,
