@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { runEventAutomations } from '../src/automations/engine.js';
+import { resetIdleTimers } from '../src/automations/triggers.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { createAutomation as create, refunds, stageId, sandboxInbound as inbound } from './helpers/automations.js';
@@ -558,6 +559,27 @@ describe('thread.idle', () => {
     expect((await timers(ws)).map((t) => t.automationId)).toEqual([other.id]);
     const { response } = await ws.api.DELETE('/automations/{id}', { params: { path: { id: other.id } } });
     expect(response.status).toBe(204);
+    expect(await timers(ws)).toEqual([]);
+  });
+
+  it('when an idle automation starts waiting over more open threads than one statement takes, then every silence gets its timer, batch after batch', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, { ...closeWhenSilent, enabled: false });
+    const answered: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { threadId } = await inbound(ws, 'Oi', `+551191111002${i}`);
+      const opened = await thread(ws, threadId);
+      await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+      answered.push(threadId);
+    }
+    await inbound(ws, 'Ainda esperando', '+5511911110029');
+    expect(await timers(ws)).toEqual([]);
+    // Two threads a statement: three statements over the six open threads, five of them silent on the customer's side.
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, { event: 'thread.idle', minutes: 1, waitingOn: 'customer' }, 2);
+    expect((await timers(ws)).map((t) => t.threadId).sort()).toEqual([...answered].sort());
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, { event: 'thread.idle', minutes: 1, waitingOn: 'customer' }, 2);
+    expect(await timers(ws)).toHaveLength(5);
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, undefined, 2);
     expect(await timers(ws)).toEqual([]);
   });
 

@@ -141,10 +141,16 @@ export const RESET_BATCH = 5_000;
  * already under way (an open thread whose last message leaves it waiting on that side), unless
  * this automation already ran for that silence or a timer of it for that silence is running. A
  * silence older than `minutes` already falls due at once. In the change's transaction, a statement
- * per RESET_BATCH open threads (in id order), so that a workspace of any size stays under the
+ * per `batch` open threads (in id order), so that a workspace of any size stays under the
  * statement timeout; it reads the workspace's open threads once, never when timers fire.
  */
-export async function resetIdleTimers(trx: Db, workspaceId: string, automationId: string, trigger: IdleTrigger | undefined): Promise<void> {
+export async function resetIdleTimers(
+  trx: Db,
+  workspaceId: string,
+  automationId: string,
+  trigger: IdleTrigger | undefined,
+  batch: number = RESET_BATCH,
+): Promise<void> {
   await sql`with idle_cancelled as (
     ${cancelWaitingQuery('automation-idle', workspaceId, { payload: { automationId } })}
   ) select count(*) from idle_cancelled`.execute(trx);
@@ -156,7 +162,7 @@ export async function resetIdleTimers(trx: Db, workspaceId: string, automationId
       with batch as materialized (
         select t.id from threads t
          where t.workspace_id = ${workspaceId}::uuid and t.status = 'open' and t.id > coalesce(${after}::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
-         order by t.id limit ${RESET_BATCH}
+         order by t.id limit ${batch}
       ), idle_targets as materialized (
         select b.id::text as thread_id, m.id::text as message_id, m.created_at + ${trigger.minutes}::int * interval '1 minute' as due_at,
                ${UUID_V7} as job_id
@@ -177,7 +183,7 @@ export async function resetIdleTimers(trx: Db, workspaceId: string, automationId
       select (select id::text from batch order by id desc limit 1) as last, (select count(*)::int from batch) as threads,
              ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
     const row: { last: string | null; threads: number } = rows[0]!;
-    if (row.threads < RESET_BATCH || row.last === null) return;
+    if (row.threads < batch || row.last === null) return;
     after = row.last;
   }
 }
