@@ -15,6 +15,7 @@
 //   (2) Closed loop as bench:channels measures ingest (50 connections, BENCH_DURATION_S each): none
 //   enabled, the 20 enabled (one matching every message), the 20 enabled and no message matching,
 //   rotated, BENCH_AUTOMATIONS_ROUNDS rounds; the CPU of the service a webhook, its runs included.
+//   The target (issue 34) counts each run until its automation jobs are done: webhooks / (window + drain).
 // - C: 100,000 (BENCH_AUTOMATIONS_PENDING) pending thread.idle timers, written by bulk SQL as
 //   triggers.ts writes them (queue automation-idle, key idle:<thread>, due in 1 to 30 days, for a
 //   real 30-day idle automation of C; their thread and message ids are made up: they never fall due
@@ -227,18 +228,28 @@ async function main(): Promise<void> {
       const none = runs.filter((r) => r.mode === 'none');
       const withAll = runs.filter((r) => r.mode === 'matching');
       const unmatched = runs.filter((r) => r.mode === 'unmatched');
-      const best = (list: typeof runs) => Math.max(...list.map((r) => r.rps));
+      // The target counts each run until its automations' work is done: webhooks / (window + drain).
+      const counted = (r: (typeof runs)[number]) => (r.rps * durationS) / (durationS + r.drainMs / 1000);
+      const best = (list: typeof runs, rate: (r: (typeof runs)[number]) => number = counted) => Math.max(...list.map(rate));
       const ratio = best(withAll) / best(none);
-      const perRound = (list: typeof runs) => list.map((w) => (w.rps / none.find((n) => n.round === w.round)!.rps).toFixed(2)).join(', ');
+      const perRound = (list: typeof runs, rate: (r: (typeof runs)[number]) => number = counted) =>
+        list.map((w) => (rate(w) / rate(none.find((n) => n.round === w.round)!)).toFixed(2)).join(', ');
+      const windowOnly = (r: (typeof runs)[number]) => r.rps;
       const errors = runs.reduce((sum, r) => sum + r.errors, 0);
       check(
-        `(2) signed webhooks, closed loop 50 conn, ${durationS} s x ${rounds}${vacuumFirst ? ', VACUUM ANALYZE before each run' : ''}: with the 20 automations (1 matching every message) vs none (best of rounds)`,
+        `(2) signed webhooks, closed loop 50 conn, ${durationS} s x ${rounds}${vacuumFirst ? ', VACUUM ANALYZE before each run' : ''}: with the 20 automations (1 matching every message) vs none, each counted until its automation jobs drained: webhooks / (window + drain) (best of rounds)`,
         `${best(withAll).toFixed(0)}/s vs ${best(none).toFixed(0)}/s = **${ratio.toFixed(2)}x** (per round ${perRound(withAll)}), ${errors} errors`,
         '>= 0.8x',
         ratio >= 0.8 && errors === 0,
       );
       rows.push([
-        '(2) the same, the 20 enabled and no message matching any (best of rounds)',
+        '(2) the same, over the window alone (the drain left out; best of rounds)',
+        `${best(withAll, windowOnly).toFixed(0)}/s vs ${best(none, windowOnly).toFixed(0)}/s = ${(best(withAll, windowOnly) / best(none, windowOnly)).toFixed(2)}x (per round ${perRound(withAll, windowOnly)})`,
+        '',
+        '',
+      ]);
+      rows.push([
+        '(2) the same, the 20 enabled and no message matching any, counted until drained (best of rounds)',
         `${best(unmatched).toFixed(0)}/s = ${(best(unmatched) / best(none)).toFixed(2)}x (per round ${perRound(unmatched)})`,
         '',
         '',
@@ -251,9 +262,10 @@ async function main(): Promise<void> {
         '',
         '',
       ]);
+      const cpu = (list: typeof runs) => median(list.map((r) => r.cpuUs));
       rows.push([
-        '(2) service CPU a webhook (its automation runs included), none / 20 with 1 matching / 20 none matching (median)',
-        `${median(none.map((r) => r.cpuUs)).toFixed(0)} / ${median(withAll.map((r) => r.cpuUs)).toFixed(0)} / ${median(unmatched.map((r) => r.cpuUs)).toFixed(0)} µs`,
+        '(2) service CPU a webhook (its automation runs included), none / 20 with 1 matching / 20 none matching (median); none / 1 matching (the ratio a CPU-bound service reaches, steadier than rates on a shared machine)',
+        `${cpu(none).toFixed(0)} / ${cpu(withAll).toFixed(0)} / ${cpu(unmatched).toFixed(0)} µs; **${(cpu(none) / cpu(withAll)).toFixed(2)}x**`,
         '',
         '',
       ]);

@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { runEventAutomations } from '../src/automations/engine.js';
+import { resetIdleTimers } from '../src/automations/triggers.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
 import { createAutomation as create, refunds, stageId, sandboxInbound as inbound } from './helpers/automations.js';
@@ -87,11 +88,10 @@ describe('automations on events', () => {
       ['stageId', emAtendimento, automation.id],
       ['labels', ['reembolso'], automation.id],
     ]);
+    // The automation's two changes of the thread are one change, as a PATCH of both fields: one thread.updated with both.
     const updates = (await events(ws, 'thread.updated')).filter((e) => (e.data.object as Schemas['Thread']).id === threadId);
-    expect(updates.map((e) => e.data.actor)).toEqual([
-      { type: 'automation', id: automation.id },
-      { type: 'automation', id: automation.id },
-    ]);
+    expect(updates.map((e) => e.data.actor)).toEqual([{ type: 'automation', id: automation.id }]);
+    expect(updates[0]!.data.object).toMatchObject({ stageId: emAtendimento, labels: ['reembolso'] });
 
     const created = (await events(ws, 'message.created')).find((e) => (e.data.object as Schemas['Message']).id === messageId)!;
     const runs = await runsOf(ws, automation.id);
@@ -188,6 +188,59 @@ describe('automations on events', () => {
       { type: 'automation', id: automation.id },
     ]);
     expect((await events(ws, 'thread.updated')).filter((e) => e.data.actor?.type === 'automation')).toEqual([]);
+  });
+
+  it("when actions on the thread's fields follow one another, then they are one change applied in order, and one that fails is undone alone", async () => {
+    const ws = await createWorkspace(server);
+    const emAtendimento = await stageId(ws, 'Em atendimento');
+    const { data: gone } = await ws.api.POST('/stages', { body: { name: 'Temporária' } });
+    const together = await create(ws, {
+      name: 'Juntas',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'add_labels', target: 'thread', labels: ['a', 'b'] },
+        { type: 'move_stage', stageId: emAtendimento },
+        { type: 'remove_labels', target: 'thread', labels: ['A'] },
+      ],
+    });
+    const failing = await create(ws, {
+      name: 'Uma falha',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'move_stage', stageId: gone!.id },
+        { type: 'add_labels', target: 'thread', labels: ['c'] },
+      ],
+    });
+    expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
+
+    const { threadId } = await inbound(ws, 'Oi');
+    await settled(ws);
+
+    expect(await thread(ws, threadId)).toMatchObject({ stageId: emAtendimento, labels: ['b', 'c'] });
+    expect((await runsOf(ws, together.id)).map((r) => [r.status, r.actions.map((a) => a.status)])).toEqual([
+      ['succeeded', ['succeeded', 'succeeded', 'succeeded']],
+    ]);
+    expect((await runsOf(ws, failing.id)).map((r) => [r.status, r.actions.map((a) => [a.type, a.status])])).toEqual([
+      [
+        'failed',
+        [
+          ['move_stage', 'failed'],
+          ['add_labels', 'succeeded'],
+        ],
+      ],
+    ]);
+    // One change for the first automation's three actions; the second's label alone (its move undone). Oldest first:
+    const updates = (await events(ws, 'thread.updated')).filter((e) => e.data.actor?.type === 'automation').reverse();
+    expect(updates.map((e) => [e.data.actor?.id, (e.data.object as Schemas['Thread']).labels])).toEqual([
+      [together.id, ['b']],
+      [failing.id, ['b', 'c']],
+    ]);
+    const { data: history } = await ws.api.GET('/threads/{id}/history', { params: { path: { id: threadId }, query: { limit: 100 } } });
+    expect(history!.data.filter((e) => e.actor.type === 'automation').map((e) => [e.field, e.to])).toEqual([
+      ['stageId', emAtendimento],
+      ['labels', ['b']],
+      ['labels', ['b', 'c']],
+    ]);
   });
 
   it('when a message goes to a contact outside the 24-hour window, then it is skipped without a fallback and the template goes with one', async () => {
@@ -506,6 +559,27 @@ describe('thread.idle', () => {
     expect((await timers(ws)).map((t) => t.automationId)).toEqual([other.id]);
     const { response } = await ws.api.DELETE('/automations/{id}', { params: { path: { id: other.id } } });
     expect(response.status).toBe(204);
+    expect(await timers(ws)).toEqual([]);
+  });
+
+  it('when an idle automation starts waiting over more open threads than one statement takes, then every silence gets its timer, batch after batch', async () => {
+    const ws = await createWorkspace(server);
+    const automation = await create(ws, { ...closeWhenSilent, enabled: false });
+    const answered: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { threadId } = await inbound(ws, 'Oi', `+551191111002${i}`);
+      const opened = await thread(ws, threadId);
+      await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+      answered.push(threadId);
+    }
+    await inbound(ws, 'Ainda esperando', '+5511911110029');
+    expect(await timers(ws)).toEqual([]);
+    // Two threads a statement: three statements over the six open threads, five of them silent on the customer's side.
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, { event: 'thread.idle', minutes: 1, waitingOn: 'customer' }, 2);
+    expect((await timers(ws)).map((t) => t.threadId).sort()).toEqual([...answered].sort());
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, { event: 'thread.idle', minutes: 1, waitingOn: 'customer' }, 2);
+    expect(await timers(ws)).toHaveLength(5);
+    await resetIdleTimers(server.db, ws.workspaceId, automation.id, undefined, 2);
     expect(await timers(ws)).toEqual([]);
   });
 

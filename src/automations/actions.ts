@@ -3,7 +3,10 @@
 // one that fails (a stage deleted since the automation was written, a thread that cannot reopen)
 // is rolled back alone (a savepoint) and reported, and the next ones still run. Savepoints cost two
 // round trips an action, so a run first goes without; the rare run where an action does not
-// succeed is rolled back and run again with them (applyActions, engine.ts).
+// succeed is rolled back and run again with them (applyActions, engine.ts). Without savepoints,
+// consecutive actions on the thread's own fields (stage, status, agent, labels) are one change of
+// the thread: one write, one history entry per field, one thread.updated, as a PATCH of those
+// fields would be (a thread change costs some ten statements with its service levels and event).
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { AutomationActor } from '../actor.js';
@@ -76,11 +79,61 @@ async function changeTheThread(
   if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
 }
 
+/** A labels action applied to a list of labels. */
+const editLabels = (action: components['schemas']['LabelsAction'], current: readonly string[]): string[] =>
+  action.type === 'add_labels'
+    ? normalizeLabels([...current, ...action.labels])
+    : current.filter((label) => !action.labels.some((gone) => sameLabel(gone, label.trim())));
+
+type ThreadFieldAction = Extract<Action, { type: 'assign_agent' | 'unassign' | 'move_stage' | 'set_status' | 'add_labels' | 'remove_labels' }>;
+
+/** Whether the action changes only the thread's own fields (one changeThread can apply several such actions together). */
+function isThreadField(action: Action): action is ThreadFieldAction {
+  switch (action.type) {
+    case 'assign_agent':
+    case 'unassign':
+    case 'move_stage':
+    case 'set_status':
+      return true;
+    case 'add_labels':
+    case 'remove_labels':
+      return action.target === 'thread';
+    default:
+      return false;
+  }
+}
+
+/**
+ * `actions` (thread fields only) applied in order to the thread `current`, as one change: a later
+ * action on a field sees (and overrides) what an earlier one made of it.
+ */
+function combinedChange(actions: readonly ThreadFieldAction[], current: ThreadRow): ThreadChange {
+  const change: ThreadChange = {};
+  let labels: readonly string[] = current.labels;
+  for (const action of actions) {
+    switch (action.type) {
+      case 'assign_agent':
+        change.agentId = action.agentId;
+        break;
+      case 'unassign':
+        change.agentId = null;
+        break;
+      case 'move_stage':
+        change.stageId = action.stageId;
+        break;
+      case 'set_status':
+        change.status = action.status;
+        break;
+      default:
+        labels = editLabels(action, labels);
+        change.labels = labels;
+    }
+  }
+  return change;
+}
+
 async function changeLabels(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: components['schemas']['LabelsAction']) {
-  const edit = (current: readonly string[]): string[] =>
-    action.type === 'add_labels'
-      ? normalizeLabels([...current, ...action.labels])
-      : current.filter((label) => !action.labels.some((gone) => sameLabel(gone, label.trim())));
+  const edit = (current: readonly string[]): string[] => editLabels(action, current);
   if (action.target === 'contact') {
     const contact = await lockContact(trx, workspaceId, target.contactId);
     if (!contact) throw new ApiError(404, 'not_found', 'The contact no longer exists.');
@@ -159,9 +212,10 @@ function unknownAction(action: never): never {
 export class ActionsNeedSavepoints extends Error {}
 
 /**
- * Applies `actions` in order in the run's transaction `trx`; what each did. With `savepoints`, each
- * action is tried on its own (a savepoint before it; one that fails or is skipped is rolled back
- * alone). Without, the common case of actions that all succeed costs no round trip of savepoints
+ * Applies `actions` in order in the run's transaction `trx`; what each did. Consecutive actions on
+ * the thread's fields are tried as one change of the thread. With `savepoints`, each action (or
+ * such group) is tried on its own (a savepoint before it; one that fails or is skipped is rolled
+ * back alone, and a group that fails is tried again one action at a time). Without, the common case of actions that all succeed costs no round trip of savepoints
  * (two an action): the first that does not succeed throws ActionsNeedSavepoints instead.
  */
 export async function applyActions(
@@ -173,7 +227,38 @@ export async function applyActions(
   options: { savepoints: boolean; budget: RunBudget },
 ): Promise<AutomationRunAction[]> {
   const done: AutomationRunAction[] = [];
-  for (const action of actions) {
+  // A group that failed as one change (under savepoints) is applied again one action at a time, up to this index.
+  let aloneUntil = -1;
+  for (let i = 0; i < actions.length; i++) {
+    const action = actions[i]!;
+    // The run of thread-field actions that starts here, applied as one change of the thread.
+    let group = 0;
+    if (i > aloneUntil) while (i + group < actions.length && isThreadField(actions[i + group]!)) group++;
+    if (group > 1) {
+      const grouped = actions.slice(i, i + group) as ThreadFieldAction[];
+      const together = () => changeTheThread(trx, workspaceId, target, actor, (current) => combinedChange(grouped, current));
+      if (!options.savepoints) {
+        try {
+          await together();
+        } catch (err) {
+          throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
+        }
+      } else {
+        await sql`savepoint automation_action`.execute(trx);
+        try {
+          await together();
+          await sql`release savepoint automation_action`.execute(trx);
+        } catch {
+          await sql`rollback to savepoint automation_action`.execute(trx);
+          aloneUntil = i + group - 1;
+          i--;
+          continue;
+        }
+      }
+      for (const one of grouped) done.push({ type: one.type, status: 'succeeded', reason: null });
+      i += group - 1;
+      continue;
+    }
     if (!options.savepoints) {
       try {
         await applyWithin(trx, workspaceId, target, actor, action, options.budget);

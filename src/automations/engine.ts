@@ -14,8 +14,7 @@
 import type { Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { automationActor } from '../actor.js';
-import { countRootRuns, lockThreadForRun, runnableOf, startEventRun, type AutomationRun } from '../db/automation-runs.js';
-import { findAutomation, MAX_DEFINITION_BYTES } from '../db/automations.js';
+import { countRootRuns, startEventRun, startIdleRun, type AutomationRun } from '../db/automation-runs.js';
 import { transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
@@ -24,11 +23,10 @@ import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { metrics } from '../metrics/registry.js';
 import { recordRun } from '../services/automation-runs.js';
-import { loadSettings, withDefaults, type Settings } from '../services/settings.js';
+import { withDefaults, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, MAX_AUTOMATION_MESSAGES, type RunBudget, type RunTarget } from './actions.js';
 import { conditionsHold, type ConditionContext } from './conditions.js';
-import { prepare, prepareAll, type PreparedAutomation } from './prepared.js';
-import { definitionBytes } from './validate.js';
+import { prepareAll, timerAutomation, type PreparedAutomation } from './prepared.js';
 import { carryChanges, contactFacts, eventFacts, factsOf, threadFacts, withHours, type Facts, type MessageSeen } from './context.js';
 
 /** Events caused by a chain this long (automation after automation) trigger no more automations. */
@@ -205,24 +203,24 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
 export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Promise<Date | undefined> {
   const { workspace_id: workspaceId, payload } = job;
   return withRetryUnderSavepoints(db, async (trx, savepoints) => {
-    const thread = await lockThreadForRun(trx, workspaceId, payload.threadId);
-    const automation = await findAutomation(trx, workspaceId, payload.automationId);
+    const start = await startIdleRun(trx, workspaceId, payload);
+    const { thread } = start;
+    const automation = thread?.status === 'open' && start.automation ? await timerAutomation(trx, workspaceId, start.automation) : undefined;
     const trigger = automation?.trigger;
     const holds =
       thread?.status === 'open' &&
       thread.last_message_id === payload.messageId &&
       automation?.enabled === true &&
-      definitionBytes(automation) <= MAX_DEFINITION_BYTES &&
+      automation.fits &&
       trigger?.event === 'thread.idle' &&
       trigger.waitingOn === (thread.last_message_direction === 'inbound' ? 'agent' : 'customer');
     if (holds && thread.last_message_at) {
       const due = new Date(thread.last_message_at.getTime() + trigger.minutes * 60_000);
       if (due.getTime() > Date.now()) return due;
-      const settings = await loadSettings(trx, workspaceId);
       await runAll(
         trx,
         workspaceId,
-        [prepare(runnableOf(automation))],
+        [automation.prepared],
         {
           key: `idle:${payload.messageId}`,
           eventId: null,
@@ -231,9 +229,10 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
           root: `idle:${payload.messageId}`,
           budget: { runs: MAX_ROOT_RUNS, messages: MAX_AUTOMATION_MESSAGES - thread.automation_messages },
           facts: () => threadFacts(trx, workspaceId, thread.id, undefined),
+          first: start.context && factsOf(start.context, undefined),
           savepoints,
         },
-        settings,
+        withDefaults(start.settings),
       );
     }
     await finish(trx, job);

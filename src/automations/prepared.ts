@@ -3,10 +3,11 @@
 // its automations' versions alone, and loads and compiles only those the cache lacks, a few per
 // statement, yielding to the event loop between them: a workspace of max-size automations costs
 // its first event some statements, never one long hold of the loop or one huge row.
-import { loadRunnableAutomations, type AutomationVersion, type RunnableAutomation } from '../db/automation-runs.js';
+import { loadRunnableAutomations, runnableOf, type AutomationHead, type AutomationVersion, type RunnableAutomation } from '../db/automation-runs.js';
+import { findAutomation, MAX_DEFINITION_BYTES } from '../db/automations.js';
 import type { Db } from '../db/database.js';
 import { compileConditions, type CompiledConditions } from './conditions.js';
-import type { Definition } from './validate.js';
+import { definitionBytes, type Definition } from './validate.js';
 
 export interface PreparedAutomation {
   id: string;
@@ -19,7 +20,8 @@ const CACHE_BYTES = 32 * 1024 * 1024;
 /** How many definitions one statement loads at most. */
 const LOAD_BATCH = 8;
 
-const cache = new Map<string, { prepared: PreparedAutomation; bytes: number }>();
+/** `fits`: the definition is within MAX_DEFINITION_BYTES (known once a timer's run loaded it whole). */
+const cache = new Map<string, { prepared: PreparedAutomation; bytes: number; fits?: boolean }>();
 let cachedBytes = 0;
 
 const versionKey = (id: string, updatedAt: Date | string): string => `${id}@${new Date(updatedAt).getTime()}`;
@@ -62,4 +64,29 @@ export async function prepareAll(db: Db, workspaceId: string, versions: readonly
     const prepared = loaded.get(v.id) ?? cache.get(versionKey(v.id, v.updated_at))?.prepared;
     return prepared ? [prepared] : [];
   });
+}
+
+/** A timer's automation as its run uses it: its version's `enabled` and trigger, whether its definition is within the bound, and it prepared. */
+export interface TimerAutomation {
+  enabled: boolean;
+  trigger: AutomationHead['trigger'];
+  fits: boolean;
+  prepared: PreparedAutomation;
+}
+
+/**
+ * The automation of a timer whose run read `head` (its version): from the cache when that version
+ * is in it with its bound checked, else loaded whole (as it is now: a version changed since the
+ * head was read loads as it is) and remembered. Undefined when it was deleted meanwhile.
+ */
+export async function timerAutomation(db: Db, workspaceId: string, head: AutomationHead): Promise<TimerAutomation | undefined> {
+  const hit = cache.get(versionKey(head.id, head.updated_at));
+  if (hit?.fits !== undefined) return { enabled: head.enabled, trigger: head.trigger, fits: hit.fits, prepared: hit.prepared };
+  const row = await findAutomation(db, workspaceId, head.id);
+  if (!row) return undefined;
+  const prepared = prepare(runnableOf(row));
+  const fits = definitionBytes(row) <= MAX_DEFINITION_BYTES;
+  const entry = cache.get(versionKey(row.id, row.updated_at));
+  if (entry) entry.fits = fits;
+  return { enabled: row.enabled, trigger: row.trigger, fits, prepared };
 }

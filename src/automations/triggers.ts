@@ -132,41 +132,58 @@ export const automationTriggers: EventConsumer = ({ workspaceId, type, id: event
 
 type IdleTrigger = components['schemas']['AutomationIdleTrigger'];
 
+/** How many open threads one statement of resetIdleTimers looks at: each statement stays well under the statement timeout. */
+export const RESET_BATCH = 5_000;
+
 /**
  * An idle automation's timers after it changed: its waiting timers are deleted, and when it now
  * waits (`trigger`: it is enabled with this thread.idle trigger) one is scheduled per silence
  * already under way (an open thread whose last message leaves it waiting on that side), unless
  * this automation already ran for that silence or a timer of it for that silence is running. A
- * silence older than `minutes` already falls due at once. One statement, in the change's
- * transaction; it reads the workspace's open threads once, never when timers fire.
+ * silence older than `minutes` already falls due at once. In the change's transaction, a statement
+ * per `batch` open threads (in id order), so that a workspace of any size stays under the
+ * statement timeout; it reads the workspace's open threads once, never when timers fire.
  */
-export async function resetIdleTimers(trx: Db, workspaceId: string, automationId: string, trigger: IdleTrigger | undefined): Promise<void> {
-  const cancelled = sql`idle_cancelled as (
+export async function resetIdleTimers(
+  trx: Db,
+  workspaceId: string,
+  automationId: string,
+  trigger: IdleTrigger | undefined,
+  batch: number = RESET_BATCH,
+): Promise<void> {
+  await sql`with idle_cancelled as (
     ${cancelWaitingQuery('automation-idle', workspaceId, { payload: { automationId } })}
-  )`;
-  if (!trigger) {
-    await sql`with ${cancelled} select count(*) from idle_cancelled`.execute(trx);
-    return;
-  }
+  ) select count(*) from idle_cancelled`.execute(trx);
+  if (!trigger) return;
   const lastDirection = trigger.waitingOn === 'customer' ? 'outbound' : 'inbound';
-  // Jobs deleted by idle_cancelled are still seen by this statement's snapshot: only a held (running) timer counts as scheduled.
-  await sql`
-    with ${cancelled}, idle_targets as materialized (
-      select t.id::text as thread_id, m.id::text as message_id, m.created_at + ${trigger.minutes}::int * interval '1 minute' as due_at,
-             ${UUID_V7} as job_id
-        from threads t
-       cross join lateral (
-         select id, created_at, direction from messages
-          where workspace_id = t.workspace_id and thread_id = t.id and automation_id is null
-          order by created_at desc, id desc limit 1) m
-       where t.workspace_id = ${workspaceId}::uuid and t.status = 'open' and m.direction = ${lastDirection}
-         and not exists (select 1 from automation_runs r
-                          where r.workspace_id = ${workspaceId}::uuid and r.automation_id = ${automationId}::uuid
-                            and r.trigger_key = 'idle:' || m.id::text)
-         and not exists (${runningJobsQuery('automation-idle', workspaceId, {
-           orderingKey: sql`'idle:' || t.id::text`,
-           payload: { automationId, messageId: sql`m.id::text` },
-         })})
-    ), ${idleScheduledQuery(workspaceId, sql`${automationId}::text`)}
-    select ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
+  // The waiting timers deleted above are gone for the statements below: only a held (running) timer counts as scheduled.
+  for (let after: string | null = null; ;) {
+    const { rows }: { rows: Array<{ last: string | null; threads: number }> } = await sql<{ last: string | null; threads: number }>`
+      with batch as materialized (
+        select t.id from threads t
+         where t.workspace_id = ${workspaceId}::uuid and t.status = 'open' and t.id > coalesce(${after}::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+         order by t.id limit ${batch}
+      ), idle_targets as materialized (
+        select b.id::text as thread_id, m.id::text as message_id, m.created_at + ${trigger.minutes}::int * interval '1 minute' as due_at,
+               ${UUID_V7} as job_id
+          from batch b
+         cross join lateral (
+           select id, created_at, direction from messages
+            where workspace_id = ${workspaceId}::uuid and thread_id = b.id and automation_id is null
+            order by created_at desc, id desc limit 1) m
+         where m.direction = ${lastDirection}
+           and not exists (select 1 from automation_runs r
+                            where r.workspace_id = ${workspaceId}::uuid and r.automation_id = ${automationId}::uuid
+                              and r.trigger_key = 'idle:' || m.id::text)
+           and not exists (${runningJobsQuery('automation-idle', workspaceId, {
+             orderingKey: sql`'idle:' || b.id::text`,
+             payload: { automationId, messageId: sql`m.id::text` },
+           })})
+      ), ${idleScheduledQuery(workspaceId, sql`${automationId}::text`)}
+      select (select id::text from batch order by id desc limit 1) as last, (select count(*)::int from batch) as threads,
+             ${notifyAddedQuery('automation-idle', 'idle_scheduled')}`.execute(trx);
+    const row: { last: string | null; threads: number } = rows[0]!;
+    if (row.threads < batch || row.last === null) return;
+    after = row.last;
+  }
 }

@@ -110,26 +110,6 @@ const automationMessagesQuery = (workspaceId: string, threadId: RawBuilder<unkno
        and am.created_at > now() - interval '1 hour')`;
 
 /**
- * Locks the thread for the run's transaction (changes of one thread then wait for the run, and a
- * message that ends a silence cannot commit between the timer's check and its actions) and reads
- * its last message (automations' messages aside: they are no turn of the conversation); undefined
- * when there is no such thread.
- */
-export async function lockThreadForRun(trx: Db, workspaceId: string, threadId: string): Promise<LockedThread | undefined> {
-  const { rows } = await sql<LockedThread>`
-    select t.id, t.status, t.contact_id, t.channel_id, m.id as last_message_id, m.created_at as last_message_at,
-           m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`t.id`)} as automation_messages
-      from threads t
-      left join lateral (
-        select id, created_at, direction from messages
-         where workspace_id = t.workspace_id and thread_id = t.id and automation_id is null
-         order by created_at desc, id desc limit 1) m on true
-     where t.workspace_id = ${workspaceId} and t.id = ${threadId}
-       for update of t`.execute(trx);
-  return rows[0];
-}
-
-/**
  * An automation as a run reads it: `updated_at` is its version (automations/prepared.ts), and
  * `folded` says its conditions are those folded when saved (rows from before have only theirs).
  */
@@ -176,7 +156,7 @@ const withinStoredBound = sql`octet_length(a.trigger::text) + octet_length(a.con
 
 /** What an event's run starts from, read in one statement. */
 export interface EventRunStart {
-  /** The event's thread, locked for the run (undefined: no thread, or none any more). */
+  /** The event's thread, locked for the run (undefined: no thread, or none any more): see startIdleRun. */
   thread: LockedThread | undefined;
   /** The versions of the workspace's enabled automations of the trigger, in position order. */
   automations: AutomationVersion[];
@@ -195,7 +175,7 @@ export interface EventRunStart {
 
 /**
  * In ONE statement (a run's round trips are its cost): the thread locked for the run's transaction
- * with its last message (lockThreadForRun), the enabled automations of `trigger`, the event's
+ * with its last message (as startIdleRun), the enabled automations of `trigger`, the event's
  * object and the workspace's settings row.
  */
 export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
@@ -239,6 +219,70 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     automations: row.automations,
     event: row.event ?? undefined,
     metric: row.metric,
+    settings: rowToStoredSettings(row.settings ?? undefined),
+    context: row.context ?? undefined,
+  };
+}
+
+/** An automation as a timer's run first reads it: its version and trigger, not its definition (automations/prepared.ts caches that by version). */
+export interface AutomationHead {
+  id: string;
+  enabled: boolean;
+  trigger: AutomationRow['trigger'];
+  updated_at: Date | string;
+}
+
+/** What a thread.idle timer's run starts from, read in one statement. */
+export interface IdleRunStart {
+  /** The timer's thread, locked for the run (undefined: there is no such thread any more). */
+  thread: LockedThread | undefined;
+  /** The timer's automation; undefined when it was deleted. */
+  automation: AutomationHead | undefined;
+  /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
+  settings: Partial<Settings>;
+  /** What conditions see of the thread, when the statement's snapshot saw the version it locked (as EventRunStart's). */
+  context: ThreadContextRow | undefined;
+}
+
+/**
+ * In ONE statement, what a thread.idle timer's run needs to decide whether its silence still holds
+ * and to run: the thread locked for the run's transaction (changes of one thread then wait for the
+ * run, and a message that ends a silence cannot commit between the timer's check and its actions)
+ * with its last message (automations' messages aside: they are no turn of the conversation), the
+ * automation's version and trigger, the workspace's settings row and the thread's context.
+ */
+export async function startIdleRun(trx: Db, workspaceId: string, run: { threadId: string; automationId: string }): Promise<IdleRunStart> {
+  const { rows } = await sql<{
+    thread: LockedThread | null;
+    automation: AutomationHead | null;
+    settings: StoredSettingsRow | null;
+    context: ThreadContextRow | null;
+  }>`
+    with locked as (
+      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
+        from threads t
+       where t.workspace_id = ${workspaceId} and t.id = ${run.threadId}::uuid
+         for update of t
+    )
+    select (select row_to_json(x) from (
+              select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
+                     m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`l.id`)} as automation_messages
+                from locked l
+                left join lateral (
+                  select id, created_at, direction from messages
+                   where workspace_id = ${workspaceId} and thread_id = l.id and automation_id is null
+                   order by created_at desc, id desc limit 1) m on true) x) as thread,
+           (select json_build_object('id', a.id, 'enabled', a.enabled, 'trigger', a.trigger, 'updated_at', a.updated_at)
+              from automations a where a.workspace_id = ${workspaceId} and a.id = ${run.automationId}::uuid) as automation,
+           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
+           (select row_to_json(c) from (${threadContextQuery(workspaceId, run.threadId)}) c
+             where exists (select 1 from locked l, threads t
+                            where t.workspace_id = ${workspaceId} and t.id = l.id and t.xmin::text = l.version)) as context`.execute(trx);
+  const row = rows[0]!;
+  const thread = row.thread && { ...row.thread, last_message_at: row.thread.last_message_at && new Date(row.thread.last_message_at) };
+  return {
+    thread: thread ?? undefined,
+    automation: row.automation ?? undefined,
     settings: rowToStoredSettings(row.settings ?? undefined),
     context: row.context ?? undefined,
   };
