@@ -111,7 +111,7 @@ const SLOW_MS = 1_000;
 /** How long successful attempts wait to be recorded together (one statement for those succeeding meanwhile). */
 const SUCCESS_GATHER_MS = 20;
 /** The least time between two claims while deliveries keep coming (the worker's claimIntervalMs). */
-const CLAIM_INTERVAL_MS = 10;
+const CLAIM_INTERVAL_MS = 20;
 /** How often a manual retry looks whether the attempt it waits for has ended. */
 const OTHER_ATTEMPT_POLL_MS = 250;
 
