@@ -3,7 +3,10 @@
 // every third of a lease, so a process that dies leaves them to another instance within one lease,
 // however long a job takes. It sleeps until a notification, a retry falling due or the poll
 // interval; stopping stops claiming, lets running jobs finish until the deadline, and then aborts
-// them and releases their claims for another instance.
+// them and releases their claims for another instance. Round trips are what a job costs the
+// service most (BENCHMARKS.md, issue 34), so they are shared: a claim takes every due job it has
+// room for (with what each needs, a handler's prefetch), a handler may space its claims while
+// notifications keep coming, and `done` jobs are deleted together.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
