@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/database.js';
 import { createJobListener, type JobListener } from '../src/jobs/listen.js';
-import { claimJobs, enqueueJob, finishJob, JOBS_CHANNEL, releaseJob, type Job } from '../src/jobs/queue.js';
+import { claimJobs, enqueueJob, finishJob, finishJobs, JOBS_CHANNEL, releaseJob, type Job } from '../src/jobs/queue.js';
 import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
 import { createLogger } from '../src/logger.js';
 import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
@@ -68,6 +68,43 @@ describe('claiming', () => {
     expect(first.every((j) => j.locked_by === 'w1' && j.attempts === 1)).toBe(true);
     expect(meanwhile).toEqual([]);
     expect(next.map((j) => j.payload)).toEqual([{ key: 'a', n: 2 }]);
+  });
+
+  it('when jobs are finished together, then each is deleted only if its claim still holds it', async () => {
+    const queue = queueName();
+    for (let i = 0; i < 3; i++) await enqueueJob(db, { workspaceId, queue, payload: { i } });
+    const { jobs } = await claimJobs(db, { queue, workerId: 'w1', limit: 3, leaseMs: 60_000 });
+    // The third's lease ran out and another instance took it.
+    await sql`update jobs set locked_until = now() - interval '1 second' where id = ${jobs[2]!.id}`.execute(db);
+    const {
+      jobs: [taken],
+    } = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000 });
+
+    const finished = await finishJobs(db, jobs);
+
+    expect(taken!.id).toBe(jobs[2]!.id);
+    expect(finished).toBe(2);
+    expect(await storedJobs(queue)).toEqual([expect.objectContaining({ id: taken!.id, locked_by: 'w2' })]);
+  });
+
+  it('when a claim prefetches, then each job carries what its prefetch read, and null where it read no row', async () => {
+    const queue = queueName();
+    await enqueueJob(db, { workspaceId, queue, payload: { workspace: 'known' }, createdAt: new Date(Date.now() - 1) });
+    await enqueueJob(db, { workspaceId, queue, payload: { workspace: 'unknown' } });
+
+    const { jobs } = await claimJobs(db, {
+      queue,
+      workerId: 'w1',
+      limit: 2,
+      leaseMs: 60_000,
+      prefetch: (job) =>
+        sql`select json_build_object('name', w.name) as prefetched from workspaces w where w.id = ${job.workspaceId} and ${job.payload('workspace')} = 'known'`,
+    });
+
+    expect(jobs.map((j) => [j.payload.workspace, j.prefetched])).toEqual([
+      ['known', { name: 'Jobs' }],
+      ['unknown', null],
+    ]);
   });
 
   it('when a claim is released, then the job is claimable again and the attempt does not count', async () => {

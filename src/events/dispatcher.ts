@@ -6,10 +6,12 @@
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
 import { sql } from 'kysely';
+import pg from 'pg';
 import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { finishJob, finishJobQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type Job } from '../jobs/queue.js';
+import { finishJob, finishJobsQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type HeldJob, type Job, type Prefetch } from '../jobs/queue.js';
+import { batcher } from '../jobs/batch.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
 import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
@@ -50,6 +52,36 @@ interface DeliveryTarget {
   created_at: Date;
 }
 
+/** A timestamptz as the pg driver reads one, for the prefetched event's time (the same instant GET /events/{id} shows). */
+const parseTimestamptz = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ) as (text: string) => Date;
+
+/**
+ * The claim's prefetch (jobs/queue.ts): the target of each claimed job read in the claim's own
+ * statement, as loadTarget reads it (the event's time as text, parsed as the driver parses it).
+ */
+const prefetchTarget: Prefetch = (job) => sql`
+    select json_build_object('status', d.status, 'attempts', d.attempts, 'url', e.url, 'secret', e.secret, 'enabled', e.enabled,
+                             'event_id', ev.id, 'type', ev.type, 'data', ev.data, 'actor_type', ev.actor_type, 'actor_id', ev.actor_id,
+                             'source', ev.source, 'metric', ev.metric, 'merged_ids', ev.merged_ids, 'created_at', ev.created_at::text) as prefetched
+      from webhook_deliveries d
+      join webhook_endpoints e on e.workspace_id = d.workspace_id and e.id = d.endpoint_id
+      join events ev on ev.workspace_id = d.workspace_id and ev.id = d.event_id
+     where d.workspace_id = ${job.workspaceId} and d.id = ${job.payload('deliveryId')}::uuid`;
+
+/**
+ * The prefetched target of a claimed job, or undefined: not prefetched, or not found. Not found is
+ * not gone: claim_jobs (a volatile function) sees jobs committed after its statement's snapshot
+ * began, which the prefetch (of that snapshot) does not, so a delivery committed just then is read again.
+ */
+function prefetchedTarget(job: WebhookJob): DeliveryTarget | undefined {
+  const found = job.prefetched as (Omit<DeliveryTarget, 'created_at'> & { created_at: string }) | null | undefined;
+  if (found === undefined || found === null) return undefined;
+  return { ...found, created_at: parseTimestamptz(found.created_at) };
+}
+
+/** Opened endpoint secrets by their sealed form (AES-GCM on every attempt showed in the profiles); a changed secret is another key. */
+const OPENED_SECRETS_MAX = 1_000;
+
 async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Promise<DeliveryTarget | undefined> {
   const result = await sql<DeliveryTarget>`
     select d.status, d.attempts, e.url, e.secret, e.enabled, ev.id as event_id, ev.type, ev.data, ev.actor_type, ev.actor_id, ev.source, ev.metric, ev.merged_ids, ev.created_at
@@ -76,6 +108,10 @@ interface EndpointSlots {
 const WAIT_FOR_SLOT_MS = 250;
 /** An endpoint whose oldest running attempt is older than this is slow: its extra jobs step aside at once. */
 const SLOW_MS = 1_000;
+/** How long successful attempts wait to be recorded together (one statement for those succeeding meanwhile). */
+const SUCCESS_GATHER_MS = 20;
+/** The least time between two claims while deliveries keep coming (the worker's claimIntervalMs). */
+const CLAIM_INTERVAL_MS = 20;
 /** How often a manual retry looks whether the attempt it waits for has ended. */
 const OTHER_ATTEMPT_POLL_MS = 250;
 
@@ -86,6 +122,47 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
   const slots = new Map<string, EndpointSlots>();
   const delays = options.retryDelaysMs.map((d) => Math.round(d));
   const cap = options.endpointConcurrency;
+  const opened = new Map<string, string>();
+
+  function openSecret(sealed: string): string {
+    let secret = opened.get(sealed);
+    if (secret === undefined) {
+      if (!options.secrets) throw new RefusedUrlError('the service cannot open the endpoint secret (SECRETS_KEY is not set)');
+      secret = options.secrets.open(sealed);
+      if (opened.size >= OPENED_SECRETS_MAX) opened.clear();
+      opened.set(sealed, secret);
+    }
+    return secret;
+  }
+
+  /**
+   * Successful attempts are recorded together: the attempts that succeed within SUCCESS_GATHER_MS
+   * of each other share one statement (their deliveries, their endpoints' streaks, their jobs
+   * finished). An attempt's job is held until then, so a process killed meanwhile leaves it to be
+   * sent again (at least once).
+   */
+  const successes = batcher<{ job: HeldJob; deliveryId: string; endpointId: string; status: number; at: Date }>(
+    async (done) => {
+      await sql`
+        with done as (
+          select * from unnest(${done.map((d) => d.job.workspace_id)}::uuid[], ${done.map((d) => d.deliveryId)}::uuid[],
+                               ${done.map((d) => d.endpointId)}::uuid[], ${done.map((d) => d.status)}::int[], ${done.map((d) => d.at)}::timestamptz[])
+                 as d (workspace_id, delivery_id, endpoint_id, status, at)
+        ), delivered as (
+          update webhook_deliveries w
+             set status = 'succeeded', attempts = w.attempts + 1, last_attempt_at = done.at,
+                 last_response_status = done.status, last_error = null, next_attempt_at = null
+            from done
+           where w.workspace_id = done.workspace_id and w.id = done.delivery_id
+        ), streak as (
+          update webhook_endpoints e set failing_since = null
+            from (select distinct workspace_id, endpoint_id from done) s
+           where e.workspace_id = s.workspace_id and e.id = s.endpoint_id and e.failing_since is not null
+        )
+        ${finishJobsQuery(done.map((d) => d.job))}`.execute(db);
+    },
+    { delayMs: SUCCESS_GATHER_MS, max: 128 },
+  );
 
   /**
    * A slot of the endpoint: at once when one is free; else, unless the endpoint is slow or already
@@ -136,17 +213,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
   async function record(job: WebhookJob, payload: WebhookJobPayload, result: AttemptResult): Promise<void> {
     const now = new Date();
     if (result.ok) {
-      await sql`
-        with delivered as (
-          update webhook_deliveries
-             set status = 'succeeded', attempts = attempts + 1, last_attempt_at = ${now}::timestamptz,
-                 last_response_status = ${result.status}, last_error = null, next_attempt_at = null
-           where workspace_id = ${job.workspace_id} and id = ${payload.deliveryId}
-        ), streak as (
-          update webhook_endpoints set failing_since = null
-           where workspace_id = ${job.workspace_id} and id = ${payload.endpointId} and failing_since is not null
-        )
-        ${finishJobQuery(job)}`.execute(db);
+      await successes.add({ job, deliveryId: payload.deliveryId, endpointId: payload.endpointId, status: result.status, at: now });
       return;
     }
     const final = Boolean(payload.manual && payload.wasFailed);
@@ -197,12 +264,18 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
     return { kind: 'done' };
   }
 
-  async function attempt(job: WebhookJob, payload: WebhookJobPayload, signal: AbortSignal): Promise<JobResult> {
+  /**
+   * One attempt. `fresh`: the target the claim prefetched may be used (the job got its slot at once,
+   * so it was read a moment ago); otherwise it is read now. `sent` is called once the endpoint
+   * answered (or did not), before the outcome is recorded: the endpoint's slot is free from then.
+   */
+  async function attempt(job: WebhookJob, payload: WebhookJobPayload, signal: AbortSignal, fresh: boolean, sent: () => void): Promise<JobResult> {
     if (payload.manual) {
       const deferred = await deferToOtherJob(job, payload);
       if (deferred) return deferred;
     }
-    const target = await loadTarget(db, job.workspace_id, payload.deliveryId);
+    const prefetched = fresh && !payload.manual ? prefetchedTarget(job) : undefined;
+    const target = prefetched ?? (await loadTarget(db, job.workspace_id, payload.deliveryId));
     // The endpoint or the event is gone (deleted, purged), or another job already settled it.
     if (!target || (target.status !== 'pending' && !payload.manual)) return { kind: 'done' };
     if (!target.enabled) {
@@ -217,8 +290,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
     }
     let result: AttemptResult;
     try {
-      if (!options.secrets) throw new RefusedUrlError('the service cannot open the endpoint secret (SECRETS_KEY is not set)');
-      const secret = options.secrets.open(target.secret);
+      const secret = openSecret(target.secret);
       const checked = await resolveTarget(target.url, options.allowPrivateUrls);
       result = await sendWebhook({
         target: checked,
@@ -232,6 +304,7 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
       if (!(err instanceof RefusedUrlError)) throw err;
       result = { ok: false, status: null, error: `refused to send: the URL ${err.message}` };
     }
+    sent();
     if (signal.aborted && !result.ok) throw new Error('stopped');
     await record(job, payload, result);
     metrics.webhookAttempts.inc({
@@ -258,14 +331,24 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
       }
       return { field: 'endpointId', allowance, otherwise: 2 * cap };
     },
+    prefetch: prefetchTarget,
+    // Notifications coming faster than this (one per event) are answered by one claim for them all.
+    claimIntervalMs: CLAIM_INTERVAL_MS,
     async run(job, signal) {
       const { payload } = job;
+      const waiting = slots.get(payload.endpointId);
+      const atOnce = !waiting || waiting.running.size < cap;
       const slot = await acquire(payload.endpointId);
       if (slot === undefined) return { kind: 'later', runAt: new Date(Date.now() + 500 + Math.floor(Math.random() * 1_000)) };
+      let held = true;
+      const free = (): void => {
+        if (held) release(payload.endpointId, slot);
+        held = false;
+      };
       try {
-        return await attempt(job, payload, signal);
+        return await attempt(job, payload, signal, atOnce, free);
       } finally {
-        release(payload.endpointId, slot);
+        free();
       }
     },
     async giveUp(job, lastError) {

@@ -3,14 +3,18 @@
 // every third of a lease, so a process that dies leaves them to another instance within one lease,
 // however long a job takes. It sleeps until a notification, a retry falling due or the poll
 // interval; stopping stops claiming, lets running jobs finish until the deadline, and then aborts
-// them and releases their claims for another instance.
+// them and releases their claims for another instance. Round trips are what a job costs the
+// service most (BENCHMARKS.md, issue 34), so they are shared: a claim takes every due job it has
+// room for (with what each needs, a handler's prefetch), a handler may space its claims while
+// notifications keep coming, and `done` jobs are deleted together.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
 import { backoffMs, retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
 import { countJobOutcome } from '../metrics/registry.js';
-import { claimJobs, finishJob, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type Job } from './queue.js';
+import { batcher } from './batch.js';
+import { claimJobs, finishJobs, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type HeldJob, type Job, type Prefetch } from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -45,6 +49,14 @@ export interface QueueHandler<Q extends string = string> {
    * jobs over it in the queue instead of handing them over to be put back.
    */
   claimGroups?(): ClaimGroups;
+  /** What to read with each claimed job, in the claim's statement (its `prefetched`). */
+  prefetch?: Prefetch;
+  /**
+   * The least time between two claims while jobs keep coming (default 0): the notifications of jobs
+   * added meanwhile are answered by one claim instead of one each. The first job after a quiet
+   * spell is claimed at once.
+   */
+  claimIntervalMs?: number;
 }
 
 export interface WorkerOptions {
@@ -67,16 +79,44 @@ export interface Worker {
 /** How long a freed slot may wait for others before the worker claims for it alone. */
 const COALESCE_MS = 5;
 
-const sleep = (ms: number, wake: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      wake.removeEventListener('abort', done);
-      resolve();
-    }
-    wake.addEventListener('abort', done, { once: true });
-  });
+/** How long `done` jobs wait to be deleted together (one statement for those finishing meanwhile). */
+const FINISH_GATHER_MS = 2;
+
+const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The worker's wake-up: poke() ends the current nap at once, or the next one if none runs (a poke
+ * during a claim is not lost). Plain callbacks: an AbortController's abort() builds a DOMException,
+ * with its stack, on every notification and finished job.
+ */
+function wakeUp(): { poke(): void; poked(): boolean; nap(ms: number): Promise<void>; clear(): void } {
+  let poked = false;
+  let ends: (() => void) | undefined;
+  return {
+    poke() {
+      poked = true;
+      const end = ends;
+      ends = undefined;
+      end?.();
+    },
+    poked: () => poked,
+    nap(ms) {
+      if (poked || ms <= 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(done, ms);
+        function done() {
+          clearTimeout(timer);
+          if (ends === done) ends = undefined;
+          resolve();
+        }
+        ends = done;
+      });
+    },
+    clear() {
+      poked = false;
+    },
+  };
+}
 
 /** A job this worker runs. */
 interface Running<Q extends string> {
@@ -95,8 +135,15 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
   const log = logger.child({ worker: id });
   const inFlight = new Map<string, Running<Q>>();
   let stopping = false;
-  let wake = new AbortController();
-  const poke = (): void => wake.abort();
+  const wake = wakeUp();
+  const poke = (): void => wake.poke();
+  // Jobs that ended `done` are deleted together, a few ms after the first of them.
+  const finishing = batcher<HeldJob>(
+    async (jobs) => {
+      await finishJobs(db, jobs);
+    },
+    { delayMs: FINISH_GATHER_MS, max: 256 },
+  );
   options.listener?.subscribe((queue) => {
     if (queue === handler.queue || queue === '*') poke();
   });
@@ -112,7 +159,7 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
       return;
     }
     if (result.kind === 'done') {
-      await finishJob(db, job);
+      await finishing.add(job);
       return;
     }
     if (job.attempts >= handler.maxAttempts) {
@@ -218,6 +265,8 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
   // for eight jobs as for one). Idle or not, no job waits longer than that for a free slot.
   const batch = Math.max(1, Math.floor(options.concurrency / 4));
   let freeSince: number | undefined;
+  const claimIntervalMs = handler.claimIntervalMs ?? 0;
+  let lastClaimAt = -Infinity;
 
   async function loop(): Promise<void> {
     let failures = 0;
@@ -228,8 +277,8 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
         freeSince ??= Date.now();
         const left = freeSince + COALESCE_MS - Date.now();
         if (left > 0) {
-          await sleep(left, wake.signal);
-          if (wake.signal.aborted) wake = new AbortController();
+          await wake.nap(left);
+          wake.clear();
           continue;
         }
       }
@@ -243,7 +292,19 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
             await handler.prepare?.();
             prepared = true;
           }
-          const claim = await claimJobs(db, { queue: handler.queue, workerId: id, limit: room, leaseMs: options.leaseMs, groups: handler.claimGroups?.() });
+          if (claimIntervalMs > 0) {
+            const left = lastClaimAt + claimIntervalMs - performance.now();
+            if (left > 0) await delay(left);
+            lastClaimAt = performance.now();
+          }
+          const claim = await claimJobs(db, {
+            queue: handler.queue,
+            workerId: id,
+            limit: room,
+            leaseMs: options.leaseMs,
+            groups: handler.claimGroups?.(),
+            prefetch: handler.prefetch,
+          });
           claimed = claim.jobs;
           nextRunAt = claim.nextRunAt;
           tookAllDue = claimed.length < room && !claim.leftBehind;
@@ -266,12 +327,11 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
       if (claimed.length > 0 && claimed.length === room) continue;
       // Fewer than asked: nothing else is due now. Sleep until a notification, a finished job (its
       // key's next may be due), the next retry or the poll; a wake-up during the claim is not lost
-      // (the signal is already aborted).
+      // (the nap ends at once).
       let waitMs = failures > 0 ? backoffMs(failures + 1, { baseMs: options.pollMs, maxMs: 30_000, jitter: 0 }) : options.pollMs;
       if (nextRunAt) waitMs = Math.min(waitMs, Math.max(0, nextRunAt.getTime() - Date.now()));
-      const signal = wake.signal;
-      if (!signal.aborted && waitMs > 0) await sleep(waitMs, signal);
-      if (wake.signal.aborted) wake = new AbortController();
+      await wake.nap(waitMs);
+      wake.clear();
     }
   }
 

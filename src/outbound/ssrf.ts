@@ -73,6 +73,8 @@ export function checkUrlShape(text: string, allowPrivate: boolean): URL {
  * With `allowPrivate`, any address goes. Throws RefusedUrlError saying why.
  */
 export async function resolveTarget(text: string, allowPrivate: boolean): Promise<CheckedTarget> {
+  const literal = (allowPrivate ? literalsAllowingPrivate : literals).get(text);
+  if (literal) return literal;
   const url = checkUrlShape(text, allowPrivate);
   const host = bareHost(url);
   let addresses: Array<{ address: string; family: number }>;
@@ -95,5 +97,17 @@ export async function resolveTarget(text: string, allowPrivate: boolean): Promis
     }
   }
   const first = addresses[0]!;
-  return { url, address: first.address, family: first.family === 6 ? 6 : 4 };
+  const checked: CheckedTarget = { url, address: first.address, family: first.family === 6 ? 6 : 4 };
+  // An IP literal's answer depends on the text alone: kept (a name is resolved and checked every time).
+  if (net.isIP(host)) {
+    const known = allowPrivate ? literalsAllowingPrivate : literals;
+    if (known.size >= MAX_LITERALS) known.clear();
+    known.set(text, checked);
+  }
+  return checked;
 }
+
+/** URLs whose host is an IP literal, checked already (each attempt of a webhook checks its URL again). */
+const literals = new Map<string, CheckedTarget>();
+const literalsAllowingPrivate = new Map<string, CheckedTarget>();
+const MAX_LITERALS = 1_000;
