@@ -244,6 +244,15 @@ describe('events', () => {
     for (const [type, files] of Object.entries(callsPerType)) expect({ type, files }).toEqual({ type, files: [expect.any(String)] });
   });
 
+  it('when src/ is read, then events are inserted in one place, the statement of events/record.ts whose fan-out runs every registered consumer (the live stream’s wake-up too: no trigger on events)', () => {
+    const inserting = /\binsert\s+into\s+(?:public\.)?events\b|\binsertInto\(\s*'events'/gi;
+    const inserts = modules('src')
+      .filter((file) => !file.startsWith('src/db/migrations/'))
+      .flatMap((file) => [...read(file).matchAll(inserting)].map(() => file));
+
+    expect(inserts).toEqual(['src/events/record.ts']);
+  });
+
   it('when src/ is read, then every event is emitted in the service layer, never from a route or the data layer', () => {
     const outside = emissions().filter((e) => !e.file.startsWith('src/services/'));
 
