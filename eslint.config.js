@@ -36,6 +36,12 @@ const BOUNDARIES = {
     forbids: ['automations', 'ai', 'channels'],
     message: 'The event log knows no consumer: automations, AI replies and deliveries are registered with it at start-up.',
   },
+  services: {
+    files: ['src/services/**/*.ts'],
+    forbids: ['channels', 'routes', 'middleware', 'ai', 'automations', 'stream'],
+    message:
+      'src/services holds the use cases: adapters (channels/, routes/) and capabilities (ai/, automations/) call it, it calls none of them back (consumers join through the event log’s fan-out).',
+  },
   channels: {
     files: ['src/channels/**/*.ts'],
     forbids: ['ai', 'automations'],

@@ -8,9 +8,9 @@
 //   from a new phone (a new contact and thread, so the matching run changes something every time).
 //   (1) At a fixed BENCH_AUTOMATIONS_RATE (100/s) for BENCH_AUTOMATIONS_SECONDS (30): the webhook
 //   POST leaving this process -> the commit of the run's transaction, seen by this process as the
-//   NOTIFY PostgreSQL sends at that commit (migration 0018's `events_added`, whose payload is the
-//   transaction's id, matched to the xmin of the run's `automation.run` event; an open event stream
-//   holds the workspace's lease so that the trigger notifies); also the DB times: the stage move's
+//   NOTIFY PostgreSQL sends at that commit (`events_added`, sent by the event log's `stream` consumer,
+//   whose payload is the transaction's id, matched to the xmin of the run's `automation.run` event; an
+//   open event stream holds the workspace's lease so that it notifies); also the DB times: the stage move's
 //   thread_history created_at minus the inbound message's created_at (both the service's clock).
 //   (2) Closed loop as bench:channels measures ingest (50 connections, BENCH_DURATION_S each): none
 //   enabled, the 20 enabled (one matching every message), the 20 enabled and no message matching,

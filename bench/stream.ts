@@ -1,7 +1,8 @@
 // npm run bench:stream: the live event stream (GET /v1/events/stream) against the service as shipped
 // (production mode, its own fresh PostgreSQL database, Redis): BENCH_STREAMS concurrent streams
 // (1,000) of one workspace on one instance, events committed at BENCH_STREAM_RATE a second (100,
-// recordEvent from this process, one transaction each) for BENCH_STREAM_SECONDS (60). Measures commit
+// recordEvent from this process, one transaction each, with the event log's consumers registered as
+// the service registers them: the `stream` one sends the NOTIFY) for BENCH_STREAM_SECONDS (60). Measures commit
 // (recordEvent resolved) -> frame read by each client: p50 / p99 over every (event, client) pair;
 // per event, commit -> its first client (the service's wake-up and read of the log) and its first ->
 // last client (the fan-out and the readers); the CPU of the service, its PostgreSQL backends and
@@ -16,6 +17,7 @@ import { Worker } from 'node:worker_threads';
 import { sql } from 'kysely';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { recordEvent } from '../src/events/record.js';
+import { registerEventConsumers } from '../src/event-consumers.js';
 import { SYSTEM } from '../src/actor.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { groupCpuMs, loadAverage, pidsCpuMs } from './lib/cpu.js';
@@ -69,11 +71,13 @@ async function main(): Promise<void> {
   const { databaseUrl, db, drop } = await benchDatabase('stream', 8);
   try {
     await migrateToLatest(db);
+    // This process records the events: as a writer of the service does, it runs the log's consumers.
+    registerEventConsumers({ aiBaseUrl: undefined, aiReplyDelayMs: 0 });
     const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
     const hook = profile ? ['--import', './bench/cpu-profile-hook.ts'] : [];
     const service = await startBenchService(
       'stream',
-      { DATABASE_URL: databaseUrl, MAX_CONNECTIONS: String(streams + 100), ...(profile && { BENCH_CPU_PROFILE: profile }) },
+      { DATABASE_URL: databaseUrl, MAX_CONNECTIONS: String(streams + 100), STREAMS_PER_KEY: String(streams), ...(profile && { BENCH_CPU_PROFILE: profile }) },
       hook,
     );
     const pid = service.child.pid!;

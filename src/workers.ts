@@ -164,6 +164,6 @@ export function startWorkers(options: {
       return stopped;
     },
   };
-  options.background?.register('jobs', (deadline) => jobs.stop(deadline));
+  options.background?.register('queue-workers', (deadline) => jobs.stop(deadline));
   return jobs;
 }

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { classifyGraphFailure, instagramTextBody, sentMessageId, whatsappTemplateBody, whatsappTextBody } from '../src/channels/graph.js';
-import { statusesBefore, templateContent, withinMessagingWindow } from '../src/channels/rules.js';
+import { statusesBefore, templateContent, withinMessagingWindow } from '../src/services/channel-rules.js';
 import { createSecretBox, parseKey } from '../src/secrets.js';
 import { parseMetaWebhook, signatureMatches, whatsappContent } from '../src/channels/webhook.js';
 import { ConfigError, loadConfig } from '../src/config.js';

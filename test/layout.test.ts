@@ -52,6 +52,17 @@ describe('room boundaries (eslint.config.js, so `npm run lint` and editors show 
     { file: 'src/jobs/boundary-probe.ts', imports: ['../routes/index.js', '../stream/hub.js', '../outbound/http.js'] },
     { file: 'src/events/boundary-probe.ts', imports: ['../automations/triggers.js', '../ai/replies.js', '../channels/settings.js'] },
     { file: 'src/channels/boundary-probe.ts', imports: ['../ai/replies.js', '../automations/engine.js'] },
+    {
+      file: 'src/services/boundary-probe.ts',
+      imports: [
+        '../channels/webhook.js',
+        '../routes/index.js',
+        '../middleware/authenticate.js',
+        '../ai/replies.js',
+        '../automations/engine.js',
+        '../stream/hub.js',
+      ],
+    },
     { file: 'src/config.ts', imports: ['./channels/graph.js', './db/schema.js', './outbound/ssrf.js'] },
     { file: 'src/media/boundary-probe.ts', imports: ['../channels/secrets.js'] },
     { file: 'src/boundary-probe.ts', imports: ['./channels/secrets.js'] },
@@ -82,6 +93,10 @@ describe('room boundaries (eslint.config.js, so `npm run lint` and editors show 
     { file: 'src/jobs/boundary-probe.ts', imports: ['../db/database.js', '../logger.js', './queue.js', '../config.js'] },
     { file: 'src/events/boundary-probe.ts', imports: ['../jobs/queue.js', '../outbound/http.js', '../db/schema.js', '../secrets.js'] },
     { file: 'src/channels/boundary-probe.ts', imports: ['../services/messages.js', '../media/store.js', '../secrets.js', './graph.js'] },
+    {
+      file: 'src/services/boundary-probe.ts',
+      imports: ['../db/messages.js', '../events/record.js', '../jobs/queue.js', '../media/inbound.js', '../sla/clocks.js', './channel-rules.js'],
+    },
     { file: 'src/db/boundary-probe.ts', imports: ['./schema.js', '../actor.js', '../../generated/api.js'] },
     { file: 'src/db/migrate.ts', imports: ['./migrations/0001_initial.js', './database.js'] },
     { file: 'src/db/migrations/9999_boundary_probe.ts', imports: ['kysely'] },
@@ -137,6 +152,13 @@ describe('the rooms', () => {
 
   it('when every module of src/channels is read, then none imports ai or automations', () => {
     expect(importsInto('src/channels', ['src/ai/', 'src/automations/'])).toEqual([]);
+  });
+
+  it('when every module of src/services is read, then none imports an adapter (channels, routes, middleware), ai, automations or the stream: the adapters call the use cases, one way', () => {
+    const rooms = ['src/channels/', 'src/routes/', 'src/middleware/', 'src/ai/', 'src/automations/', 'src/stream/'];
+
+    expect(modules('src/services').length).toBeGreaterThan(4);
+    expect(importsInto('src/services', rooms)).toEqual([]);
   });
 
   it('when every module of src/channels is read, then none creates a contact, opens a thread or stores a message: services/receive.ts does', () => {
@@ -242,6 +264,15 @@ describe('events', () => {
     expect(eventTypes().length).toBeGreaterThanOrEqual(6);
     expect(found.map((e) => e.type).filter((type) => !eventTypes().includes(type))).toEqual([]);
     for (const [type, files] of Object.entries(callsPerType)) expect({ type, files }).toEqual({ type, files: [expect.any(String)] });
+  });
+
+  it('when src/ is read, then events are inserted in one place, the statement of events/record.ts whose fan-out runs every registered consumer (the live stream’s wake-up too: no trigger on events)', () => {
+    const inserting = /\binsert\s+into\s+(?:public\.)?events\b|\binsertInto\(\s*'events'/gi;
+    const inserts = modules('src')
+      .filter((file) => !file.startsWith('src/db/migrations/'))
+      .flatMap((file) => [...read(file).matchAll(inserting)].map(() => file));
+
+    expect(inserts).toEqual(['src/events/record.ts']);
   });
 
   it('when src/ is read, then every event is emitted in the service layer, never from a route or the data layer', () => {

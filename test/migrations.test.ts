@@ -70,6 +70,8 @@ const ALL_MIGRATIONS = [
   '0027_contact_identity',
   '0028_service_levels',
   '0029_conversation',
+  '0030_stream_consumer',
+  '0032_response_time_rollups',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

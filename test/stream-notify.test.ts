@@ -1,13 +1,15 @@
-// Who is woken when an event commits (migration 0018, src/stream/leases.ts): writers send
-// `NOTIFY events_added` only for a workspace some instance streams (an unexpired lease), so while
-// nobody streams a workspace its events wake no listener; once a stream opens they do again, and
-// the stream misses nothing across the switch: not the events committed while it opens, nor one
-// whose transaction wrote it before the lease existed (no notification ever comes for it).
+// Who is woken when an event commits (src/stream/announce.ts, leases.ts): the statement recording an
+// event sends `NOTIFY events_added` (the event log's `stream` consumer) only for a workspace some
+// instance streams (an unexpired lease), so while nobody streams a workspace its events wake no
+// listener; once a stream opens they do again, and the stream misses nothing across the switch: not
+// the events committed while it opens, nor one whose transaction wrote it before the lease existed
+// (no notification ever comes for it). Since migration 0030 no trigger on `events` announces anything:
+// the consumer is the one announcer. With DATABASE_URL, real PostgreSQL LISTEN/NOTIFY.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SYSTEM } from '../src/actor.js';
-import { recordEvent } from '../src/events/record.js';
+import { recordChangeEvent, recordEvent } from '../src/events/record.js';
 import { createJobListener, type JobListener } from '../src/jobs/listen.js';
 import { createLogger } from '../src/logger.js';
 import { EVENTS_CHANNEL } from '../src/stream/hub.js';
@@ -94,6 +96,62 @@ describe('NOTIFY events_added only for streamed workspaces', () => {
     const after = await record(ws.workspaceId, 2);
     await mark();
     expect(heard).not.toContain(await writerOf(server.db, after));
+  });
+
+  it('when a streamed workspace gets a row in events by SQL other than the event log’s statement, then nothing announces it (no trigger since migration 0030) and the stream still reads it from the log', async () => {
+    const ws = await createWorkspace(server);
+    const stream = await openStream(server.baseUrl, { key: ws.apiKey });
+    try {
+      await waitFor('the lease', async () => (await leaseOf(ws.workspaceId)) === 1, 5_000);
+      const id = randomUUID();
+      await sql`insert into events (workspace_id, id, type, data, created_at) values (${ws.workspaceId}::uuid, ${id}::uuid, 'nps.answered', '{}'::jsonb, now())`.execute(
+        server.db,
+      );
+      // The instance reads the log every second without a notification (fallbackPollMs).
+      await waitForEvents(stream, 1);
+      await mark();
+
+      expect(stream.events().map((f) => f.id)).toEqual([id]);
+      expect(heard).not.toContain(await writerOf(server.db, id));
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_trigger where tgrelid = 'events'::regclass and not tgisinternal`.execute(
+        server.db,
+      );
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('when a change and its event are one statement (recordChangeEvent) on a streamed workspace, then it announces the writing transaction if the change applied, and nothing if it did not', async () => {
+    const ws = await createWorkspace(server);
+    const stream = await openStream(server.baseUrl, { key: ws.apiKey });
+    /** A change that applies when `applies`, recorded with its event as the services do. */
+    const change = (applies: boolean): Promise<boolean> =>
+      recordChangeEvent(
+        server.db,
+        ws.workspaceId,
+        'nps.answered',
+        {
+          with: sql`changed as (select ${applies}::boolean as applied)`,
+          source: sql`select '{"score": 9}'::jsonb as data, null::uuid as contact_id from changed where applied`,
+        },
+        SYSTEM,
+      );
+    try {
+      await waitFor('the lease', async () => (await leaseOf(ws.workspaceId)) === 1, 5_000);
+      const before = heard.length;
+      expect(await change(false)).toBe(false);
+      await mark();
+      expect(heard.slice(before).filter((payload) => /^\d+$/.test(payload))).toEqual([]);
+
+      expect(await change(true)).toBe(true);
+      await waitForEvents(stream, 1);
+      await mark();
+      const id = stream.events()[0]!.id!;
+      expect(heard.slice(before).filter((payload) => /^\d+$/.test(payload))).toEqual([await writerOf(server.db, id)]);
+    } finally {
+      stream.close();
+    }
   });
 
   it("when another workspace is streamed, then this workspace's events still send no notification", async () => {

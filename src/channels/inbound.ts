@@ -8,13 +8,14 @@ import { findChannelById } from '../db/channels.js';
 import type { Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelRow } from '../db/schema.js';
+import type { InboundEvent } from '../services/inbound-events.js';
 import { receiveEvents, type ReceivedEvents } from '../services/receive.js';
 import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
 import type { SecretBox } from '../secrets.js';
 import { openMetaSecrets, type MetaSecrets } from './settings.js';
-import { parseMetaWebhook, signatureMatches, type InboundEvent } from './webhook.js';
+import { parseMetaWebhook, signatureMatches } from './webhook.js';
 
 type SandboxInbound = components['schemas']['SandboxInbound'];
 

@@ -4,62 +4,10 @@
 // another Meta account than the channel's, or one the database could not store as sent, is left
 // out on its own with the reason, so the rest of the delivery is stored.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { MessageError } from '../db/messages.js';
-import type { ChannelType, MediaSource, MediaType } from '../db/schema.js';
+import type { ChannelType, MediaType } from '../db/schema.js';
+import type { InboundMedia } from '../media/inbound.js';
+import type { InboundEvent } from '../services/inbound-events.js';
 import { cleanFilename } from '../text.js';
-
-/** A file a customer's message carries, as Meta announces it: where to fetch it, and what it should be. */
-export interface InboundMedia {
-  type: MediaType;
-  /** Announced by WhatsApp; for Instagram a stand-in of its type until the download tells. */
-  mimeType: string;
-  /** WhatsApp's announced SHA-256 (hex or base64), checked against the bytes. */
-  sha256?: string | undefined;
-  filename?: string | undefined;
-  caption?: string | undefined;
-  source: MediaSource;
-}
-
-export type InboundEvent =
-  | {
-      kind: 'message';
-      /** WhatsApp `wamid`, Instagram `mid`. */
-      externalId: string;
-      /** WhatsApp: the phone (`from`/`wa_id`) and/or the BSUID (`from_user_id`/`user_id`), at least one; Instagram: the IGSID. */
-      from: WhatsappSender | { instagramId: string };
-      /** WhatsApp `contacts[].profile.name` of the sender, when given. */
-      name?: string | undefined;
-      /** The text; for a file, its caption or null. */
-      content: string | null;
-      /** The files it carries (fetched by a job: media/fetch.ts). */
-      media?: InboundMedia[] | undefined;
-      /** When the customer sent it, per Meta. */
-      sentAt?: Date | undefined;
-      /** The payload of the Instagram quick reply the customer tapped (`message.quick_reply.payload`). */
-      quickReplyPayload?: string | undefined;
-      /** The provider id of the message it quotes: WhatsApp `context.id`, Instagram `reply_to.mid`. */
-      replyToExternalId?: string | undefined;
-      /** The button, list row, template button or quick reply tapped: its id (or payload) and title. */
-      reply?: { id: string; title: string } | undefined;
-    }
-  | {
-      /** A customer's reaction on a message (never a message of its own); `emoji` null removes theirs. */
-      kind: 'reaction';
-      /** The provider id of the message reacted to. */
-      targetExternalId: string;
-      from: { phone?: string; whatsappUserId?: string } | { instagramId: string };
-      emoji: string | null;
-    }
-  | { kind: 'status'; externalId: string; status: string; error?: MessageError | undefined }
-  /** Meta's `system` message `user_changed_user_id`: the customer known by `previous` now has the BSUID `current`. */
-  | { kind: 'user_id_changed'; externalId: string; previous: string; current: string };
-
-/** A WhatsApp customer as a delivery names them: a phone, a BSUID or both, and the username they show. */
-export interface WhatsappSender {
-  phone?: string | undefined;
-  whatsappUserId?: string | undefined;
-  username?: string | undefined;
-}
 
 /** A business-scoped user id as Meta documents it: country code, `.ENT` for a parent BSUID, then 1-128 letters and digits. */
 export const BSUID = /^[A-Z]{2}(\.ENT)?\.[A-Za-z0-9]{1,128}$/;

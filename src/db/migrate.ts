@@ -30,6 +30,7 @@ import * as m0025 from './migrations/0025_automation_bounds.js';
 import * as m0027 from './migrations/0027_contact_identity.js';
 import * as m0028 from './migrations/0028_service_levels.js';
 import * as m0029 from './migrations/0029_conversation.js';
+import * as m0030 from './migrations/0030_stream_consumer.js';
 import * as m0032 from './migrations/0032_response_time_rollups.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
@@ -62,6 +63,7 @@ export const migrations: Record<string, Migration> = {
   '0027_contact_identity': m0027,
   '0028_service_levels': m0028,
   '0029_conversation': m0029,
+  '0030_stream_consumer': m0030,
   '0032_response_time_rollups': m0032,
 };
 

@@ -1,10 +1,11 @@
 // The event log's one fan-out seam. Whatever an event starts (a webhook delivery per subscribed
-// endpoint, the automations it triggers, an AI agent's reply) is a consumer registered here, by
-// name, once at start-up: the log's own webhook deliveries by events/record.ts, the others by the
-// composition root (src/event-consumers.ts). A consumer adds WITH queries (and the NOTIFY of the
-// queues it fed) to the one statement that records the event, so an event, its deliveries and its
-// jobs commit together, in the change's transaction, and cost no round trip of their own. The log
-// imports no consumer. (The live stream is woken by a trigger on `events`, migrations 0014/0018.)
+// endpoint, the automations it triggers, an AI agent's reply, the live stream's wake-up) is a
+// consumer registered here, by name, once at start-up: the log's own webhook deliveries by
+// events/record.ts, the others by the composition root (src/event-consumers.ts). A consumer adds WITH
+// queries (and NOTIFYs: the queues it fed, the stream) to the one statement that records the event,
+// so an event, its deliveries and its jobs commit together, in the change's transaction, and cost no
+// round trip of their own. Every event is recorded through it (events/record.ts recording(): no
+// trigger on `events` since migration 0030). The log imports no consumer.
 import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
@@ -26,7 +27,7 @@ export interface RecordedEvent {
 export interface FanOut {
   /** WITH queries (comma-separated, leading comma included) over `event_source s` and `event` (no row: nothing was recorded). */
   with: RawBuilder<unknown>;
-  /** Select-list items (leading comma included) that NOTIFY the queues that got jobs. */
+  /** Select-list items (leading comma included) that NOTIFY: the queues that got jobs, the live stream. */
   notify: RawBuilder<unknown>;
 }
 

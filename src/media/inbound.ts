@@ -3,9 +3,20 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
 import { insertPendingMedia } from '../db/media.js';
-import type { Attachment } from '../db/schema.js';
-import type { InboundMedia } from '../channels/webhook.js';
+import type { Attachment, MediaSource, MediaType } from '../db/schema.js';
 import { enqueue } from '../jobs/queue.js';
+
+/** A file a customer's message carries, as its channel announces it (Meta: channels/webhook.ts): where to fetch it, and what it should be. */
+export interface InboundMedia {
+  type: MediaType;
+  /** Announced by WhatsApp; for Instagram a stand-in of its type until the download tells. */
+  mimeType: string;
+  /** WhatsApp's announced SHA-256 (hex or base64), checked against the bytes. */
+  sha256?: string | undefined;
+  filename?: string | undefined;
+  caption?: string | undefined;
+  source: MediaSource;
+}
 
 export interface PendingFile {
   media: InboundMedia;

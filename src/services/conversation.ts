@@ -4,7 +4,7 @@
 // on the contact's delivery order (jobs/kinds.ts ConversationAction), sent by channels/conversation.ts.
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
-import { withinMessagingWindow } from '../channels/rules.js';
+import { withinMessagingWindow } from './channel-rules.js';
 import { transact, type Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelType, Reaction } from '../db/schema.js';

@@ -4,7 +4,7 @@
 // default agent), with its delivery job, in one transaction. message.created is recorded here only,
 // for sent and inbound messages alike.
 import type { components } from '../../generated/api.js';
-import { withinMessagingWindow, templateContent } from '../channels/rules.js';
+import { withinMessagingWindow, templateContent } from './channel-rules.js';
 import { automationOf, type Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import { appendToOpenThread, appendToThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';

@@ -4,8 +4,8 @@
 // thread even when it is closed). Which reply is a score is a pure rule, tested without I/O.
 import type { Actor } from '../actor.js';
 import { SYSTEM } from '../actor.js';
-import { templateContent, withinMessagingWindow } from '../channels/rules.js';
-import type { InboundEvent } from '../channels/webhook.js';
+import { templateContent, withinMessagingWindow } from './channel-rules.js';
+import type { InboundEvent } from './inbound-events.js';
 import { transact, type Db } from '../db/database.js';
 import { externalIdExists, getSendContext, insertInboundMessage, type OutboundMessage } from '../db/messages.js';
 import type { ChannelRow, MessageRow, QuickReply, ThreadRow } from '../db/schema.js';

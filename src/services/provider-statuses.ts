@@ -9,7 +9,7 @@ import { moveMessage } from './message-statuses.js';
 import { enqueue, finishJob } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
-import { statusesBefore } from '../channels/rules.js';
+import { statusesBefore } from './channel-rules.js';
 
 export const EARLY_STATUS_QUEUE = 'early-status';
 /** When a held status is first looked at again, and the base of the backoff after that. */

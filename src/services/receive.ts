@@ -7,7 +7,7 @@
 // opened, the message inserted, its files held for fetching, the thread's inbound times moved and
 // message.created recorded (whose consumers queue automations and an AI agent's reply).
 import { SYSTEM } from '../actor.js';
-import type { InboundEvent } from '../channels/webhook.js';
+import type { InboundEvent } from './inbound-events.js';
 import { transact, type Db } from '../db/database.js';
 import { contactKeyLocks, lockContactKeys } from '../db/contacts.js';
 import { externalIdExists, inboundContext, insertInboundOnThread } from '../db/messages.js';

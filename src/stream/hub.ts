@@ -1,19 +1,21 @@
-// The instance's live event streams: one LISTEN on `events_added` (so any instance's commits wake
-// every instance), one read of the log per wake-up for the workspaces streamed here (wake-ups during
-// a read make one more read), each event formatted once, and each stream given one write a read:
-// its events' frames joined once per type filter and shared by every stream with that filter. One
-// timer for all streams' keep-alives, one for their keys' revocation checks, and the leases that
-// make writers NOTIFY only for workspaces streamed somewhere (leases.ts).
+// The instance's live event streams: one LISTEN on `events_added` (sent by the event log's `stream`
+// consumer, announce.ts, so any instance's commits wake every instance), one read of the log per
+// wake-up for the workspaces streamed here (wake-ups during a read make one more read), each event
+// formatted once, and each stream given one write a read: its events' frames joined once per type
+// filter and shared by every stream with that filter. One timer for all streams' keep-alives, one for
+// their keys' revocation checks, and the leases that make writers NOTIFY only for workspaces
+// streamed somewhere (leases.ts).
 import type { Db } from '../db/database.js';
 import { eventRowToEvent } from '../events/record.js';
 import { createJobListener, type JobListener } from '../jobs/listen.js';
 import type { Logger } from '../logger.js';
 import { createStreamSlots, type StreamSlots } from './key-slots.js';
 import { createLeases } from './leases.js';
+import { EVENTS_CHANNEL } from './announce.js';
 import { activeKeyIds } from '../db/api-keys.js';
 import { committedSince, currentHorizon, type LoggedEvent } from './log.js';
 
-export const EVENTS_CHANNEL = 'events_added';
+export { EVENTS_CHANNEL };
 /** How soon to look again while an announced event waits for an older transaction to end. */
 const HELD_BACK_POLL_MS = 20;
 

@@ -1,12 +1,16 @@
-// Leases on the workspaces an instance streams (table stream_listeners, migration 0018): a writer's
-// trigger sends `NOTIFY events_added` only for an event of a workspace some instance holds an
-// unexpired lease on, so while nobody streams, events cost no notification (each one wakes every
-// listening backend of the database). A lease is taken when a workspace gets its first stream on
-// this instance and renewed every third of its length with all of them; a workspace left without
-// streams is let go at the next renewal, and an instance that dies stops costing when its leases
-// expire. Taking a lease cannot make a stream miss an event (streams read the log); it only decides
-// whether writers wake the instance: the events of transactions that ran before it was taken are
-// looked for until every such transaction has ended.
+// Leases on the workspaces an instance streams (table stream_listeners, migration 0018): the
+// statement recording an event sends `NOTIFY events_added` (the log's `stream` consumer, announce.ts)
+// only for an event of a workspace some instance holds an unexpired lease on, so while nobody streams,
+// events cost no notification (each one wakes every listening backend of the database). A lease is
+// taken when a workspace gets its first stream on this instance and renewed every third of its length
+// with all of them; a workspace left without streams is let go at the next renewal, and an instance
+// that dies stops costing when its leases expire. Taking a lease cannot make a stream miss an event
+// (streams read the log); it only decides whether writers wake the instance: the events of
+// transactions that had written before it was taken are looked for until every such transaction has
+// ended. One narrow case is left to the next read (another wake-up, or the read every
+// fallbackPollMs): a recording statement that started before the lease committed and is its
+// transaction's first write (its transaction id is taken after the lease's snapshot) decided under
+// its own older snapshot that nobody streams.
 import { sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
@@ -63,7 +67,7 @@ export function createLeases(db: Db, logger: Logger, leaseMs: number, current: (
           held.delete(workspaceId);
           throw err;
         }
-        // A snapshot after the lease's commit: any transaction whose trigger did not see it is below its xmax.
+        // A snapshot after the lease's commit: a transaction that had written before it is below its xmax.
         const { rows } = await sql<{ xmax: string }>`select pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(db);
         taken(BigInt(rows[0]!.xmax));
       });

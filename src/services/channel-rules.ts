@@ -1,5 +1,6 @@
-// Meta's messaging rules as pure functions: the 24-hour window, statuses that only move forward,
-// and how a template or a non-text message reads as text.
+// Meta's messaging rules as pure functions, as the use cases apply them (sending, receiving, NPS,
+// conversation): the 24-hour window, statuses that only move forward, and how a template or a
+// non-text message reads as text. In services/, which imports no channel adapter (channels/ imports services/).
 import type { MessageStatus } from '../db/schema.js';
 
 export const MESSAGING_WINDOW_MS = 24 * 60 * 60 * 1000;
