@@ -154,6 +154,48 @@ export function loadRunnableAutomations(db: Db, workspaceId: string, ids: readon
  */
 const withinStoredBound = sql`octet_length(a.trigger::text) + octet_length(a.conditions::text) + octet_length(a.actions::text) <= ${2 * MAX_DEFINITION_BYTES}`;
 
+/**
+ * The WITH query `locked`: the run's thread locked for its transaction (none when `threadId` is
+ * null or the thread is gone), with the version the lock saw.
+ */
+function lockedThreadQuery(workspaceId: string, threadId: string | null): RawBuilder<unknown> {
+  return sql`locked as (
+      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
+        from threads t
+       where t.workspace_id = ${workspaceId} and t.id = ${threadId}::uuid
+         for update of t
+    )`;
+}
+
+/** The locked thread as JSON, with its last message (automations' messages aside: they are no turn of the conversation). */
+function lockedThreadJson(workspaceId: string): RawBuilder<unknown> {
+  return sql`(select row_to_json(x) from (
+              select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
+                     m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`l.id`)} as automation_messages
+                from locked l
+                left join lateral (
+                  select id, created_at, direction from messages
+                   where workspace_id = ${workspaceId} and thread_id = l.id and automation_id is null
+                   order by created_at desc, id desc limit 1) m on true) x)`;
+}
+
+/**
+ * Select-list items `settings` (the workspace's settings row) and `context` (what conditions see of
+ * the thread). The statement's snapshot predates a wait for the lock: the context counts only when
+ * it read the version locked.
+ */
+function settingsAndContext(workspaceId: string, threadId: string | null): RawBuilder<unknown> {
+  return sql`(select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
+           (select row_to_json(c) from (${threadContextQuery(workspaceId, threadId)}) c
+             where exists (select 1 from locked l, threads t
+                            where t.workspace_id = ${workspaceId} and t.id = l.id and t.xmin::text = l.version)) as context`;
+}
+
+/** The locked thread as read, its last message's time a Date. */
+function lockedThreadOf(thread: LockedThread | null): LockedThread | null {
+  return thread && { ...thread, last_message_at: thread.last_message_at && new Date(thread.last_message_at) };
+}
+
 /** What an event's run starts from, read in one statement. */
 export interface EventRunStart {
   /** The event's thread, locked for the run (undefined: no thread, or none any more): see startIdleRun. */
@@ -187,33 +229,17 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     settings: StoredSettingsRow | null;
     context: ThreadContextRow | null;
   }>`
-    with locked as (
-      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
-        from threads t
-       where t.workspace_id = ${workspaceId} and t.id = ${run.threadId}::uuid
-         for update of t
-    )
-    select (select row_to_json(x) from (
-              select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
-                     m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`l.id`)} as automation_messages
-                from locked l
-                left join lateral (
-                  select id, created_at, direction from messages
-                   where workspace_id = ${workspaceId} and thread_id = l.id and automation_id is null
-                   order by created_at desc, id desc limit 1) m on true) x) as thread,
+    with ${lockedThreadQuery(workspaceId, run.threadId)}
+    select ${lockedThreadJson(workspaceId)} as thread,
            coalesce((select json_agg(json_build_object('id', a.id, 'updated_at', a.updated_at) order by a.position)
                        from automations a
                       where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}
                         and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
            (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
-           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
-           -- The statement's snapshot predates a wait for the lock: the context counts only when it read the version locked.
-           (select row_to_json(c) from (${threadContextQuery(workspaceId, run.threadId)}) c
-             where exists (select 1 from locked l, threads t
-                            where t.workspace_id = ${workspaceId} and t.id = l.id and t.xmin::text = l.version)) as context`.execute(trx);
+           ${settingsAndContext(workspaceId, run.threadId)}`.execute(trx);
   const row = rows[0]!;
-  const thread = row.thread && { ...row.thread, last_message_at: row.thread.last_message_at && new Date(row.thread.last_message_at) };
+  const thread = lockedThreadOf(row.thread);
   return {
     thread: thread ?? undefined,
     automations: row.automations,
@@ -258,28 +284,13 @@ export async function startIdleRun(trx: Db, workspaceId: string, run: { threadId
     settings: StoredSettingsRow | null;
     context: ThreadContextRow | null;
   }>`
-    with locked as (
-      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
-        from threads t
-       where t.workspace_id = ${workspaceId} and t.id = ${run.threadId}::uuid
-         for update of t
-    )
-    select (select row_to_json(x) from (
-              select l.id, l.status, l.contact_id, l.channel_id, m.id as last_message_id, m.created_at as last_message_at,
-                     m.direction as last_message_direction, ${automationMessagesQuery(workspaceId, sql`l.id`)} as automation_messages
-                from locked l
-                left join lateral (
-                  select id, created_at, direction from messages
-                   where workspace_id = ${workspaceId} and thread_id = l.id and automation_id is null
-                   order by created_at desc, id desc limit 1) m on true) x) as thread,
+    with ${lockedThreadQuery(workspaceId, run.threadId)}
+    select ${lockedThreadJson(workspaceId)} as thread,
            (select json_build_object('id', a.id, 'enabled', a.enabled, 'trigger', a.trigger, 'updated_at', a.updated_at)
               from automations a where a.workspace_id = ${workspaceId} and a.id = ${run.automationId}::uuid) as automation,
-           (select row_to_json(s) from workspace_settings s where s.workspace_id = ${workspaceId}) as settings,
-           (select row_to_json(c) from (${threadContextQuery(workspaceId, run.threadId)}) c
-             where exists (select 1 from locked l, threads t
-                            where t.workspace_id = ${workspaceId} and t.id = l.id and t.xmin::text = l.version)) as context`.execute(trx);
+           ${settingsAndContext(workspaceId, run.threadId)}`.execute(trx);
   const row = rows[0]!;
-  const thread = row.thread && { ...row.thread, last_message_at: row.thread.last_message_at && new Date(row.thread.last_message_at) };
+  const thread = lockedThreadOf(row.thread);
   return {
     thread: thread ?? undefined,
     automation: row.automation ?? undefined,
