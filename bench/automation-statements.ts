@@ -6,31 +6,12 @@
 // `none`: no automation; `idle`: 10 silences and a 1-minute thread.idle rule that closes them (the
 // statements a timer's run takes). Prints the averages and the last run's statements. Unlike a
 // rate, the count does not depend on what else the machine is doing.
-import net from 'node:net';
 import pg from 'pg';
 import { createWorkspace, request } from '../test/helpers/api.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
+import { startCountingProxy } from './lib/pg-proxy.js';
 
-const target = new URL(process.env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test');
-let turns = 0;
-const proxy = net.createServer((app) => {
-  const postgres = net.connect(Number(target.port || 5432), target.hostname);
-  let last: 'app' | 'postgres' | undefined;
-  app.on('data', (data) => {
-    if (last !== 'app') turns++;
-    last = 'app';
-    postgres.write(data);
-  });
-  postgres.on('data', (data) => {
-    last = 'postgres';
-    app.write(data);
-  });
-  app.on('close', () => postgres.destroy());
-  postgres.on('close', () => app.destroy());
-  app.on('error', () => {});
-  postgres.on('error', () => {});
-});
-await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+const proxy = await startCountingProxy();
 let log: string[] | undefined;
 // Every query pg sends, logged while `log` is set (pg's own method, called with its client).
 const orig = Reflect.get(pg.Client.prototype, 'query') as (this: unknown, ...a: unknown[]) => unknown;
@@ -41,10 +22,7 @@ const orig = Reflect.get(pg.Client.prototype, 'query') as (this: unknown, ...a: 
   return orig.apply(this, args);
 };
 const own = await ownDatabase();
-const url = new URL(own.url);
-url.hostname = '127.0.0.1';
-url.port = String((proxy.address() as net.AddressInfo).port);
-const server = await startServer({ databaseUrl: url.toString(), redisUrl: false, jobs: true });
+const server = await startServer({ databaseUrl: proxy.via(own.url), redisUrl: false, jobs: true });
 const db = server.db;
 const mode = process.argv[2] ?? 'matching';
 try {
@@ -104,18 +82,18 @@ try {
   let sample: string[] = [];
   for (let i = 0; i < N; i++) {
     log = [];
-    const t0 = turns;
+    const t0 = proxy.turns();
     await send(100 + i);
-    reqTurns += turns - t0;
+    reqTurns += proxy.turns() - t0;
     reqStmts += log.filter((s) => !s.includes('from jobs where queue like')).length;
     const reqLog = log;
     log = [];
-    const t1 = turns;
+    const t1 = proxy.turns();
     while ((await left()) > 0) await new Promise((r) => setTimeout(r, 20));
     await new Promise((r) => setTimeout(r, 300));
     const runLog = log.filter((s) => (!s.includes('from jobs where queue like') && !s.includes('claim_jobs')) || s.includes('claim_jobs'));
     runStmts += runLog.filter((s) => !s.includes('from jobs where queue like')).length;
-    runTurns += turns - t1;
+    runTurns += proxy.turns() - t1;
     if (i === N - 1) sample = [...reqLog.map((s) => 'REQ ' + s), ...runLog.map((s) => 'RUN ' + s)];
   }
   log = undefined;
@@ -148,7 +126,7 @@ async function idle(ws: { apiKey: string; workspaceId: string }) {
     body: { name: 'idle', trigger: { event: 'thread.idle', minutes: 1, waitingOn: 'customer' }, actions: [{ type: 'set_status', status: 'closed' }] },
   });
   const created = log.length;
-  const t0 = turns;
+  const t0 = proxy.turns();
   for (let i = 0; i < 100; i++) {
     const n = Number((await sql<{ n: number }>`select count(*)::int as n from automation_runs`.execute(db)).rows[0]!.n);
     if (n >= N) break;

@@ -8,15 +8,14 @@
 // of each kind after 20 to warm up. Unlike a rate, the counts do not depend on what else the
 // machine is doing.
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { createWorkspace, request } from '../test/helpers/api.js';
 import { metaSignature, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
+import { startCountingProxy } from './lib/pg-proxy.js';
 
 const total = Number(process.env.BENCH_REQUESTS || 200);
 const target = new URL(process.env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test');
 
-let turns = 0;
 let statements = 0;
 /** The statements run since `listing` was set (their SQL, cut short), when it is. */
 let listing: string[] | undefined;
@@ -66,31 +65,9 @@ function frontendReader(): (data: Buffer) => void {
   };
 }
 
-const proxy = net.createServer((app) => {
-  const postgres = net.connect(Number(target.port || 5432), target.hostname);
-  const read = frontendReader();
-  let last: 'app' | 'postgres' | undefined;
-  app.on('data', (data) => {
-    if (last !== 'app') turns++;
-    last = 'app';
-    read(data);
-    postgres.write(data);
-  });
-  postgres.on('data', (data) => {
-    last = 'postgres';
-    app.write(data);
-  });
-  app.on('close', () => postgres.destroy());
-  postgres.on('close', () => app.destroy());
-  app.on('error', () => {});
-  postgres.on('error', () => {});
-});
-await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+const proxy = await startCountingProxy(target, frontendReader);
 const own = await ownDatabase();
-const url = new URL(own.url);
-url.hostname = '127.0.0.1';
-url.port = String((proxy.address() as net.AddressInfo).port);
-const server = await startServer({ databaseUrl: url.toString() });
+const server = await startServer({ databaseUrl: proxy.via(own.url) });
 const lines: string[] = [];
 const say = (line: string): void => {
   lines.push(line);
@@ -129,13 +106,13 @@ try {
   ];
   for (const [name, send] of kinds) {
     for (let i = 0; i < 20; i++) await send();
-    const [turns0, statements0] = [turns, statements];
+    const [turns0, statements0] = [proxy.turns(), statements];
     for (let i = 0; i < total - 1; i++) await send();
     listing = [];
     await send();
     const list = listing;
     listing = undefined;
-    say(`${name}: ${((turns - turns0) / total).toFixed(2)} round trips, ${((statements - statements0) / total).toFixed(2)} statements a request`);
+    say(`${name}: ${((proxy.turns() - turns0) / total).toFixed(2)} round trips, ${((statements - statements0) / total).toFixed(2)} statements a request`);
     for (const [i, text] of list.entries()) say(`  ${i + 1}. ${text}`);
   }
 } finally {

@@ -4,35 +4,13 @@
 // sequential requests of each kind, after 20 to warm up. Unlike a rate, the count does not depend on
 // what else the machine is doing.
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import { buildContact, createWorkspace, request } from '../test/helpers/api.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
+import { startCountingProxy } from './lib/pg-proxy.js';
 
-const target = new URL(process.env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test');
-let turns = 0;
-const proxy = net.createServer((app) => {
-  const postgres = net.connect(Number(target.port || 5432), target.hostname);
-  let last: 'app' | 'postgres' | undefined;
-  app.on('data', (data) => {
-    if (last !== 'app') turns++;
-    last = 'app';
-    postgres.write(data);
-  });
-  postgres.on('data', (data) => {
-    last = 'postgres';
-    app.write(data);
-  });
-  app.on('close', () => postgres.destroy());
-  postgres.on('close', () => app.destroy());
-  app.on('error', () => {});
-  postgres.on('error', () => {});
-});
-await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+const proxy = await startCountingProxy();
 const own = await ownDatabase();
-const url = new URL(own.url);
-url.hostname = '127.0.0.1';
-url.port = String((proxy.address() as net.AddressInfo).port);
-const server = await startServer({ databaseUrl: url.toString(), redisUrl: false });
+const server = await startServer({ databaseUrl: proxy.via(own.url), redisUrl: false });
 try {
   const ws = await createWorkspace(server);
   for (const keyed of [false, true]) {
@@ -45,10 +23,10 @@ try {
       if (res.status !== 201) throw new Error(`POST /v1/contacts answered ${res.status}`);
     };
     for (let i = 0; i < 20; i++) await post();
-    const before = turns;
+    const before = proxy.turns();
     for (let i = 0; i < 200; i++) await post();
     process.stdout.write(
-      `POST /v1/contacts ${keyed ? 'with an Idempotency-Key' : 'without a key'}: ${((turns - before) / 200).toFixed(2)} round trips a request\n`,
+      `POST /v1/contacts ${keyed ? 'with an Idempotency-Key' : 'without a key'}: ${((proxy.turns() - before) / 200).toFixed(2)} round trips a request\n`,
     );
   }
 } finally {
