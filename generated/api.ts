@@ -4373,6 +4373,12 @@ export interface operations {
                  *       "externalId": "crm-000123",
                  *       "name": "Mariana Silva",
                  *       "phone": "+551187654321",
+                 *       "email": "mariana.silva@exemplo.com.br",
+                 *       "instagramId": "17841400000000002",
+                 *       "whatsappUserId": "BR.1502576394655843",
+                 *       "labels": [
+                 *         "Cliente VIP"
+                 *       ],
                  *       "attributes": {
                  *         "plano": "premium"
                  *       }
@@ -4398,7 +4404,7 @@ export interface operations {
                      *       "name": "Mariana Silva",
                      *       "phone": "+5511987654321",
                      *       "email": "mariana.silva@exemplo.com.br",
-                     *       "instagramId": null,
+                     *       "instagramId": "17841400000000002",
                      *       "whatsappUserId": "BR.1502576394655843",
                      *       "whatsappUsername": "mariana.silva",
                      *       "externalId": "crm-000123",
@@ -4430,12 +4436,14 @@ export interface operations {
                      *       "id": "01936a02-5b6c-7d8e-9f0a-1b2c3d4e5f60",
                      *       "name": "Mariana Silva",
                      *       "phone": "+5511987654321",
-                     *       "email": null,
-                     *       "instagramId": null,
-                     *       "whatsappUserId": null,
+                     *       "email": "mariana.silva@exemplo.com.br",
+                     *       "instagramId": "17841400000000002",
+                     *       "whatsappUserId": "BR.1502576394655843",
                      *       "whatsappUsername": null,
                      *       "externalId": "crm-000123",
-                     *       "labels": [],
+                     *       "labels": [
+                     *         "Cliente VIP"
+                     *       ],
                      *       "attributes": {
                      *         "plano": "premium"
                      *       },
@@ -5793,10 +5801,23 @@ export interface operations {
                      *                 "operator": "equals",
                      *                 "value": "whatsapp"
                      *               }
+                     *             ],
+                     *             "any": [
+                     *               {
+                     *                 "field": "contact.labels",
+                     *                 "operator": "contains",
+                     *                 "value": "Cliente VIP"
+                     *               },
+                     *               {
+                     *                 "field": "thread.labels",
+                     *                 "operator": "contains",
+                     *                 "value": "Urgente"
+                     *               }
                      *             ]
                      *           },
                      *           "targets": {
                      *             "firstResponseMinutes": 15,
+                     *             "nextResponseMinutes": 60,
                      *             "resolutionMinutes": 1440
                      *           },
                      *           "businessHoursOnly": true,
@@ -5852,6 +5873,8 @@ export interface operations {
                 /**
                  * @example {
                  *       "name": "Primeira resposta em 15 minutos",
+                 *       "enabled": true,
+                 *       "position": 1,
                  *       "conditions": {
                  *         "all": [
                  *           {
@@ -5859,13 +5882,27 @@ export interface operations {
                  *             "operator": "equals",
                  *             "value": "whatsapp"
                  *           }
+                 *         ],
+                 *         "any": [
+                 *           {
+                 *             "field": "contact.labels",
+                 *             "operator": "contains",
+                 *             "value": "Cliente VIP"
+                 *           },
+                 *           {
+                 *             "field": "thread.labels",
+                 *             "operator": "contains",
+                 *             "value": "Urgente"
+                 *           }
                  *         ]
                  *       },
                  *       "targets": {
                  *         "firstResponseMinutes": 15,
+                 *         "nextResponseMinutes": 60,
                  *         "resolutionMinutes": 1440
                  *       },
                  *       "businessHoursOnly": true,
+                 *       "humanOnly": false,
                  *       "warnBeforeMinutes": 5
                  *     }
                  */
@@ -5897,10 +5934,23 @@ export interface operations {
                      *             "operator": "equals",
                      *             "value": "whatsapp"
                      *           }
+                     *         ],
+                     *         "any": [
+                     *           {
+                     *             "field": "contact.labels",
+                     *             "operator": "contains",
+                     *             "value": "Cliente VIP"
+                     *           },
+                     *           {
+                     *             "field": "thread.labels",
+                     *             "operator": "contains",
+                     *             "value": "Urgente"
+                     *           }
                      *         ]
                      *       },
                      *       "targets": {
                      *         "firstResponseMinutes": 15,
+                     *         "nextResponseMinutes": 60,
                      *         "resolutionMinutes": 1440
                      *       },
                      *       "businessHoursOnly": true,
@@ -5960,10 +6010,23 @@ export interface operations {
                      *             "operator": "equals",
                      *             "value": "whatsapp"
                      *           }
+                     *         ],
+                     *         "any": [
+                     *           {
+                     *             "field": "contact.labels",
+                     *             "operator": "contains",
+                     *             "value": "Cliente VIP"
+                     *           },
+                     *           {
+                     *             "field": "thread.labels",
+                     *             "operator": "contains",
+                     *             "value": "Urgente"
+                     *           }
                      *         ]
                      *       },
                      *       "targets": {
                      *         "firstResponseMinutes": 15,
+                     *         "nextResponseMinutes": 60,
                      *         "resolutionMinutes": 1440
                      *       },
                      *       "businessHoursOnly": true,
@@ -6031,6 +6094,37 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "name": "Primeira resposta em 15 minutos",
+                 *       "enabled": true,
+                 *       "position": 1,
+                 *       "conditions": {
+                 *         "all": [
+                 *           {
+                 *             "field": "channel.type",
+                 *             "operator": "equals",
+                 *             "value": "whatsapp"
+                 *           }
+                 *         ],
+                 *         "any": [
+                 *           {
+                 *             "field": "contact.labels",
+                 *             "operator": "contains",
+                 *             "value": "Cliente VIP"
+                 *           },
+                 *           {
+                 *             "field": "thread.labels",
+                 *             "operator": "contains",
+                 *             "value": "Urgente"
+                 *           }
+                 *         ]
+                 *       },
+                 *       "targets": {
+                 *         "firstResponseMinutes": 15,
+                 *         "nextResponseMinutes": 60,
+                 *         "resolutionMinutes": 1440
+                 *       },
+                 *       "businessHoursOnly": true,
+                 *       "humanOnly": false,
                  *       "warnBeforeMinutes": 3
                  *     }
                  */
@@ -6061,10 +6155,23 @@ export interface operations {
                      *             "operator": "equals",
                      *             "value": "whatsapp"
                      *           }
+                     *         ],
+                     *         "any": [
+                     *           {
+                     *             "field": "contact.labels",
+                     *             "operator": "contains",
+                     *             "value": "Cliente VIP"
+                     *           },
+                     *           {
+                     *             "field": "thread.labels",
+                     *             "operator": "contains",
+                     *             "value": "Urgente"
+                     *           }
                      *         ]
                      *       },
                      *       "targets": {
                      *         "firstResponseMinutes": 15,
+                     *         "nextResponseMinutes": 60,
                      *         "resolutionMinutes": 1440
                      *       },
                      *       "businessHoursOnly": true,
