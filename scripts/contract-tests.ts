@@ -238,7 +238,10 @@ function dropEndlessRequests(collection: Collection): Collection {
 const unfuzzable: Array<{ path: string; method: 'post' | 'patch'; variations: string[] }> = ['post', 'patch'].map((method) => ({
   path: method === 'post' ? '/sla-policies' : '/sla-policies/{id}',
   method: method as 'post' | 'patch',
-  variations: ['all', 'any'].flatMap((list) => [`[Fuzzed][minimum length conditions.${list}[0].items]`, `[Fuzzed][maximum length conditions.${list}[0].items]`]),
+  variations: ['all', 'any'].flatMap((list) => [
+    `[Fuzzed][minimum length conditions.${list}[0].items]`,
+    `[Fuzzed][maximum length conditions.${list}[0].items]`,
+  ]),
 }));
 
 function dropUnfuzzable(collection: Collection): Collection {
