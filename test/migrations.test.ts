@@ -31,6 +31,8 @@ const TABLES = [
   'sla_clocks',
   'sla_metrics',
   'sla_policies',
+  'sla_report_blocks',
+  'sla_report_state',
   'stages',
   'stream_listeners',
   'stream_tokens',
