@@ -50,7 +50,19 @@ function lazySettings(trx: Db, workspaceId: string): () => Promise<Settings> {
 /** Whether a clock has a due or warning time, so the thread may have waiting timers for it. */
 const timed = (clocks: readonly SlaClockRow[]): boolean => clocks.some((clock) => clock.due_at !== null || clock.warn_at !== null);
 
-const sameSla = (a: ThreadSla | null | undefined, b: ThreadSla | null): boolean => JSON.stringify(a ?? null) === JSON.stringify(b);
+/** Whether two `sla` values are equal (field by field: a stored one comes back with its keys in jsonb's order). */
+function sameSla(a: ThreadSla | null | undefined, b: ThreadSla | null): boolean {
+  if (!a || !b) return !a && !b;
+  return (
+    a.policyId === b.policyId &&
+    a.firstResponseDueAt === b.firstResponseDueAt &&
+    a.nextResponseDueAt === b.nextResponseDueAt &&
+    a.resolutionDueAt === b.resolutionDueAt &&
+    a.status === b.status &&
+    a.breached.length === b.breached.length &&
+    a.breached.every((metric, i) => b.breached[i] === metric)
+  );
+}
 
 const time = (date: Date | null): number | null => (date ? new Date(date).getTime() : null);
 
