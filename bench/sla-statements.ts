@@ -58,11 +58,15 @@ try {
       const from = `+55119${policies}${String(i + 10).padStart(7, '0')}`;
       const m = (kind: Kind, run: () => Promise<{ status: number; body: unknown }>) => (i < 0 ? run() : measure(kind, run, last));
       await m('inbound, new customer', () => request(server, 'POST', `/v1/channels/${ch}/sandbox/inbound`, { ...k, body: { from, content: 'oi' } }));
-      const threads = (await request(server, 'GET', `/v1/threads?status=open&limit=100`, k)).body as { data: Array<{ id: string; contactId: string; labels: string[] }> };
+      const threads = (await request(server, 'GET', `/v1/threads?status=open&limit=100`, k)).body as {
+        data: Array<{ id: string; contactId: string; labels: string[] }>;
+      };
       const contacts = (await request(server, 'GET', `/v1/contacts?limit=100`, k)).body as { data: Array<{ id: string; phone: string | null }> };
       const contact = contacts.data.find((c) => c.phone === from)!;
       const thread = threads.data.find((t) => t.contactId === contact.id)!;
-      await m('POST /v1/messages (answer)', () => request(server, 'POST', '/v1/messages', { ...k, body: { contactId: contact.id, channelId: ch, content: 'olá' } }));
+      await m('POST /v1/messages (answer)', () =>
+        request(server, 'POST', '/v1/messages', { ...k, body: { contactId: contact.id, channelId: ch, content: 'olá' } }),
+      );
       await m('stage change', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { stageId: stages.data[1]!.id } }));
       await m('label change', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { labels: ['pedido'] } }));
       await m('close', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { status: 'closed' } }));

@@ -335,7 +335,7 @@ export async function onPolicyChanged(trx: Db, workspaceId: string, policyId: st
   const settings = await loadSettings(trx, workspaceId);
   const policy = await policyOf(trx, workspaceId, policyId);
   for (const thread of threads) {
-    const held = policy?.enabled ? policy : await choosePolicy(trx, workspaceId, thread.id, async () => settings, now);
+    const held = policy?.enabled ? policy : await choosePolicy(trx, workspaceId, thread.id, () => Promise.resolve(settings), now);
     const current = await clocksOf(trx, workspaceId, thread.id);
     await retime(trx, thread, current, current, held, settings);
   }

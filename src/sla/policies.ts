@@ -211,7 +211,13 @@ export async function enabledPolicies(db: Db, workspaceId: string, now: number =
   const hit = policyCache.get(workspaceId);
   if (hit && now - hit.at < POLICY_CACHE_TTL_MS && now >= hit.at) return hit.policies;
   const started = generation;
-  const rows = await db.selectFrom('sla_policies').selectAll().where('workspace_id', '=', workspaceId).where('enabled', '=', true).orderBy('position').execute();
+  const rows = await db
+    .selectFrom('sla_policies')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('enabled', '=', true)
+    .orderBy('position')
+    .execute();
   const policies = rows.map((row) => ({ row, conditions: compileConditions(row.conditions) }));
   if (started === generation) {
     if (policyCache.size >= 10_000) policyCache.delete(policyCache.keys().next().value!);
