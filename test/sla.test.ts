@@ -404,6 +404,54 @@ describe('who answers, and policies, change under running clocks', () => {
   });
 });
 
+describe('policies as the write paths see them', () => {
+  it('when a policy is created, disabled, re-enabled or deleted, then a thread opened or regrouped right after follows it; a regroup to the same policy writes no clock, no sla and no timer', async () => {
+    const ws = await createWorkspace(server);
+    // No policy yet: the thread runs its clocks without due times (and the workspace's policies are now cached here).
+    const before = await sandboxInbound(ws, 'Oi', '+5511911113001');
+    expect((await thread(ws, before.threadId)).sla).toBeNull();
+    const vip = await createPolicy(ws, {
+      name: 'VIP',
+      targets: { firstResponseMinutes: 30 },
+      conditions: { all: [{ field: 'thread.labels', operator: 'contains', value: 'vip' }] },
+    });
+    const all = await createPolicy(ws, { name: 'Todos', targets: { firstResponseMinutes: 60 } });
+    const opened = await sandboxInbound(ws, 'Oi', '+5511911113002');
+    expect((await thread(ws, opened.threadId)).sla).toMatchObject({ policyId: all.id, status: 'active' });
+
+    const stored = async (threadId: string) => {
+      const { rows } = await sql<{ clocks: string; sla: string; xmin: string; timers: string }>`
+        select (select json_agg(json_build_object('m', metric, 'd', due_at, 'x', xmin::text) order by metric)::text from sla_clocks
+                 where workspace_id = ${ws.workspaceId} and thread_id = ${threadId}) as clocks,
+               t.sla::text as sla,
+               (select string_agg(id::text, ',' order by id) from jobs where workspace_id = ${ws.workspaceId} and ordering_key = ${`sla:${threadId}`}) as timers
+          from threads t where t.workspace_id = ${ws.workspaceId} and t.id = ${threadId}`.execute(server.db);
+      return rows[0]!;
+    };
+    // A stage change and an unrelated label: the same policy, the same clocks: nothing of the SLA is written.
+    const held = await stored(opened.threadId);
+    const stage = (await ws.api.GET('/stages')).data!.data[1]!.id;
+    expect((await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened.threadId } }, body: { stageId: stage } })).response.status).toBe(200);
+    expect((await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened.threadId } }, body: { labels: ['pedido'] } })).response.status).toBe(200);
+    expect(await stored(opened.threadId)).toEqual(held);
+    // A label that the first policy matches: held to it now, its due time from the clock's start.
+    const regrouped = await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened.threadId } }, body: { labels: ['vip'] } });
+    expect(regrouped.data!.sla).toMatchObject({ policyId: vip.id });
+    expect(regrouped.data!.sla!.firstResponseDueAt).toBe(new Date(Date.parse((await thread(ws, opened.threadId)).createdAt) + 30 * 60_000).toISOString());
+
+    // Disabled: the next thread opened is held to the other policy at once.
+    expect((await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: all.id } }, body: { enabled: false } })).response.status).toBe(200);
+    const afterDisable = await sandboxInbound(ws, 'Oi', '+5511911113003');
+    expect((await thread(ws, afterDisable.threadId)).sla).toBeNull();
+    expect((await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: all.id } }, body: { enabled: true } })).response.status).toBe(200);
+    const afterEnable = await sandboxInbound(ws, 'Oi', '+5511911113004');
+    expect((await thread(ws, afterEnable.threadId)).sla).toMatchObject({ policyId: all.id });
+    expect((await ws.api.DELETE('/sla-policies/{id}', { params: { path: { id: all.id } } })).response.status).toBe(204);
+    const afterDelete = await sandboxInbound(ws, 'Oi', '+5511911113005');
+    expect((await thread(ws, afterDelete.threadId)).sla).toBeNull();
+  });
+});
+
 describe('GET /reports/response-times', () => {
   /** Seeds metric rows as the clocks write them: [metric, seconds, agent, byAi, within]. */
   async function seed(ws: TestWorkspace, rows: Array<[Schemas['SlaMetric'], number, string | null, boolean | null, boolean | null, string]>): Promise<void> {

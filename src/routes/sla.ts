@@ -1,7 +1,8 @@
 // Handlers of the service levels: SLA policies in position order (every change of positions in one
 // transaction holding the workspace's policies lock; what is stored was checked whole, so nothing
 // is stored on any error; a change of what a policy times moves the running clocks held to it in the
-// same transaction), and the response-time report.
+// same transaction; this process's cache of the enabled policies forgets the workspace's inside the
+// transaction and again after it commits), and the response-time report.
 import { ApiError, notFound } from '../errors.js';
 import { onPolicyChanged } from '../sla/clocks.js';
 import * as policies from '../sla/policies.js';
@@ -29,6 +30,7 @@ export const slaHandlers: Pick<Handlers, Operations> = {
       if (count >= policies.MAX_SLA_POLICIES) {
         throw new ApiError(422, 'limit_reached', `A workspace has at most ${policies.MAX_SLA_POLICIES} SLA policies; delete one first.`);
       }
+      policies.forgetPolicies(auth.workspaceId);
       return policies.insertPolicy(
         trx,
         auth.workspaceId,
@@ -45,6 +47,7 @@ export const slaHandlers: Pick<Handlers, Operations> = {
         new Date(),
       );
     });
+    policies.forgetPolicies(auth.workspaceId);
     return { status: 201, body: policy };
   },
 
@@ -62,10 +65,12 @@ export const slaHandlers: Pick<Handlers, Operations> = {
       if (body.position !== undefined && body.position > count) throw positionOutOfRange(count);
       if (body.conditions !== undefined) await policies.assertPolicySound(trx, auth.workspaceId, body.conditions);
       const now = new Date();
+      policies.forgetPolicies(auth.workspaceId);
       const updated = await policies.updatePolicy(trx, auth.workspaceId, current, body, now);
       if (policies.movesClocks(current, body)) await onPolicyChanged(trx, auth.workspaceId, current.id, now);
       return updated;
     });
+    policies.forgetPolicies(auth.workspaceId);
     return { status: 200, body: policy };
   },
 
@@ -75,9 +80,11 @@ export const slaHandlers: Pick<Handlers, Operations> = {
       const current = await policies.findPolicy(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('SLA policy');
       const now = new Date();
+      policies.forgetPolicies(auth.workspaceId);
       await policies.deletePolicy(trx, auth.workspaceId, current, now);
       await onPolicyChanged(trx, auth.workspaceId, current.id, now);
     });
+    policies.forgetPolicies(auth.workspaceId);
     return { status: 204 };
   },
 

@@ -18,7 +18,7 @@ import type { Db } from '../db/database.js';
 import type { MessageRow, SlaClockRow, SlaMetric, SlaPolicyRow, ThreadRow, ThreadSla } from '../db/schema.js';
 import { loadSettings, type Settings } from '../services/settings.js';
 import { businessMsBetween, dueAfter } from './business-time.js';
-import { choosePolicy } from './policies.js';
+import { choosePolicy, enabledPolicy } from './policies.js';
 import { replaceTimers } from './timers.js';
 import { setThreadSla } from '../db/threads.js';
 
@@ -33,9 +33,54 @@ async function clocksOf(trx: Db, workspaceId: string, threadId: string): Promise
   return trx.selectFrom('sla_clocks').selectAll().where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).forUpdate().execute();
 }
 
+/** The policy `id`: an enabled one from the policies cache, else (disabled or deleted since, or not seen yet here) as stored. */
 async function policyOf(trx: Db, workspaceId: string, id: string | null | undefined): Promise<SlaPolicyRow | undefined> {
   if (!id) return undefined;
+  const cached = await enabledPolicy(trx, workspaceId, id);
+  if (cached) return cached;
   return trx.selectFrom('sla_policies').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+}
+
+/** The workspace's settings, read at the first call only (a path that needs none reads none). */
+function lazySettings(trx: Db, workspaceId: string): () => Promise<Settings> {
+  let loaded: Promise<Settings> | undefined;
+  return () => (loaded ??= loadSettings(trx, workspaceId));
+}
+
+/** Whether a clock has a due or warning time, so the thread may have waiting timers for it. */
+const timed = (clocks: readonly SlaClockRow[]): boolean => clocks.some((clock) => clock.due_at !== null || clock.warn_at !== null);
+
+/** Whether two `sla` values are equal (field by field: a stored one comes back with its keys in jsonb's order). */
+function sameSla(a: ThreadSla | null | undefined, b: ThreadSla | null): boolean {
+  if (!a || !b) return !a && !b;
+  return (
+    a.policyId === b.policyId &&
+    a.firstResponseDueAt === b.firstResponseDueAt &&
+    a.nextResponseDueAt === b.nextResponseDueAt &&
+    a.resolutionDueAt === b.resolutionDueAt &&
+    a.status === b.status &&
+    a.breached.length === b.breached.length &&
+    a.breached.every((metric, i) => b.breached[i] === metric)
+  );
+}
+
+const time = (date: Date | null): number | null => (date ? new Date(date).getTime() : null);
+
+/** Whether two lists of a thread's clocks are the same clocks with the same times and flags. */
+function sameClocks(a: readonly SlaClockRow[], b: readonly SlaClockRow[]): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((clock) => {
+    const other = b.find((c) => c.metric === clock.metric);
+    return (
+      other !== undefined &&
+      time(other.started_at) === time(clock.started_at) &&
+      (other.policy_id ?? null) === (clock.policy_id ?? null) &&
+      time(other.due_at) === time(clock.due_at) &&
+      time(other.warn_at) === time(clock.warn_at) &&
+      other.warned === clock.warned &&
+      other.breached === clock.breached
+    );
+  });
 }
 
 /** A clock of `metric` started at `startedAt`, its due and warning times under `policy`. */
@@ -88,13 +133,43 @@ export function slaOf(policyId: string | null, clocks: readonly SlaClockRow[], b
 
 /**
  * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, and its timers; the
- * thread as it is now. In the caller's transaction.
+ * thread as it is now. In the caller's transaction. `thread` and `before` (its clocks as stored,
+ * already deleted when `deleted`) let it write only what changes: nothing when the clocks and the
+ * `sla` are the same; the clocks added alone when none was stopped or moved; the `sla` only when it
+ * differs; the timers only when the clocks before or after have due or warning times.
  */
-export async function writeClocks(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[], sla: ThreadSla | null): Promise<ThreadRow> {
-  await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).execute();
-  if (clocks.length > 0) await trx.insertInto('sla_clocks').values(clocks).execute();
-  const row = await setThreadSla(trx, workspaceId, threadId, sla);
-  await replaceTimers(trx, workspaceId, threadId, clocks);
+export async function writeClocks(
+  trx: Db,
+  thread: ThreadRow,
+  before: readonly SlaClockRow[],
+  clocks: readonly SlaClockRow[],
+  sla: ThreadSla | null,
+  { deleted = false } = {},
+): Promise<ThreadRow> {
+  const { workspace_id: workspaceId, id: threadId } = thread;
+  const kept = before.filter((old) => clocks.some((clock) => sameClocks([old], [clock])));
+  const added = clocks.filter((clock) => !kept.some((old) => old.metric === clock.metric));
+  const clocksChange = deleted || kept.length !== before.length || added.length > 0;
+  if (!deleted && kept.length !== before.length) {
+    const gone = before.filter((old) => !kept.includes(old)).map((old) => old.metric);
+    await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).where('metric', 'in', gone).execute();
+  }
+  let row = thread;
+  if (!sameSla(thread.sla, sla) && added.length > 0) {
+    // The clocks added and the `sla` in one statement.
+    row = await trx
+      .with('added', (db) => db.insertInto('sla_clocks').values(added))
+      .updateTable('threads')
+      .set({ sla: sla && JSON.stringify(sla) })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', threadId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  } else {
+    if (added.length > 0) await trx.insertInto('sla_clocks').values(added).execute();
+    if (!sameSla(thread.sla, sla)) row = await setThreadSla(trx, workspaceId, threadId, sla);
+  }
+  if (clocksChange && (timed(before) || timed(clocks))) await replaceTimers(trx, workspaceId, threadId, clocks, { cancel: timed(before) });
   return row;
 }
 
@@ -130,16 +205,21 @@ async function recordMetric(
 }
 
 /** Clocks started at `at` under the policy that applies now (opening, reopening): first response and resolution. */
-async function startCycle(trx: Db, thread: ThreadRow, at: Date): Promise<ThreadRow> {
-  const settings = await loadSettings(trx, thread.workspace_id);
+async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly SlaClockRow[] | 'none'): Promise<ThreadRow> {
+  const settings = lazySettings(trx, thread.workspace_id);
   const policy = await choosePolicy(trx, thread.workspace_id, thread.id, settings, at);
-  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, settings));
-  return writeClocks(trx, thread.workspace_id, thread.id, clocks, slaOf(policy?.id ?? null, clocks, []));
+  const loaded = policy ? await settings() : undefined;
+  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded!));
+  const old = before === 'none' ? [] : before;
+  return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []));
 }
 
-/** A thread just opened: its first-response and resolution clocks start at its creation. Returns the thread with its `sla`. */
+/**
+ * A thread just opened (no clocks, no timers yet, `sla` null): its first-response and resolution
+ * clocks start at its creation. Returns the thread with its `sla`.
+ */
 export async function onThreadOpened(trx: Db, thread: ThreadRow): Promise<ThreadRow> {
-  return startCycle(trx, thread, thread.created_at);
+  return startCycle(trx, thread, thread.created_at, 'none');
 }
 
 const breachedOf = (thread: ThreadRow): SlaMetric[] => thread.sla?.breached ?? [];
@@ -154,22 +234,34 @@ export async function onThreadChange(trx: Db, before: ThreadRow | undefined, aft
   if (!before) return after;
   const { workspace_id: workspaceId, id } = after;
   if (before.status === 'open' && after.status === 'closed') {
-    const clocks = await clocksOf(trx, workspaceId, id);
+    // One statement stops every clock and answers them.
+    const { rows } = await sql<{ clocks: SlaClockRow[] | null }>`
+      with gone as (delete from sla_clocks where workspace_id = ${workspaceId} and thread_id = ${id} returning *)
+      select (select json_agg(gone) from gone) as clocks`.execute(trx);
+    const clocks = (rows[0]?.clocks ?? []).map(clockFromJson);
     const resolution = clocks.find((clock) => clock.metric === 'resolution');
     if (resolution) await recordMetric(trx, after, resolution, now, { agentId: after.agent_id, byAi: null }, await loadSettings(trx, workspaceId));
-    return writeClocks(trx, workspaceId, id, [], after.sla ? slaOf(after.sla.policyId, [], breachedOf(after)) : null);
+    return writeClocks(trx, after, clocks, [], after.sla ? slaOf(after.sla.policyId, [], breachedOf(after)) : null, { deleted: true });
   }
-  if (before.status === 'closed' && after.status === 'open') return startCycle(trx, after, now);
+  if (before.status === 'closed' && after.status === 'open') return startCycle(trx, after, now, await clocksOf(trx, workspaceId, id));
   if (after.status !== 'open') return after;
   const handoff = actor.type === 'agent' && before.agent_id !== after.agent_id;
   const regroup = before.stage_id !== after.stage_id || JSON.stringify(before.labels) !== JSON.stringify(after.labels);
   if (!handoff && !regroup) return after;
-  const settings = await loadSettings(trx, workspaceId);
-  let clocks: SlaClockRow[] = await clocksOf(trx, workspaceId, id);
-  let policy = await policyOf(trx, workspaceId, after.sla?.policyId);
-  if (regroup) policy = await choosePolicy(trx, workspaceId, id, settings, now);
-  if (handoff) clocks = handedOff(clocks, workspaceId, id, now, policy, settings);
-  return retime(trx, after, clocks, policy, settings);
+  const settings = lazySettings(trx, workspaceId);
+  const policy = regroup ? await choosePolicy(trx, workspaceId, id, settings, now) : await policyOf(trx, workspaceId, after.sla?.policyId);
+  // A regroup under no policy, held to none before: the clocks run on without due times as they are.
+  if (!handoff && !policy && !after.sla) return after;
+  const current = await clocksOf(trx, workspaceId, id);
+  const loaded = policy ? await settings() : undefined;
+  const clocks = handoff ? handedOff(current, workspaceId, id, now, policy, loaded!) : current;
+  return retime(trx, after, current, clocks, policy, loaded!);
+}
+
+/** A clock as json_agg answers it (times as text). */
+function clockFromJson(row: SlaClockRow): SlaClockRow {
+  const at = (value: Date | string | null): Date | null => (value === null ? null : new Date(value));
+  return { ...row, started_at: at(row.started_at)!, due_at: at(row.due_at), warn_at: at(row.warn_at) };
 }
 
 /** An AI agent's threads handed to people: the first-response clock starts again now (the next-response clock stops). */
@@ -185,14 +277,21 @@ function handedOff(
 }
 
 /** The running clocks held to `policy` (none: no due times), counting from their starts; what each recorded stays recorded. */
-async function retime(trx: Db, thread: ThreadRow, clocks: readonly SlaClockRow[], policy: SlaPolicyRow | undefined, settings: Settings): Promise<ThreadRow> {
+async function retime(
+  trx: Db,
+  thread: ThreadRow,
+  before: readonly SlaClockRow[],
+  clocks: readonly SlaClockRow[],
+  policy: SlaPolicyRow | undefined,
+  settings: Settings,
+): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id } = thread;
   const timed = clocks.map((clock) => ({
     ...timedClock(workspaceId, id, clock.metric, clock.started_at, policy, settings),
     warned: clock.warned,
     breached: clock.breached,
   }));
-  return writeClocks(trx, workspaceId, id, timed, slaOf(policy?.id ?? null, timed, breachedOf(thread)));
+  return writeClocks(trx, thread, before, timed, slaOf(policy?.id ?? null, timed, breachedOf(thread)));
 }
 
 /**
@@ -208,8 +307,9 @@ export async function onAiAgentGone(trx: Db, threads: readonly ThreadRow[], now:
   const moved = new Map<string, ThreadRow>();
   for (const thread of open) {
     const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
-    const clocks = handedOff(await clocksOf(trx, workspaceId, thread.id), workspaceId, thread.id, now, policy, settings);
-    moved.set(thread.id, await retime(trx, thread, clocks, policy, settings));
+    const current = await clocksOf(trx, workspaceId, thread.id);
+    const clocks = handedOff(current, workspaceId, thread.id, now, policy, settings);
+    moved.set(thread.id, await retime(trx, thread, current, clocks, policy, settings));
   }
   return threads.map((thread) => moved.get(thread.id) ?? thread);
 }
@@ -235,8 +335,9 @@ export async function onPolicyChanged(trx: Db, workspaceId: string, policyId: st
   const settings = await loadSettings(trx, workspaceId);
   const policy = await policyOf(trx, workspaceId, policyId);
   for (const thread of threads) {
-    const held = policy?.enabled ? policy : await choosePolicy(trx, workspaceId, thread.id, settings, now);
-    await retime(trx, thread, await clocksOf(trx, workspaceId, thread.id), held, settings);
+    const held = policy?.enabled ? policy : await choosePolicy(trx, workspaceId, thread.id, () => Promise.resolve(settings), now);
+    const current = await clocksOf(trx, workspaceId, thread.id);
+    await retime(trx, thread, current, current, held, settings);
   }
   return threads.length;
 }
@@ -254,24 +355,26 @@ function counts(message: MessageRow, actor: Actor, nps: boolean): boolean {
 export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean } = {}): Promise<void> {
   if (message.direction === 'outbound' && !counts(message, actor, options.nps ?? false)) return;
   const { workspace_id: workspaceId, thread_id: threadId } = message;
-  const { rows } = await sql<ThreadRow & { clocks: Array<{ metric: SlaMetric }> }>`
-    select t.*, coalesce((select json_agg(json_build_object('metric', c.metric)) from sla_clocks c
+  // The thread and its clocks in one statement (the thread's row is held by the message's transaction).
+  const { rows } = await sql<ThreadRow & { clocks: SlaClockRow[] }>`
+    select t.*, coalesce((select json_agg(c) from sla_clocks c
                            where c.workspace_id = t.workspace_id and c.thread_id = t.id), '[]') as clocks
       from threads t where t.workspace_id = ${workspaceId} and t.id = ${threadId}`.execute(trx);
-  const thread = rows[0];
-  if (!thread || thread.status !== 'open') return;
-  const running = new Set(thread.clocks.map((clock) => clock.metric));
-  const responding = running.has('firstResponse') || running.has('nextResponse');
+  const found = rows[0];
+  if (!found || found.status !== 'open') return;
+  const { clocks: stored, ...rest0 } = found;
+  const thread: ThreadRow = rest0;
+  const clocks = stored.map(clockFromJson);
+  const responding = clocks.some((clock) => clock.metric === 'firstResponse' || clock.metric === 'nextResponse');
   if (message.direction === 'inbound') {
     if (responding) return;
-    const settings = await loadSettings(trx, workspaceId);
     const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
-    const clocks = [...(await clocksOf(trx, workspaceId, threadId)), timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, settings)];
-    await writeClocks(trx, workspaceId, threadId, clocks, slaOf(thread.sla?.policyId ?? null, clocks, breachedOf(thread)));
+    const settings = policy ? await loadSettings(trx, workspaceId) : undefined;
+    const next = [...clocks, timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, settings!)];
+    await writeClocks(trx, thread, clocks, next, slaOf(thread.sla?.policyId ?? null, next, breachedOf(thread)));
     return;
   }
   if (!responding) return;
-  const clocks = await clocksOf(trx, workspaceId, threadId);
   const clock = clocks.find((c) => c.metric === 'firstResponse') ?? clocks.find((c) => c.metric === 'nextResponse')!;
   const byAi = actor.type === 'agent';
   if (byAi && (await policyOf(trx, workspaceId, clock.policy_id ?? thread.sla?.policyId))?.human_only) return;
@@ -280,5 +383,5 @@ export async function onMessage(trx: Db, message: MessageRow, actor: Actor, opti
   if (!(clock.metric === 'firstResponse' && clock.started_at.getTime() >= message.created_at.getTime())) {
     await recordMetric(trx, thread, clock, message.created_at, { agentId: message.agent_id, byAi }, await loadSettings(trx, workspaceId));
   }
-  await writeClocks(trx, workspaceId, threadId, rest, slaOf(thread.sla?.policyId ?? null, rest, breachedOf(thread)));
+  await writeClocks(trx, thread, clocks, rest, slaOf(thread.sla?.policyId ?? null, rest, breachedOf(thread)));
 }

@@ -182,21 +182,73 @@ export async function deletePolicy(trx: Db, workspaceId: string, policy: SlaPoli
 }
 
 /**
- * The policy the thread is held to now: the first enabled one, in position order, whose conditions
- * hold on the thread as it is (in the caller's transaction); undefined when none does or the
- * workspace has none (then the thread is not read).
+ * The enabled policies of each workspace, in position order, their conditions compiled: read once
+ * and kept, so a write path of a workspace without a policy (or whose policies did not change)
+ * reads none. This process forgets a workspace's entry when it changes a policy of it
+ * (forgetPolicies, after the change commits and also inside its transaction); another instance's
+ * change is seen here within POLICY_CACHE_TTL_MS, the age at which an entry is read again. That is
+ * the bound of a stale choice: a thread opened or regrouped on this instance during it is held to
+ * the policies as they were (as a thread opened in the instant before the change is), and its
+ * next opening, stage or labels change chooses again. A generation count keeps a read that began
+ * before a change from storing what it read after the change forgot it.
  */
-export async function choosePolicy(trx: Db, workspaceId: string, threadId: string, settings: Settings, now: Date): Promise<SlaPolicyRow | undefined> {
-  const policies = await trx
+export const POLICY_CACHE_TTL_MS = 2_000;
+interface CachedPolicy {
+  row: SlaPolicyRow;
+  conditions: ReturnType<typeof compileConditions>;
+}
+const policyCache = new Map<string, { at: number; policies: CachedPolicy[] }>();
+let generation = 0;
+
+/** Forgets what this process keeps of the workspace's policies (every create, update and delete calls it). */
+export function forgetPolicies(workspaceId: string): void {
+  generation++;
+  policyCache.delete(workspaceId);
+}
+
+/** The workspace's enabled policies in position order (from the cache when it is fresh). */
+export async function enabledPolicies(db: Db, workspaceId: string, now: number = Date.now()): Promise<readonly CachedPolicy[]> {
+  const hit = policyCache.get(workspaceId);
+  if (hit && now - hit.at < POLICY_CACHE_TTL_MS && now >= hit.at) return hit.policies;
+  const started = generation;
+  const rows = await db
     .selectFrom('sla_policies')
     .selectAll()
     .where('workspace_id', '=', workspaceId)
     .where('enabled', '=', true)
     .orderBy('position')
     .execute();
+  const policies = rows.map((row) => ({ row, conditions: compileConditions(row.conditions) }));
+  if (started === generation) {
+    if (policyCache.size >= 10_000) policyCache.delete(policyCache.keys().next().value!);
+    policyCache.set(workspaceId, { at: now, policies });
+  }
+  return policies;
+}
+
+/** The enabled policy `id` of the workspace (the cache's; undefined when it is not among them). */
+export async function enabledPolicy(db: Db, workspaceId: string, id: string | null | undefined): Promise<SlaPolicyRow | undefined> {
+  if (!id) return undefined;
+  return (await enabledPolicies(db, workspaceId)).find((policy) => policy.row.id === id)?.row;
+}
+
+/**
+ * The policy the thread is held to now: the first enabled one, in position order, whose conditions
+ * hold on the thread as it is (in the caller's transaction); undefined when none does or the
+ * workspace has none (then neither the thread nor the settings are read). `settings` is loaded
+ * only when needed.
+ */
+export async function choosePolicy(
+  trx: Db,
+  workspaceId: string,
+  threadId: string,
+  settings: () => Promise<Settings>,
+  now: Date,
+): Promise<SlaPolicyRow | undefined> {
+  const policies = await enabledPolicies(trx, workspaceId);
   if (policies.length === 0) return undefined;
   const facts = await threadFacts(trx, workspaceId, threadId, undefined);
   if (!facts) return undefined;
-  const context = withHours(facts, settings, now);
-  return policies.find((policy) => conditionsHold(compileConditions(policy.conditions), context));
+  const context = withHours(facts, await settings(), now);
+  return policies.find((policy) => conditionsHold(policy.conditions, context))?.row;
 }

@@ -19,9 +19,13 @@ export const SLA_TIMER = 'sla-timer';
 
 const keyOf = (threadId: string): string => `sla:${threadId}`;
 
-/** Deletes the thread's waiting timers and adds one per due and warning time of `clocks` not yet recorded. In the change's transaction. */
-export async function replaceTimers(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[]): Promise<void> {
-  await sql`with cancelled as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey: keyOf(threadId) })}) select count(*) from cancelled`.execute(trx);
+/**
+ * Deletes the thread's waiting timers (unless `cancel` is false: the caller knows it has none) and
+ * adds one per due and warning time of `clocks` not yet recorded. In the change's transaction.
+ */
+export async function replaceTimers(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[], { cancel = true } = {}): Promise<void> {
+  if (cancel)
+    await sql`with cancelled as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey: keyOf(threadId) })}) select count(*) from cancelled`.execute(trx);
   for (const clock of clocks) {
     const startedAt = clock.started_at.toISOString();
     const timers: Array<{ kind: 'warning' | 'breach'; at: Date }> = [];

@@ -1,0 +1,81 @@
+// npx tsx bench/sla-statements.ts: the statements of the write paths the SLA hooks follow, per
+// request (averaged over BENCH_REQUESTS, 20), in a workspace without an SLA policy and in one with
+// 3 enabled policies (the first matching a label no thread has, the second every thread, the
+// third never reached): a sandbox inbound of a new customer (the thread opened and its inbound
+// message), a key's answer (POST /v1/messages: stops the first-response clock), a stage change
+// and a label change (the same policy chosen again), closing, and a known customer's inbound
+// after the closing (reopens nothing: a new thread). Counted by wrapping pg's Client#query in an
+// in-process server without job workers on a database of its own (DATABASE_URL's server). Unlike
+// a rate, the counts do not depend on what else the machine is doing.
+import pg from 'pg';
+import { createWorkspace, request } from '../test/helpers/api.js';
+import { ownDatabase, startServer } from '../test/helpers/server.js';
+
+let log: string[] | undefined;
+const orig = Reflect.get(pg.Client.prototype, 'query') as (this: unknown, ...a: unknown[]) => unknown;
+(pg.Client.prototype as unknown as { query: unknown }).query = function (this: unknown, ...args: unknown[]) {
+  const a = args[0] as string | { text: string };
+  const text = typeof a === 'string' ? a : a?.text;
+  if (log && text) log.push(text.replace(/\s+/g, ' ').trim().slice(0, 120));
+  return orig.apply(this, args);
+};
+const total = Number(process.env.BENCH_REQUESTS || 20);
+const own = await ownDatabase();
+const server = await startServer({ databaseUrl: own.url, redisUrl: false, jobs: false });
+type Kind = 'inbound, new customer' | 'POST /v1/messages (answer)' | 'stage change' | 'label change' | 'close';
+try {
+  for (const policies of [0, 3]) {
+    const ws = await createWorkspace(server);
+    const k = { apiKey: ws.apiKey };
+    if (policies) {
+      const targets = { firstResponseMinutes: 15, resolutionMinutes: 600 };
+      for (const [name, conditions] of [
+        ['vip', { all: [{ field: 'thread.labels', operator: 'contains', value: 'vip' }] }],
+        ['all', {}],
+        ['never', {}],
+      ] as const) {
+        const res = await request(server, 'POST', '/v1/sla-policies', { ...k, body: { name, conditions, targets, warnBeforeMinutes: 5 } });
+        if (res.status !== 201) throw new Error(`policy ${res.status} ${JSON.stringify(res.body)}`);
+      }
+    }
+    const stages = (await request(server, 'GET', '/v1/stages', k)).body as { data: Array<{ id: string; name: string }> };
+    const channels = (await request(server, 'GET', '/v1/channels', k)).body as { data: Array<{ id: string; type: string }> };
+    const ch = channels.data.find((c) => c.type === 'whatsapp')!.id;
+    const counts = new Map<Kind, number>();
+    const samples = new Map<Kind, string[]>();
+    const measure = async (kind: Kind, run: () => Promise<{ status: number; body: unknown }>, last: boolean) => {
+      log = [];
+      const res = await run();
+      const seen = log;
+      log = undefined;
+      if (res.status >= 300) throw new Error(`${kind}: ${res.status} ${JSON.stringify(res.body)}`);
+      counts.set(kind, (counts.get(kind) ?? 0) + seen.length);
+      if (last) samples.set(kind, seen);
+      return res;
+    };
+    for (let i = -3; i < total; i++) {
+      const last = i === total - 1;
+      const from = `+55119${policies}${String(i + 10).padStart(7, '0')}`;
+      const m = (kind: Kind, run: () => Promise<{ status: number; body: unknown }>) => (i < 0 ? run() : measure(kind, run, last));
+      await m('inbound, new customer', () => request(server, 'POST', `/v1/channels/${ch}/sandbox/inbound`, { ...k, body: { from, content: 'oi' } }));
+      const threads = (await request(server, 'GET', `/v1/threads?status=open&limit=100`, k)).body as {
+        data: Array<{ id: string; contactId: string; labels: string[] }>;
+      };
+      const contacts = (await request(server, 'GET', `/v1/contacts?limit=100`, k)).body as { data: Array<{ id: string; phone: string | null }> };
+      const contact = contacts.data.find((c) => c.phone === from)!;
+      const thread = threads.data.find((t) => t.contactId === contact.id)!;
+      await m('POST /v1/messages (answer)', () =>
+        request(server, 'POST', '/v1/messages', { ...k, body: { contactId: contact.id, channelId: ch, content: 'olá' } }),
+      );
+      await m('stage change', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { stageId: stages.data[1]!.id } }));
+      await m('label change', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { labels: ['pedido'] } }));
+      await m('close', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { status: 'closed' } }));
+    }
+    console.log(`\n== ${policies} enabled SLA policies`);
+    for (const [kind, n] of counts) console.log(`${kind}: ${(n / total).toFixed(2)} statements`);
+    if (process.env.BENCH_LIST) for (const [kind, seen] of samples) console.log(`-- ${kind}\n  ${seen.join('\n  ')}`);
+  }
+} finally {
+  await server.close();
+  await own.drop();
+}
