@@ -1,10 +1,10 @@
 // Threads of a workspace: at most one open per (contact, channel), their stage and history of
 // changes, and their NPS answers.
-import { sql } from 'kysely';
+import { sql, type InsertQueryBuilder, type InsertResult, type QueryCreator } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import { NO_AGENT, type ThreadRow, type ThreadSla } from './schema.js';
+import { NO_AGENT, type Database, type ThreadRow, type ThreadSla } from './schema.js';
 import type { Actor } from '../actor.js';
 import { historyRows, type FieldChange } from './history.js';
 import { hasLabels, labelKeys } from './labels.js';
@@ -420,10 +420,20 @@ export async function countNpsAnswers(db: Db, workspaceId: string, fromInstant: 
   return result.rows[0]!;
 }
 
-/** Writes the thread's `sla` as the API shows it (src/sla/ computes it), and answers the thread as it is now. */
-export async function setThreadSla(trx: Db, workspaceId: string, threadId: string, sla: ThreadSla | null): Promise<ThreadRow> {
-  return trx
-    .updateTable('threads')
+/**
+ * Writes the thread's `sla` as the API shows it (src/sla/ computes it), and answers the thread as it
+ * is now. `along`: a data-modifying WITH query of the caller's own tables (src/sla/'s clocks) that
+ * runs in the same statement.
+ */
+export async function setThreadSla<T extends keyof Database>(
+  trx: Db,
+  workspaceId: string,
+  threadId: string,
+  sla: ThreadSla | null,
+  along?: (db: QueryCreator<Database>) => InsertQueryBuilder<Database, T, InsertResult>,
+): Promise<ThreadRow> {
+  const update = along ? trx.with('along', along).updateTable('threads') : trx.updateTable('threads');
+  return update
     .set({ sla: sla && JSON.stringify(sla) })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', threadId)

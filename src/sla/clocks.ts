@@ -155,19 +155,11 @@ export async function writeClocks(
     await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).where('metric', 'in', gone).execute();
   }
   let row = thread;
-  if (!sameSla(thread.sla, sla) && added.length > 0) {
+  if (!sameSla(thread.sla, sla)) {
     // The clocks added and the `sla` in one statement.
-    row = await trx
-      .with('added', (db) => db.insertInto('sla_clocks').values(added))
-      .updateTable('threads')
-      .set({ sla: sla && JSON.stringify(sla) })
-      .where('workspace_id', '=', workspaceId)
-      .where('id', '=', threadId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-  } else {
-    if (added.length > 0) await trx.insertInto('sla_clocks').values(added).execute();
-    if (!sameSla(thread.sla, sla)) row = await setThreadSla(trx, workspaceId, threadId, sla);
+    row = await setThreadSla(trx, workspaceId, threadId, sla, added.length > 0 ? (db) => db.insertInto('sla_clocks').values(added) : undefined);
+  } else if (added.length > 0) {
+    await trx.insertInto('sla_clocks').values(added).execute();
   }
   if (clocksChange && (timed(before) || timed(clocks))) await replaceTimers(trx, workspaceId, threadId, clocks, { cancel: timed(before) });
   return row;
