@@ -44,7 +44,7 @@ import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
 import { connectClient } from './lib/pg-client.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
 import { median } from './lib/report.js';
-import { agent, durationS, log, ms, pct, post, startBenchService, stamp, writeReport } from './lib/service-bench.js';
+import { agent, durationS, fullSpeed, log, ms, pct, post, startBenchService, stamp, writeReport } from './lib/service-bench.js';
 
 const serverUrl = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
 /** Three, so that with three modes rotated each mode runs once first, once second and once last (runs speed up as the service warms, or slow as dead rows pile up without autovacuum). */
@@ -88,24 +88,6 @@ async function call<T>(api: Api, method: string, path: string, body?: unknown): 
   const answer = await post(`${api.base}/v1${path}`, body === undefined ? '' : JSON.stringify(body), api.auth, method);
   if (answer.status < 200 || answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${answer.body}`);
   return (answer.body ? JSON.parse(answer.body) : undefined) as T;
-}
-
-/** Closed loop: `connections` requests in flight for `seconds` (as bench:channels measures ingest). */
-async function fullSpeed(seconds: number, connections: number, next: () => { url: string; body: string; headers: Record<string, string> }) {
-  const end = Date.now() + seconds * 1000;
-  let done = 0;
-  let errors = 0;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (Date.now() < end) {
-        const r = next();
-        const answer = await post(r.url, r.body, r.headers);
-        if (answer.status >= 200 && answer.status < 300) done++;
-        else errors++;
-      }
-    }),
-  );
-  return { rps: done / seconds, done, errors };
 }
 
 /** Jobs of `queue` left in the workspace. */

@@ -20,7 +20,7 @@ import { NO_WORKSPACE } from '../src/jobs/recurring.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
-import { agent, benchDatabase, durationS, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
+import { agent, benchDatabase, durationS, fullSpeed, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
 
 /** The template of a recorded Graph send request, as the bench reads it. */
 const templateOf = (body: unknown) =>
@@ -32,28 +32,6 @@ const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
 const only = new Set((process.env.BENCH_CHANNELS_ONLY || 'inbound,fixed,outbound,backlog').split(','));
 /** BENCH_CHANNELS_PROFILE=<file>: a CPU profile of the service over the first round's webhooks of (1). */
 const profile = process.env.BENCH_CHANNELS_PROFILE ? path.resolve(process.env.BENCH_CHANNELS_PROFILE) : undefined;
-
-/** Closed loop: `connections` requests in flight for `seconds`; the rate reached. */
-async function fullSpeed(
-  seconds: number,
-  connections: number,
-  next: () => { url: string; body: string; headers: Record<string, string> },
-): Promise<{ rps: number; errors: number }> {
-  const end = Date.now() + seconds * 1000;
-  let done = 0;
-  let errors = 0;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (Date.now() < end) {
-        const r = next();
-        const answer = await post(r.url, r.body, r.headers);
-        if (answer.status >= 200 && answer.status < 300) done++;
-        else errors++;
-      }
-    }),
-  );
-  return { rps: done / seconds, errors };
-}
 
 /** Open loop: request i due at start + i/rate; latency from when it was due. */
 async function paced(

@@ -13,60 +13,24 @@ import { sql } from 'kysely';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
-import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
-import { agent, benchDatabase, durationS, log, post, redisUrl, ROOT, stamp } from './lib/service-bench.js';
+import { sleep, stopAll, stopProcess } from './lib/processes.js';
+import { agent, benchDatabase, durationS, fullSpeed, log, post, stamp, startBenchService } from './lib/service-bench.js';
 import { groupCpuMs } from './lib/cpu.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
 const CONTACTS = 500;
-
-async function fullSpeed(seconds: number, connections: number, next: () => { url: string; body: string; headers: Record<string, string> }) {
-  const end = Date.now() + seconds * 1000;
-  let done = 0;
-  let errors = 0;
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (Date.now() < end) {
-        const r = next();
-        const answer = await post(r.url, r.body, r.headers);
-        if (answer.status >= 200 && answer.status < 300) done++;
-        else errors++;
-      }
-    }),
-  );
-  return { rps: done / seconds, done, errors };
-}
 
 const { databaseUrl, db, drop } = await benchDatabase('sla_rates', 4);
 const graph = await GraphDouble.start();
 try {
   await migrateToLatest(db);
   const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const service = startProcess(
-    process.execPath,
-    ['--import', 'tsx', 'src/server.ts'],
-    {
-      ...process.env,
-      NODE_ENV: 'production',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: redisUrl,
-      REDIS_PREFIX: `sf-bench-sla-rates:${stamp}:`,
-      SECRETS_KEY: randomBytes(32).toString('base64'),
-      META_GRAPH_URL: graph.url,
-    },
-    ROOT,
-    true,
-  );
-  const deadline = Date.now() + 120_000;
-  while ((await httpStatus(`${base}/healthz`)) !== 200) {
-    if (Date.now() > deadline) throw new Error(`the service did not start:\n${service.output()}`);
-    await sleep(200);
-  }
+  const service = await startBenchService('sla-rates', {
+    DATABASE_URL: databaseUrl,
+    SECRETS_KEY: randomBytes(32).toString('base64'),
+    META_GRAPH_URL: graph.url,
+  });
+  const { base } = service;
   const auth = { authorization: `Bearer ${key.apiKey}` };
   const meta = { externalId: '106540352242922', accessToken: 'EAAbench', appSecret: randomBytes(16).toString('hex'), verifyToken: 'v' };
   const created = await post(`${base}/v1/channels`, JSON.stringify({ type: 'whatsapp', name: 'Bench', provider: 'meta', meta }), auth);

@@ -45,6 +45,28 @@ export function post(url: string, body: string, headers: Record<string, string>,
   });
 }
 
+/** Closed loop: `connections` requests in flight for `seconds`; the rate of 2xx answers and the count of the others. */
+export async function fullSpeed(
+  seconds: number,
+  connections: number,
+  next: () => { url: string; body: string; headers: Record<string, string> },
+): Promise<{ rps: number; done: number; errors: number }> {
+  const end = Date.now() + seconds * 1000;
+  let done = 0;
+  let errors = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (Date.now() < end) {
+        const r = next();
+        const answer = await post(r.url, r.body, r.headers);
+        if (answer.status >= 200 && answer.status < 300) done++;
+        else errors++;
+      }
+    }),
+  );
+  return { rps: done / seconds, done, errors };
+}
+
 export interface BenchDatabase {
   databaseUrl: string;
   db: Db;
