@@ -15,7 +15,14 @@
 //   by another one, each on its operation's first request). The object is read from the Ajv's
 //   `schemas`, where getSchema would have found it, without compiling;
 // - the preprocessor compiles a validator for each branch of a tagged union up front; it is compiled
-//   on its first use instead (by a request whose body is that union, if ever).
+//   on its first use instead (by a request whose body is that union, if ever);
+// - outside production it validates responses, and builds an operation's response validators on its
+//   first response: one schema per status code, each carrying the whole contract (its `paths` and
+//   every component) for its `$ref`s to resolve in, which Ajv walks key by key when it adds the
+//   schema: 200-300 ms of one hold of the event loop per operation (the contract is 400 KB), the
+//   longest a test of the loop saw. It is given the components the operation's responses reach
+//   instead (the `$ref`s followed from them), the same schemas for every `$ref` that can be
+//   resolved, when every `$ref` is `#/components/...`.
 // What the validator checks is unchanged (test/validator-shortcuts.test.ts compares the preprocessed
 // contract with and without them). Should an update of the package move these internals, a shortcut
 // whose target is missing steps aside (the validator works, only starts slower) and the test fails,
@@ -53,6 +60,40 @@ export function refsAreLocalAndDirect(doc: unknown): boolean {
     if (typeof node !== 'object' || node === null || '$ref' in node) return false;
   }
   return true;
+}
+
+/**
+ * The part of `spec` that `root`'s `$ref`s reach, followed transitively: `{ components }` holding each
+ * named component reached (whole, as in `spec`), or undefined when a `$ref` is not `#/components/<kind>/<name>...`.
+ */
+export function reachedComponents(
+  spec: { components?: Record<string, Record<string, unknown>> },
+  root: unknown,
+): { components: Record<string, Record<string, unknown>> } | undefined {
+  const components: Record<string, Record<string, unknown>> = {};
+  const pending: unknown[] = [root];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (Array.isArray(node)) {
+      pending.push(...(node as unknown[]));
+      continue;
+    }
+    if (typeof node !== 'object' || node === null) continue;
+    const ref = (node as { $ref?: unknown }).$ref;
+    if (ref !== undefined) {
+      const parts = typeof ref === 'string' ? ref.split('/') : [];
+      if (parts.length < 4 || parts[0] !== '#' || parts[1] !== 'components') return undefined;
+      const [kind, name] = [parts[2]!, decodeURIComponent(parts[3]!).replace(/~1/g, '/').replace(/~0/g, '~')];
+      const target = spec.components?.[kind]?.[name];
+      if (target === undefined) return undefined;
+      if (!(kind in components && Object.hasOwn(components[kind]!, name))) {
+        (components[kind] ??= {})[name] = target;
+        pending.push(target);
+      }
+    }
+    pending.push(...Object.values(node as Record<string, unknown>));
+  }
+  return { components };
 }
 
 interface Shortcut {
@@ -127,6 +168,24 @@ const SHORTCUTS: Record<string, Shortcut> = {
         } finally {
           if (own) ajv.compile = compile;
           else delete (ajv as { compile?: unknown }).compile;
+        }
+      },
+  },
+  responseComponents: {
+    file: 'middlewares/openapi.response.validator.js',
+    target: (m) => (m.ResponseValidator as { prototype?: Record<string, unknown> } | undefined)?.prototype,
+    key: 'buildValidators',
+    replace: (buildValidators) =>
+      function (this: { spec: { components?: Record<string, Record<string, unknown>>; paths?: unknown } }, responses: unknown, key: unknown): unknown {
+        const spec = this.spec;
+        const reached = reachedComponents(spec, responses);
+        if (!reached) return (buildValidators as (this: unknown, ...args: unknown[]) => unknown).call(this, responses, key);
+        // The schemas built read `this.spec` only while they are built (and compiled, within it).
+        this.spec = { ...spec, paths: {}, components: reached.components };
+        try {
+          return (buildValidators as (this: unknown, ...args: unknown[]) => unknown).call(this, responses, key);
+        } finally {
+          this.spec = spec;
         }
       },
   },
