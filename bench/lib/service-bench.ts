@@ -113,9 +113,10 @@ export interface BenchService extends Started {
 /**
  * Starts the service as shipped (production mode, warn logs, src/server.ts under tsx) on a free
  * loopback port with `env` over this process's environment (DATABASE_URL and the like), Redis at
- * redisUrl under a prefix of its own, and waits until /healthz answers 200.
+ * redisUrl under a prefix of its own, and waits until /healthz answers 200. From this checkout, or
+ * from the checkout at `root` (which has its node_modules).
  */
-export async function startBenchService(name: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<BenchService> {
+export async function startBenchService(name: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = [], root = ROOT): Promise<BenchService> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const started = startProcess(
@@ -131,7 +132,7 @@ export async function startBenchService(name: string, env: NodeJS.ProcessEnv, no
       REDIS_PREFIX: `sf-bench-${name}:${stamp}:`,
       ...env,
     },
-    ROOT,
+    root,
     true,
   );
   const deadline = Date.now() + 120_000;
