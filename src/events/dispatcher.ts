@@ -5,12 +5,12 @@
 // endpoint gets at most `endpointConcurrency` attempts at once per process, so a slow or dead one
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { finishJob, finishJobsQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type HeldJob, type Job, type Prefetch } from '../jobs/queue.js';
+import { finishJob, finishJobsParameters, finishJobsSql, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type HeldJob, type Job, type Prefetch } from '../jobs/queue.js';
 import { batcher } from '../jobs/batch.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
@@ -115,6 +115,26 @@ const CLAIM_INTERVAL_MS = 20;
 /** How often a manual retry looks whether the attempt it waits for has ended. */
 const OTHER_ATTEMPT_POLL_MS = 250;
 
+/**
+ * The fixed text of the successes' record (prepared once per connection, never built per batch):
+ * $1-$5 the workspaces, deliveries, endpoints, answers' statuses and times; $6-$8 their jobs (finishJobsSql).
+ */
+const RECORD_SUCCESSES = `
+  with done as (
+    select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::timestamptz[]) as d (workspace_id, delivery_id, endpoint_id, status, at)
+  ), delivered as (
+    update webhook_deliveries w
+       set status = 'succeeded', attempts = w.attempts + 1, last_attempt_at = done.at,
+           last_response_status = done.status, last_error = null, next_attempt_at = null
+      from done
+     where w.workspace_id = done.workspace_id and w.id = done.delivery_id
+  ), streak as (
+    update webhook_endpoints e set failing_since = null
+      from (select distinct workspace_id, endpoint_id from done) s
+     where e.workspace_id = s.workspace_id and e.id = s.endpoint_id and e.failing_since is not null
+  )
+  ${finishJobsSql(6)}`;
+
 type WebhookJob = Job<typeof WEBHOOK_QUEUE>;
 
 export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<typeof WEBHOOK_QUEUE> {
@@ -143,23 +163,16 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
    */
   const successes = batcher<{ job: HeldJob; deliveryId: string; endpointId: string; status: number; at: Date }>(
     async (done) => {
-      await sql`
-        with done as (
-          select * from unnest(${done.map((d) => d.job.workspace_id)}::uuid[], ${done.map((d) => d.deliveryId)}::uuid[],
-                               ${done.map((d) => d.endpointId)}::uuid[], ${done.map((d) => d.status)}::int[], ${done.map((d) => d.at)}::timestamptz[])
-                 as d (workspace_id, delivery_id, endpoint_id, status, at)
-        ), delivered as (
-          update webhook_deliveries w
-             set status = 'succeeded', attempts = w.attempts + 1, last_attempt_at = done.at,
-                 last_response_status = done.status, last_error = null, next_attempt_at = null
-            from done
-           where w.workspace_id = done.workspace_id and w.id = done.delivery_id
-        ), streak as (
-          update webhook_endpoints e set failing_since = null
-            from (select distinct workspace_id, endpoint_id from done) s
-           where e.workspace_id = s.workspace_id and e.id = s.endpoint_id and e.failing_since is not null
-        )
-        ${finishJobsQuery(done.map((d) => d.job))}`.execute(db);
+      await db.executeQuery(
+        CompiledQuery.raw(RECORD_SUCCESSES, [
+          done.map((d) => d.job.workspace_id),
+          done.map((d) => d.deliveryId),
+          done.map((d) => d.endpointId),
+          done.map((d) => d.status),
+          done.map((d) => d.at),
+          ...finishJobsParameters(done.map((d) => d.job)),
+        ]),
+      );
     },
     { delayMs: SUCCESS_GATHER_MS, max: 128 },
   );
