@@ -242,13 +242,21 @@ const CLAIMED: ClaimedJobColumns = {
  */
 export async function claimJobs<Q extends string>(
   db: Db,
-  options: { queue: Q; workerId: string; limit: number; leaseMs: number; groups?: ClaimGroups | undefined; prefetch?: Prefetch | undefined },
+  options: {
+    queue: Q;
+    workerId: string;
+    limit: number;
+    leaseMs: number;
+    groups?: ClaimGroups | undefined;
+    prefetch?: Prefetch | undefined;
+    carry?: CarriedWrites | undefined;
+  },
 ): Promise<Claim<Q>> {
-  const { groups, prefetch } = options;
+  const { groups, prefetch, carry } = options;
   // One row per claimed job, or a single row with a null job when none was: the look-ahead comes either way.
   // Rows of `queue` hold the payloads enqueued for it, of its registered type: typed here, not re-validated.
   const result = await db.executeQuery<Job<Q> & { next_run_at: Date | null; left_behind: boolean; prefetched?: unknown }>(
-    CompiledQuery.raw(claimText(db, prefetch), [
+    CompiledQuery.raw(claimText(db, prefetch, carry?.sql), [
       options.queue,
       options.workerId,
       options.limit,
@@ -257,6 +265,7 @@ export async function claimJobs<Q extends string>(
       groups ? JSON.stringify(groups.allowance) : null,
       groups?.otherwise ?? options.limit,
       groups ? Math.max(GROUP_WINDOW, 4 * options.limit) : options.limit,
+      ...(carry?.parameters ?? []),
     ]),
   );
   const first = result.rows[0];
@@ -264,19 +273,45 @@ export async function claimJobs<Q extends string>(
   return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
 }
 
+/** The parameters of the claim's own text ($1-$8): a carried statement's are numbered after them. */
+export const CLAIM_PARAMETERS = 8;
+
 /**
- * The claim's fixed text, with a prefetch's select compiled into it once: a worker claims many
- * times a second under load, and building the statement each time showed in its profile. $1 queue,
- * $2 worker, $3 limit, $4 lease (ms), $5 group field, $6 allowances, $7 otherwise, $8 window.
+ * Writes that travel in a claim's statement, before it, as its WITH queries (data-modifying ones:
+ * `name as (update ...), ...`), their parameters numbered from $9 (CLAIM_PARAMETERS + 1): what a
+ * worker has waiting to be written (outcomes gathered to be recorded together) costs no round trip
+ * of its own while claims keep coming. They commit with the claim, or fail with it. The text is
+ * fixed (one prepared statement per text); its values are `parameters`.
  */
-function claimText(db: Db, prefetch: Prefetch | undefined): string {
-  const known = prefetch ? claimTexts.get(prefetch) : PLAIN_CLAIM;
-  if (known !== undefined) return known;
-  const select = prefetch!(CLAIMED).compile(db);
-  // A prefetch reads the claimed job's columns only: a value of its own would need a parameter per claim.
-  if (select.parameters.length > 0) throw new Error('a prefetch takes no parameters of its own');
-  const text = claimSql(`, case when (c.job).id is not null then (select p.prefetched from (${select.sql}) p limit 1) end as prefetched`);
-  claimTexts.set(prefetch!, text);
+export interface CarriedWrites {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+/**
+ * The claim's fixed text, with a prefetch's select compiled into it once and a carried statement's
+ * WITH queries before it: a worker claims many times a second under load, and building the
+ * statement each time showed in its profile. $1 queue, $2 worker, $3 limit, $4 lease (ms), $5 group
+ * field, $6 allowances, $7 otherwise, $8 window; then the carried statement's.
+ */
+function claimText(db: Db, prefetch: Prefetch | undefined, carried: string | undefined): string {
+  const key = prefetch ?? PLAIN;
+  let texts = claimTexts.get(key);
+  if (texts === undefined) {
+    let prefetched = '';
+    if (prefetch) {
+      const select = prefetch(CLAIMED).compile(db);
+      // A prefetch reads the claimed job's columns only: a value of its own would need a parameter per claim.
+      if (select.parameters.length > 0) throw new Error('a prefetch takes no parameters of its own');
+      prefetched = `, case when (c.job).id is not null then (select p.prefetched from (${select.sql}) p limit 1) end as prefetched`;
+    }
+    claimTexts.set(key, (texts = new Map([['', claimSql(prefetched)]])));
+  }
+  let text = texts.get(carried ?? '');
+  if (text === undefined) {
+    text = `with ${carried}\n${texts.get('')!}`;
+    texts.set(carried!, text);
+  }
   return text;
 }
 
@@ -284,8 +319,9 @@ const claimSql = (prefetched: string): string => `
     select (c.job).*, c.left_behind, c.next_run_at${prefetched}
       from claim_jobs($1::text, $2::text, $3::int, $4::int, $5::text, $6::jsonb, $7::int, $8::int) c`;
 
-const PLAIN_CLAIM = claimSql('');
-const claimTexts = new WeakMap<Prefetch, string>();
+/** The claim's texts per prefetch (PLAIN: none), each by the carried statement's text ('' for none). */
+const PLAIN: Prefetch = () => sql``;
+const claimTexts = new WeakMap<Prefetch, Map<string, string>>();
 
 /**
  * Extends the leases `workerId` still holds among `jobs` (its running jobs) to `leaseMs` from now,
