@@ -7,7 +7,19 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/db/database.js';
 import { createJobListener, type JobListener } from '../src/jobs/listen.js';
-import { claimJobs, enqueueJob, finishJob, finishJobs, JOBS_CHANNEL, releaseJob, type Job } from '../src/jobs/queue.js';
+import {
+  CLAIM_PARAMETERS,
+  claimJobs,
+  enqueueJob,
+  finishJob,
+  finishJobs,
+  finishJobsParameters,
+  finishJobsSql,
+  JOBS_CHANNEL,
+  releaseJob,
+  type Job,
+} from '../src/jobs/queue.js';
+import { batcher } from '../src/jobs/batch.js';
 import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
 import { createLogger } from '../src/logger.js';
 import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
@@ -105,6 +117,33 @@ describe('claiming', () => {
       ['known', { name: 'Jobs' }],
       ['unknown', null],
     ]);
+  });
+
+  it('when a claim carries writes, then they commit in its statement, and when they fail, the claim fails and neither commits', async () => {
+    const queue = queueName();
+    for (let i = 0; i < 2; i++) await enqueueJob(db, { workspaceId, queue, payload: { i }, createdAt: new Date(Date.now() - 10 + i) });
+    const { jobs: first } = await claimJobs(db, { queue, workerId: 'w1', limit: 1, leaseMs: 60_000 });
+    const named = (name: string) => ({
+      sql: `renamed as (update workspaces set name = $${CLAIM_PARAMETERS + 1} where id = $${CLAIM_PARAMETERS + 2}::uuid),
+            finished as (${finishJobsSql(CLAIM_PARAMETERS + 3)})`,
+      parameters: [name, workspaceId, ...finishJobsParameters(first)],
+    });
+    // A write that fails as it runs: the claim's jobs must stay where they were, the rename undone.
+    const failing = {
+      ...named('never'),
+      sql: `${named('never').sql}, broken as (update workspaces set name = (1 / (length(name) - length(name)))::text where id = $${CLAIM_PARAMETERS + 2}::uuid)`,
+    };
+    await sql`update workspaces set name = 'Jobs' where id = ${workspaceId}`.execute(db);
+
+    await expect(claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000, carry: failing })).rejects.toThrow(/division by zero/);
+    const unchanged = await storedJobs(queue);
+    const { jobs: next } = await claimJobs(db, { queue, workerId: 'w2', limit: 1, leaseMs: 60_000, carry: named('Jobs, carried') });
+
+    expect(unchanged.map((j) => j.locked_by)).toEqual(['w1', null]);
+    expect(next.map((j) => j.payload)).toEqual([{ i: 1 }]);
+    expect(await storedJobs(queue)).toEqual([expect.objectContaining({ id: next[0]!.id, locked_by: 'w2' })]);
+    expect((await db.selectFrom('workspaces').select('name').where('id', '=', workspaceId).executeTakeFirstOrThrow()).name).toBe('Jobs, carried');
+    await sql`update workspaces set name = 'Jobs' where id = ${workspaceId}`.execute(db);
   });
 
   it('when a claim is released, then the job is claimable again and the attempt does not count', async () => {
@@ -430,5 +469,26 @@ describe('the worker', () => {
     await worker.stop(AbortSignal.timeout(5_000));
 
     expect(await storedJobs(queue)).toEqual([]);
+  });
+});
+
+describe('gathering (batcher)', () => {
+  it('when the open batch is taken, then its flush never runs and its adds settle as the taker says', async () => {
+    const flushed: number[][] = [];
+    const gather = batcher<number>(async (items) => void flushed.push(items), { delayMs: 5, max: 10 });
+    const adds = [gather.add(1), gather.add(2)];
+    const taken = gather.take();
+    const failed = gather.add(3);
+    gather.take()!.settled(new Error('the claim failed'));
+    const later = gather.add(4);
+
+    taken!.settled();
+    await Promise.all(adds);
+    await expect(failed).rejects.toThrow('the claim failed');
+    await later;
+
+    expect(taken!.items).toEqual([1, 2]);
+    expect(gather.take()).toBeUndefined();
+    expect(flushed).toEqual([[4]]);
   });
 });

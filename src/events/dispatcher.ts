@@ -5,12 +5,23 @@
 // endpoint gets at most `endpointConcurrency` attempts at once per process, so a slow or dead one
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../logger.js';
-import { finishJob, finishJobsQuery, otherJobsLike, retryOrFinishJobQueries, runJobsNow, type HeldJob, type Job, type Prefetch } from '../jobs/queue.js';
+import {
+  CLAIM_PARAMETERS,
+  finishJob,
+  finishJobsParameters,
+  finishJobsSql,
+  otherJobsLike,
+  retryOrFinishJobQueries,
+  runJobsNow,
+  type HeldJob,
+  type Job,
+  type Prefetch,
+} from '../jobs/queue.js';
 import { batcher } from '../jobs/batch.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
@@ -115,6 +126,50 @@ const CLAIM_INTERVAL_MS = 20;
 /** How often a manual retry looks whether the attempt it waits for has ended. */
 const OTHER_ATTEMPT_POLL_MS = 250;
 
+/**
+ * The successes' record as WITH queries of a fixed text, its parameters from `$first`: the
+ * workspaces, deliveries, endpoints, answers' statuses and times, then their jobs (finishJobsSql).
+ */
+const recordSuccesses = (first: number): string => `
+  succeeded as (
+    select * from unnest($${first}::uuid[], $${first + 1}::uuid[], $${first + 2}::uuid[], $${first + 3}::int[], $${first + 4}::timestamptz[])
+      as d (workspace_id, delivery_id, endpoint_id, status, at)
+  ), delivered as (
+    update webhook_deliveries w
+       set status = 'succeeded', attempts = w.attempts + 1, last_attempt_at = s.at,
+           last_response_status = s.status, last_error = null, next_attempt_at = null
+      from succeeded s
+     where w.workspace_id = s.workspace_id and w.id = s.delivery_id
+  ), streak as (
+    update webhook_endpoints e set failing_since = null
+      from (select distinct workspace_id, endpoint_id from succeeded) s
+     where e.workspace_id = s.workspace_id and e.id = s.endpoint_id and e.failing_since is not null
+  ), succeeded_jobs as (
+    ${finishJobsSql(first + 5)}
+  )`;
+
+/** The successes recorded in a statement of their own (no claim to travel with). */
+const RECORD_SUCCESSES = `with ${recordSuccesses(1)} select 1`;
+/** The successes recorded in the worker's next claim (CarriedWrites). */
+const CARRIED_SUCCESSES = recordSuccesses(CLAIM_PARAMETERS + 1);
+
+interface Success {
+  job: HeldJob;
+  deliveryId: string;
+  endpointId: string;
+  status: number;
+  at: Date;
+}
+
+const successParameters = (done: readonly Success[]): unknown[] => [
+  done.map((d) => d.job.workspace_id),
+  done.map((d) => d.deliveryId),
+  done.map((d) => d.endpointId),
+  done.map((d) => d.status),
+  done.map((d) => d.at),
+  ...finishJobsParameters(done.map((d) => d.job)),
+];
+
 type WebhookJob = Job<typeof WEBHOOK_QUEUE>;
 
 export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<typeof WEBHOOK_QUEUE> {
@@ -138,28 +193,12 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
   /**
    * Successful attempts are recorded together: the attempts that succeed within SUCCESS_GATHER_MS
    * of each other share one statement (their deliveries, their endpoints' streaks, their jobs
-   * finished). An attempt's job is held until then, so a process killed meanwhile leaves it to be
-   * sent again (at least once).
+   * finished), or the worker's next claim if it comes first (carry). An attempt's job is held until
+   * then, so a process killed meanwhile leaves it to be sent again (at least once).
    */
-  const successes = batcher<{ job: HeldJob; deliveryId: string; endpointId: string; status: number; at: Date }>(
+  const successes = batcher<Success>(
     async (done) => {
-      await sql`
-        with done as (
-          select * from unnest(${done.map((d) => d.job.workspace_id)}::uuid[], ${done.map((d) => d.deliveryId)}::uuid[],
-                               ${done.map((d) => d.endpointId)}::uuid[], ${done.map((d) => d.status)}::int[], ${done.map((d) => d.at)}::timestamptz[])
-                 as d (workspace_id, delivery_id, endpoint_id, status, at)
-        ), delivered as (
-          update webhook_deliveries w
-             set status = 'succeeded', attempts = w.attempts + 1, last_attempt_at = done.at,
-                 last_response_status = done.status, last_error = null, next_attempt_at = null
-            from done
-           where w.workspace_id = done.workspace_id and w.id = done.delivery_id
-        ), streak as (
-          update webhook_endpoints e set failing_since = null
-            from (select distinct workspace_id, endpoint_id from done) s
-           where e.workspace_id = s.workspace_id and e.id = s.endpoint_id and e.failing_since is not null
-        )
-        ${finishJobsQuery(done.map((d) => d.job))}`.execute(db);
+      await db.executeQuery(CompiledQuery.raw(RECORD_SUCCESSES, successParameters(done)));
     },
     { delayMs: SUCCESS_GATHER_MS, max: 128 },
   );
@@ -332,6 +371,12 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
       return { field: 'endpointId', allowance, otherwise: 2 * cap };
     },
     prefetch: prefetchTarget,
+    // Successes waiting for their statement travel in the claim when one comes first: while events
+    // keep coming (a claim every CLAIM_INTERVAL_MS), recording them costs no round trip of its own.
+    carry() {
+      const taken = successes.take();
+      return taken && { sql: CARRIED_SUCCESSES, parameters: successParameters(taken.items), settled: taken.settled };
+    },
     // Notifications coming faster than this (one per event) are answered by one claim for them all.
     claimIntervalMs: CLAIM_INTERVAL_MS,
     async run(job, signal) {

@@ -1,7 +1,7 @@
 // One webhook attempt: the event's JSON POSTed with the Standard Webhooks headers, through the
 // outbound client to the address the SSRF guard checked (pinned), within a time limit, redirects
 // not followed.
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { postJson } from '../outbound/http.js';
 import type { CheckedTarget } from '../outbound/ssrf.js';
 
@@ -17,10 +17,23 @@ export function newWebhookSecret(): string {
   return SECRET_PREFIX + randomBytes(32).toString('base64');
 }
 
+/** Endpoint secrets' HMAC keys, decoded once (a delivery is signed with the same few keys over and over). */
+const KEYS_MAX = 1_000;
+const keys = new Map<string, KeyObject>();
+
+function hmacKey(secret: string): KeyObject {
+  let key = keys.get(secret);
+  if (key === undefined) {
+    key = createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
+    if (keys.size >= KEYS_MAX) keys.clear();
+    keys.set(secret, key);
+  }
+  return key;
+}
+
 /** The Standard Webhooks signature of one attempt: `v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`. */
 export function signWebhook(secret: string, id: string, timestamp: number, body: string): string {
-  const key = Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
-  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+  return `v1,${createHmac('sha256', hmacKey(secret)).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 
 export type AttemptResult =

@@ -9,6 +9,12 @@ export interface Batcher<T> {
   add(item: T): Promise<void>;
   /** Items waiting for their flush. */
   pending(): number;
+  /**
+   * Takes the open batch out, its flush cancelled, for the caller to write in a statement it sends
+   * anyway; the caller then calls `settled` with that statement's error (or none) to resolve or
+   * reject the batch's add() calls. Undefined when no batch is open.
+   */
+  take(): { items: T[]; settled: (err?: unknown) => void } | undefined;
 }
 
 export function batcher<T>(flush: (items: T[]) => Promise<void>, options: { delayMs: number; max: number }): Batcher<T> {
@@ -16,22 +22,31 @@ export function batcher<T>(flush: (items: T[]) => Promise<void>, options: { dela
   let waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   let timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
 
-  const run = (): void => {
+  const open = (): { batch: T[]; settled: (err?: unknown) => void } => {
     if (timer !== undefined) {
       if (options.delayMs > 0) clearTimeout(timer as NodeJS.Timeout);
       else clearImmediate(timer as NodeJS.Immediate);
       timer = undefined;
     }
-    const [batch, settled] = [items, waiters];
+    const [batch, waiting] = [items, waiters];
     [items, waiters] = [[], []];
+    return {
+      batch,
+      settled: (err?: unknown) => {
+        for (const waiter of waiting) {
+          if (err === undefined) waiter.resolve();
+          else waiter.reject(err);
+        }
+      },
+    };
+  };
+
+  const run = (): void => {
+    const { batch, settled } = open();
     if (batch.length === 0) return;
     flush(batch).then(
-      () => {
-        for (const waiter of settled) waiter.resolve();
-      },
-      (err: unknown) => {
-        for (const waiter of settled) waiter.reject(err);
-      },
+      () => settled(),
+      (err: unknown) => settled(err ?? new Error('the flush failed')),
     );
   };
 
@@ -45,5 +60,10 @@ export function batcher<T>(flush: (items: T[]) => Promise<void>, options: { dela
       });
     },
     pending: () => items.length,
+    take() {
+      if (items.length === 0) return undefined;
+      const { batch, settled } = open();
+      return { items: batch, settled };
+    },
   };
 }

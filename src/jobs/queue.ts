@@ -4,7 +4,7 @@
 // wake at once. The only module that reads or writes jobs or sends its NOTIFY: other rooms add jobs
 // with enqueue, or embed its statement builders in their own statements, and name existing jobs
 // by a JobKey (kind, ordering key, payload fields), never by the table. Plain functions taking db first.
-import { sql, type OperationNodeSource, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type OperationNodeSource, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/database.js';
 import type { JobRow } from '../db/schema.js';
@@ -242,20 +242,86 @@ const CLAIMED: ClaimedJobColumns = {
  */
 export async function claimJobs<Q extends string>(
   db: Db,
-  options: { queue: Q; workerId: string; limit: number; leaseMs: number; groups?: ClaimGroups | undefined; prefetch?: Prefetch | undefined },
+  options: {
+    queue: Q;
+    workerId: string;
+    limit: number;
+    leaseMs: number;
+    groups?: ClaimGroups | undefined;
+    prefetch?: Prefetch | undefined;
+    carry?: CarriedWrites | undefined;
+  },
 ): Promise<Claim<Q>> {
-  const { groups, prefetch } = options;
+  const { groups, prefetch, carry } = options;
   // One row per claimed job, or a single row with a null job when none was: the look-ahead comes either way.
   // Rows of `queue` hold the payloads enqueued for it, of its registered type: typed here, not re-validated.
-  const result = await sql<Job<Q> & { next_run_at: Date | null; left_behind: boolean; prefetched?: unknown }>`
-    select (c.job).*, c.left_behind, c.next_run_at${prefetch ? sql`, case when (c.job).id is not null then (select p.prefetched from (${prefetch(CLAIMED)}) p limit 1) end as prefetched` : sql``}
-      from claim_jobs(${options.queue}::text, ${options.workerId}::text, ${options.limit}::int, ${Math.round(options.leaseMs)}::int,
-                      ${groups?.field ?? null}::text, ${groups ? JSON.stringify(groups.allowance) : null}::jsonb,
-                      ${groups?.otherwise ?? options.limit}::int, ${groups ? Math.max(GROUP_WINDOW, 4 * options.limit) : options.limit}::int) c`.execute(db);
+  const result = await db.executeQuery<Job<Q> & { next_run_at: Date | null; left_behind: boolean; prefetched?: unknown }>(
+    CompiledQuery.raw(claimText(db, prefetch, carry?.sql), [
+      options.queue,
+      options.workerId,
+      options.limit,
+      Math.round(options.leaseMs),
+      groups?.field ?? null,
+      groups ? JSON.stringify(groups.allowance) : null,
+      groups?.otherwise ?? options.limit,
+      groups ? Math.max(GROUP_WINDOW, 4 * options.limit) : options.limit,
+      ...(carry?.parameters ?? []),
+    ]),
+  );
   const first = result.rows[0];
   const jobs = result.rows.filter((row) => row.id !== null).map(({ next_run_at: _next, left_behind: _left, ...job }) => job);
   return { jobs, nextRunAt: first?.next_run_at ?? undefined, leftBehind: first?.left_behind ?? false };
 }
+
+/** The parameters of the claim's own text ($1-$8): a carried statement's are numbered after them. */
+export const CLAIM_PARAMETERS = 8;
+
+/**
+ * Writes that travel in a claim's statement, before it, as its WITH queries (data-modifying ones:
+ * `name as (update ...), ...`), their parameters numbered from $9 (CLAIM_PARAMETERS + 1): what a
+ * worker has waiting to be written (outcomes gathered to be recorded together) costs no round trip
+ * of its own while claims keep coming. They commit with the claim, or fail with it. The text is
+ * fixed (one prepared statement per text); its values are `parameters`.
+ */
+export interface CarriedWrites {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+/**
+ * The claim's fixed text, with a prefetch's select compiled into it once and a carried statement's
+ * WITH queries before it: a worker claims many times a second under load, and building the
+ * statement each time showed in its profile. $1 queue, $2 worker, $3 limit, $4 lease (ms), $5 group
+ * field, $6 allowances, $7 otherwise, $8 window; then the carried statement's.
+ */
+function claimText(db: Db, prefetch: Prefetch | undefined, carried: string | undefined): string {
+  const key = prefetch ?? PLAIN;
+  let texts = claimTexts.get(key);
+  if (texts === undefined) {
+    let prefetched = '';
+    if (prefetch) {
+      const select = prefetch(CLAIMED).compile(db);
+      // A prefetch reads the claimed job's columns only: a value of its own would need a parameter per claim.
+      if (select.parameters.length > 0) throw new Error('a prefetch takes no parameters of its own');
+      prefetched = `, case when (c.job).id is not null then (select p.prefetched from (${select.sql}) p limit 1) end as prefetched`;
+    }
+    claimTexts.set(key, (texts = new Map([['', claimSql(prefetched)]])));
+  }
+  let text = texts.get(carried ?? '');
+  if (text === undefined) {
+    text = `with ${carried}\n${texts.get('')!}`;
+    texts.set(carried!, text);
+  }
+  return text;
+}
+
+const claimSql = (prefetched: string): string => `
+    select (c.job).*, c.left_behind, c.next_run_at${prefetched}
+      from claim_jobs($1::text, $2::text, $3::int, $4::int, $5::text, $6::jsonb, $7::int, $8::int) c`;
+
+/** The claim's texts per prefetch (PLAIN: none), each by the carried statement's text ('' for none). */
+const PLAIN: Prefetch = () => sql``;
+const claimTexts = new WeakMap<Prefetch, Map<string, string>>();
 
 /**
  * Extends the leases `workerId` still holds among `jobs` (its running jobs) to `leaseMs` from now,
@@ -283,19 +349,24 @@ export async function finishJob(db: Db, job: HeldJob): Promise<boolean> {
 /** Deletes finished jobs, each if its claim still holds it, in one statement; how many went. */
 export async function finishJobs(db: Db, jobs: readonly HeldJob[]): Promise<number> {
   if (jobs.length === 0) return 0;
-  const result = await sql`${finishJobsQuery(jobs)}`.execute(db);
+  const result = await db.executeQuery(CompiledQuery.raw(finishJobsSql(1), finishJobsParameters(jobs)));
   return Number(result.numAffectedRows ?? 0n);
 }
 
 /**
- * Statement builder: the deletion of finished jobs, each if its claim still holds it, to embed in
- * the statement that records their effects (as a WITH query, or as its main statement).
+ * The fixed text of the deletion of finished jobs, each if its claim still holds it, its three
+ * parameters numbered from `$first` (finishJobsParameters gives them): to run alone (finishJobs) or
+ * as the main statement after the WITH list of a fixed statement that records their effects.
  */
-export function finishJobsQuery(jobs: readonly HeldJob[]): RawBuilder<unknown> {
-  return sql`delete from jobs
-     using unnest(${jobs.map((job) => job.workspace_id)}::uuid[], ${jobs.map((job) => job.id)}::uuid[], ${jobs.map((job) => job.locked_by)}::text[])
-           as held (workspace_id, id, locked_by)
+export function finishJobsSql(first: number): string {
+  return `delete from jobs
+     using unnest($${first}::uuid[], $${first + 1}::uuid[], $${first + 2}::text[]) as held (workspace_id, id, locked_by)
      where jobs.workspace_id = held.workspace_id and jobs.id = held.id and jobs.locked_by = held.locked_by`;
+}
+
+/** The parameters of finishJobsSql, in order. */
+export function finishJobsParameters(jobs: readonly HeldJob[]): unknown[] {
+  return [jobs.map((job) => job.workspace_id), jobs.map((job) => job.id), jobs.map((job) => job.locked_by)];
 }
 
 /**

@@ -14,7 +14,19 @@ import { backoffMs, retryDelayMs } from './backoff.js';
 import type { JobListener } from './listen.js';
 import { countJobOutcome } from '../metrics/registry.js';
 import { batcher } from './batch.js';
-import { claimJobs, finishJobs, postponeJob, releaseJob, renewLeases, retryJob, type ClaimGroups, type HeldJob, type Job, type Prefetch } from './queue.js';
+import {
+  claimJobs,
+  finishJobs,
+  postponeJob,
+  releaseJob,
+  renewLeases,
+  retryJob,
+  type CarriedWrites,
+  type ClaimGroups,
+  type HeldJob,
+  type Job,
+  type Prefetch,
+} from './queue.js';
 
 /** What a job's run asks of the worker. */
 export type JobResult =
@@ -57,6 +69,12 @@ export interface QueueHandler<Q extends string = string> {
    * spell is claimed at once.
    */
   claimIntervalMs?: number;
+  /**
+   * Writes it has waiting (outcomes gathered to be recorded together), taken to travel in the next
+   * claim's statement (CarriedWrites): `settled` is then called with the claim's error, or none once
+   * they committed. Undefined when nothing waits.
+   */
+  carry?(): (CarriedWrites & { settled: (err?: unknown) => void }) | undefined;
 }
 
 export interface WorkerOptions {
@@ -297,14 +315,23 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
             if (left > 0) await delay(left);
             lastClaimAt = performance.now();
           }
-          const claim = await claimJobs(db, {
-            queue: handler.queue,
-            workerId: id,
-            limit: room,
-            leaseMs: options.leaseMs,
-            groups: handler.claimGroups?.(),
-            prefetch: handler.prefetch,
-          });
+          const carried = handler.carry?.();
+          let claim;
+          try {
+            claim = await claimJobs(db, {
+              queue: handler.queue,
+              workerId: id,
+              limit: room,
+              leaseMs: options.leaseMs,
+              groups: handler.claimGroups?.(),
+              prefetch: handler.prefetch,
+              carry: carried,
+            });
+          } catch (err) {
+            carried?.settled(err);
+            throw err;
+          }
+          carried?.settled();
           claimed = claim.jobs;
           nextRunAt = claim.nextRunAt;
           tookAllDue = claimed.length < room && !claim.leftBehind;
