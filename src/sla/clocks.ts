@@ -49,6 +49,11 @@ function lazySettings(trx: Db, workspaceId: string): () => Promise<Settings> {
   return () => (loaded ??= loadSettings(trx, workspaceId));
 }
 
+/** The settings a policy's due times need: its business hours, when it counts in them (else none is read). */
+async function hoursFor(policy: SlaPolicyRow | undefined, settings: () => Promise<Settings>): Promise<Settings | undefined> {
+  return policy?.business_hours_only ? settings() : undefined;
+}
+
 /** Whether a clock has a due or warning time, so the thread may have waiting timers for it. */
 const timed = (clocks: readonly SlaClockRow[]): boolean => clocks.some((clock) => clock.due_at !== null || clock.warn_at !== null);
 
@@ -85,14 +90,14 @@ function sameClocks(a: readonly SlaClockRow[], b: readonly SlaClockRow[]): boole
   });
 }
 
-/** A clock of `metric` started at `startedAt`, its due and warning times under `policy`. */
+/** A clock of `metric` started at `startedAt`, its due and warning times under `policy` (`settings` needed only when it counts in business hours). */
 export function timedClock(
   workspaceId: string,
   threadId: string,
   metric: SlaMetric,
   startedAt: Date,
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
   flags: { warned: boolean; breached: boolean } = { warned: false, breached: false },
 ): SlaClockRow {
   const minutes = policy?.targets[TARGET[metric]];
@@ -216,8 +221,8 @@ function metricOf(
 async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly SlaClockRow[] | 'none'): Promise<ThreadRow> {
   const settings = lazySettings(trx, thread.workspace_id);
   const policy = await choosePolicy(trx, thread.workspace_id, thread.id, settings, at);
-  const loaded = policy ? await settings() : undefined;
-  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded!));
+  const loaded = await hoursFor(policy, settings);
+  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded));
   const old = before === 'none' ? [] : before;
   return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []));
 }
@@ -261,9 +266,9 @@ export async function onThreadChange(trx: Db, before: ThreadRow | undefined, aft
   // A regroup under no policy, held to none before: the clocks run on without due times as they are.
   if (!handoff && !policy && !after.sla) return after;
   const current = await clocksOf(trx, workspaceId, id);
-  const loaded = policy ? await settings() : undefined;
-  const clocks = handoff ? handedOff(current, workspaceId, id, now, policy, loaded!) : current;
-  return retime(trx, after, current, clocks, policy, loaded!);
+  const loaded = await hoursFor(policy, settings);
+  const clocks = handoff ? handedOff(current, workspaceId, id, now, policy, loaded) : current;
+  return retime(trx, after, current, clocks, policy, loaded);
 }
 
 /** A clock as json_agg answers it (times as text). */
@@ -279,7 +284,7 @@ function handedOff(
   threadId: string,
   now: Date,
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
 ): SlaClockRow[] {
   return [...clocks.filter((clock) => clock.metric === 'resolution'), timedClock(workspaceId, threadId, 'firstResponse', now, policy, settings)];
 }
@@ -291,7 +296,7 @@ async function retime(
   before: readonly SlaClockRow[],
   clocks: readonly SlaClockRow[],
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
 ): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id } = thread;
   const timed = clocks.map((clock) => ({
@@ -377,8 +382,8 @@ export async function onMessage(trx: Db, message: MessageRow, actor: Actor, opti
   if (message.direction === 'inbound') {
     if (responding) return;
     const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
-    const settings = policy ? await loadSettings(trx, workspaceId) : undefined;
-    const next = [...clocks, timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, settings!)];
+    const hours = await hoursFor(policy, lazySettings(trx, workspaceId));
+    const next = [...clocks, timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, hours)];
     await writeClocks(trx, thread, clocks, next, slaOf(thread.sla?.policyId ?? null, next, breachedOf(thread)));
     return;
   }
