@@ -361,12 +361,16 @@ function counts(message: MessageRow, actor: Actor, nps: boolean): boolean {
 }
 
 /**
- * A message was added to a thread (sent or received; `nps` for the NPS question and thanks): an
+ * A message was added to a thread (sent or received; `nps` for the NPS question and thanks;
+ * `threadOpened` when the thread was opened for it in the same transaction): an
  * inbound one starts the next-response clock when no response clock runs; a counting outbound one
  * stops the running response clock with its metric.
  */
-export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean } = {}): Promise<void> {
+export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean; threadOpened?: boolean } = {}): Promise<void> {
   if (message.direction === 'outbound' && !counts(message, actor, options.nps ?? false)) return;
+  // A customer's message on the thread opened for it: onThreadOpened started its first-response
+  // clock in this transaction, so the message starts none; nothing to read.
+  if (message.direction === 'inbound' && options.threadOpened) return;
   const { workspace_id: workspaceId, thread_id: threadId } = message;
   // The thread and its clocks in one statement (the thread's row is held by the message's transaction).
   const { rows } = await sql<ThreadRow & { clocks: SlaClockRow[] }>`
