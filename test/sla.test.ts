@@ -504,6 +504,39 @@ describe('policies as the write paths see them', () => {
   });
 });
 
+describe('policies without conditions, and conditions on the hour', () => {
+  it('when the first policy has no conditions, then it holds for every thread; when one asks whether it is business hours, then it holds in them and not outside', async () => {
+    const open = await createWorkspace(server);
+    await alwaysOpen(open);
+    const closed = await createWorkspace(server);
+    const never: [string, string][] = [];
+    const { response } = await closed.api.PATCH('/settings', {
+      body: { timezone: 'UTC', businessHours: { mon: never, tue: never, wed: never, thu: never, fri: never, sat: never, sun: never } },
+    });
+    expect(response.status).toBe(200);
+    const policies = new Map<string, [Policy, Policy]>();
+    for (const ws of [open, closed]) {
+      const inHours = await createPolicy(ws, {
+        name: 'No expediente',
+        targets: { firstResponseMinutes: 30 },
+        conditions: { all: [{ field: 'time.businessHours', operator: 'equals', value: true }] },
+      });
+      const everyone = await createPolicy(ws, { name: 'Todos', targets: { firstResponseMinutes: 60 } });
+      policies.set(ws.workspaceId, [inHours, everyone]);
+    }
+    const inOpen = await sandboxInbound(open, 'Oi', '+5511911115001');
+    const inClosed = await sandboxInbound(closed, 'Oi', '+5511911115002');
+    expect((await thread(open, inOpen.threadId)).sla).toMatchObject({ policyId: policies.get(open.workspaceId)![0].id });
+    expect((await thread(closed, inClosed.threadId)).sla).toMatchObject({ policyId: policies.get(closed.workspaceId)![1].id });
+
+    // The policy without conditions moved first: it holds for every thread, in hours or not.
+    const [, everyone] = policies.get(open.workspaceId)!;
+    expect((await open.api.PATCH('/sla-policies/{id}', { params: { path: { id: everyone.id } }, body: { position: 1 } })).response.status).toBe(200);
+    const first = await sandboxInbound(open, 'Oi', '+5511911115003');
+    expect((await thread(open, first.threadId)).sla).toMatchObject({ policyId: everyone.id });
+  });
+});
+
 describe('GET /reports/response-times', () => {
   /** Seeds metric rows as the clocks write them: [metric, seconds, agent, byAi, within]. */
   async function seed(ws: TestWorkspace, rows: Array<[Schemas['SlaMetric'], number, string | null, boolean | null, boolean | null, string]>): Promise<void> {

@@ -167,7 +167,8 @@ export async function writeClocks(
     );
   }
   if (added.length > 0) {
-    // A moved clock (deleted by no one here when `deleted`) is written over its row.
+    // A moved clock (same metric, other start, times or flags) is written over its row: its delete
+    // and insert in one statement would meet on the key.
     const insert = trx
       .insertInto('sla_clocks')
       .values([...added])

@@ -248,7 +248,8 @@ export async function choosePolicy(
 ): Promise<SlaPolicyRow | undefined> {
   const policies = await enabledPolicies(trx, workspaceId);
   const asked = policies.slice(0, policies.findIndex((policy) => holdAlways(policy.conditions)) + 1 || policies.length);
-  // The business hours now, only when a condition to be evaluated asks for them (they need the settings).
+  // Whether it is business hours now (it needs the settings) only when a condition to be evaluated
+  // asks; otherwise none reads the context's `businessHours`.
   const hours = asked.some((policy) => readsField(policy.conditions, 'time.businessHours'));
   let context: Promise<ConditionContext | undefined> | undefined;
   for (const policy of asked) {

@@ -1,8 +1,8 @@
 // SLA timers: `sla-timer` jobs on the durable queue, one per due time (`breach`) and warning time
 // (`warning`) of a thread's running clocks, keyed `sla:<thread id>` (due time as their place in the
 // key's order). Every change of a thread's clocks replaces the waiting timers of the clocks it
-// changed in the change's own statement (timerQueries), so no scan of threads ever looks for breaches. A timer falling due
-// locks the thread and its clock and, when that clock (same metric, same start) still runs and has
+// changed, in the change's own statement (timerQueries), so no scan of threads ever looks for
+// breaches. A timer falling due locks the thread and its clock and, when that clock (same metric, same start) still runs and has
 // not recorded it, records sla.warning or sla.breached and the thread's new `sla` with the job's
 // end, in one transaction: once per thread, metric and clock, across instances and restarts (a
 // duplicate or a rival holder finds it recorded, or fails its commit); services/sla-events.ts emits them.
@@ -31,9 +31,9 @@ function timersOf(clock: SlaClockRow): Array<{ kind: 'warning' | 'breach'; at: D
  * Statement builder: the thread's timers following a change of its clocks, as WITH queries of the
  * change's statement (`with`), and the NOTIFY to select with them (`select`, none when none is
  * needed). The waiting timers of the clocks in `stopped` (stopped, or replaced by a clock with other
- * times or flags) that had a due or warning time are deleted, and one timer is added per due and warning time not yet recorded of
- * the clocks in `started` (new, or the replacements): the timers of a clock that did not change
- * stay as they are. The workers are woken only when an added timer falls due soon (wakeFor); a
+ * times or flags) that had a due or warning time are deleted, and one timer is added per due and
+ * warning time not yet recorded of the clocks in `started` (new, or the replacements): the timers
+ * of a clock that did not change stay as they are. The workers are woken only when an added timer falls due soon (wakeFor); a
  * later one is found by their claims, which sleep no longer than the next job's due time.
  */
 export function timerQueries(
