@@ -6,9 +6,13 @@
 // metric rows); with them, 3 enabled policies match every thread (all three targets, one in business
 // hours, warnings): due times, timers and sla.* state on every opening, message and answer. The
 // rounds alternate off/on on fresh customers (so every thread opens under the mode measured); the
-// ratio is of the best round of each mode. Target: >= 0.9x for both.
+// ratio is of the best round of each mode. Target: >= 0.9x for both. BENCH_SLA_PROFILE=<prefix>
+// writes CPU profiles of the service over the first measured round of each mode, inbound and
+// outbound apart (<prefix>-<off|on>-<inbound|outbound>.cpuprofile; bench/profile.ts reads them).
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { sql } from 'kysely';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
@@ -19,17 +23,25 @@ import { groupCpuMs } from './lib/cpu.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
 const CONTACTS = 500;
+/** BENCH_SLA_PROFILE=<prefix>: CPU profiles of the first measured round of each mode (bench/cpu-profile-hook.ts). */
+const profile = process.env.BENCH_SLA_PROFILE ? path.resolve(process.env.BENCH_SLA_PROFILE) : undefined;
+const profileFile = profile && `${profile}.cpuprofile`;
 
 const { databaseUrl, db, drop } = await benchDatabase('sla_rates', 4);
 const graph = await GraphDouble.start();
 try {
   await migrateToLatest(db);
   const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
-  const service = await startBenchService('sla-rates', {
-    DATABASE_URL: databaseUrl,
-    SECRETS_KEY: randomBytes(32).toString('base64'),
-    META_GRAPH_URL: graph.url,
-  });
+  const service = await startBenchService(
+    'sla-rates',
+    {
+      DATABASE_URL: databaseUrl,
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+      META_GRAPH_URL: graph.url,
+      ...(profileFile && { BENCH_CPU_PROFILE: profileFile }),
+    },
+    profileFile ? ['--import', './bench/cpu-profile-hook.ts'] : [],
+  );
   const { base } = service;
   const auth = { authorization: `Bearer ${key.apiKey}` };
   const meta = { externalId: '106540352242922', accessToken: 'EAAbench', appSecret: randomBytes(16).toString('hex'), verifyToken: 'v' };
@@ -56,7 +68,22 @@ try {
   let set = 0;
   let seq = 0;
   /** A round on CONTACTS fresh customers: inbound, then answers to them. */
-  const round = async () => {
+  /** Runs `load` under the service's CPU profiler when `name` is given; the profile goes to <prefix>-<name>.cpuprofile. */
+  const profiled = async <T>(name: string | undefined, load: () => Promise<T>): Promise<T> => {
+    if (!profileFile || !name) return load();
+    const pid = service.child.pid!;
+    fs.rmSync(profileFile, { force: true });
+    fs.rmSync(`${profileFile}.started`, { force: true });
+    process.kill(pid, 'SIGUSR2');
+    for (let i = 0; i < 100 && !fs.existsSync(`${profileFile}.started`); i++) await sleep(50);
+    const result = await load();
+    process.kill(pid, 'SIGUSR2');
+    for (let i = 0; i < 300 && !fs.existsSync(profileFile); i++) await sleep(100);
+    fs.renameSync(profileFile, `${profile}-${name}.cpuprofile`);
+    log(`CPU profile: ${profile}-${name}.cpuprofile`);
+    return result;
+  };
+  const round = async (profileAs?: string) => {
     const prefix = `+55119${String(set++).padStart(2, '0')}`;
     await sql`insert into contacts (workspace_id, id, name, phone, created_at, updated_at)
               select ${key.workspaceId}::uuid, gen_random_uuid(), 'Contato ' || n, ${prefix} || lpad(n::text, 6, '0'), now(), now()
@@ -69,21 +96,28 @@ try {
     ).rows;
     let n = 0;
     const cpu0 = groupCpuMs(service.child.pid!);
-    const inbound = await fullSpeed(durationS, 50, () => {
-      const i = seq++;
-      const body = JSON.stringify(
-        whatsappDelivery(meta.externalId, whatsappText(contacts[n++ % contacts.length]!.phone.slice(1), `Mensagem ${i}`, 'Cliente', `wamid.sla.${stamp}.${i}`)),
-      );
-      return { url: `${base}/webhooks/meta/${channelId}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
-    });
+    const inbound = await profiled(profileAs && `${profileAs}-inbound`, () =>
+      fullSpeed(durationS, 50, () => {
+        const i = seq++;
+        const body = JSON.stringify(
+          whatsappDelivery(
+            meta.externalId,
+            whatsappText(contacts[n++ % contacts.length]!.phone.slice(1), `Mensagem ${i}`, 'Cliente', `wamid.sla.${stamp}.${i}`),
+          ),
+        );
+        return { url: `${base}/webhooks/meta/${channelId}`, body, headers: { 'x-hub-signature-256': metaSignature(meta.appSecret, body) } };
+      }),
+    );
     const cpu1 = groupCpuMs(service.child.pid!);
     await sleep(1_000);
     let m = 0;
-    const outbound = await fullSpeed(durationS, 50, () => ({
-      url: `${base}/v1/messages`,
-      body: JSON.stringify({ contactId: contacts[m++ % contacts.length]!.id, channelId, content: `Resposta ${m}` }),
-      headers: auth,
-    }));
+    const outbound = await profiled(profileAs && `${profileAs}-outbound`, () =>
+      fullSpeed(durationS, 50, () => ({
+        url: `${base}/v1/messages`,
+        body: JSON.stringify({ contactId: contacts[m++ % contacts.length]!.id, channelId, content: `Resposta ${m}` }),
+        headers: auth,
+      })),
+    );
     const cpu2 = groupCpuMs(service.child.pid!);
     await sleep(1_000);
     return {
@@ -100,7 +134,7 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (const mode of ['off', 'on'] as const) {
       await setPolicies(mode === 'on');
-      const result = await round();
+      const result = await round(r === 0 ? mode : undefined);
       results[mode].push(result);
       log(JSON.stringify({ round: r + 1, policies: mode, ...result, loadAverage: os.loadavg()[0]!.toFixed(2) }));
     }

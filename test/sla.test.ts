@@ -1,7 +1,8 @@
 // Service levels (issue 37): SLA policies as a resource and their refusals (nothing stored); the
 // clocks of a thread and thread.sla; sla.breached recorded on time with nobody writing (reaching a
 // webhook and an automation that escalates), across a restart, and not when a person answered in
-// time; a person's answer stored as one metric row; the response-time report against hand-computed
+// time; timers added with the clocks' change, waking the workers only when one falls due soon; a
+// person's answer stored as one metric row; the response-time report against hand-computed
 // figures, and its refusals.
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
@@ -9,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { buildHuman, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { createAutomation, sandboxInbound } from './helpers/automations.js';
+import { createJobListener } from '../src/jobs/listen.js';
+import { createLogger } from '../src/logger.js';
 import { responseTimes } from '../src/sla/report.js';
 import { waitFor } from './helpers/processes.js';
 import { WebhookReceiver } from './helpers/receiver.js';
@@ -302,6 +305,55 @@ describe('who answers, and policies, change under running clocks', () => {
     return rows.map((r) => [r.kind, r.metric, r.run_at.toISOString()]);
   }
 
+  it('when a thread opens under a policy due in minutes, then its timers go with the opening without waking the workers, an answer leaves the resolution timers as they were, and a timer due at once wakes them', async () => {
+    // A listener of the queue's own, as each instance's workers have.
+    const listener = createJobListener({ db: server.db, databaseUrl: own?.url, logger: createLogger('silent') });
+    const woken: string[] = [];
+    listener.subscribe((queue) => woken.push(queue));
+    try {
+      if (own) await waitFor('the listener', () => woken.includes('*'), 5_000);
+      const ws = await createWorkspace(server);
+      await alwaysOpen(ws);
+      await createPolicy(ws, { name: 'Quinze minutos', targets: { firstResponseMinutes: 15, resolutionMinutes: 600 }, warnBeforeMinutes: 5 });
+      const { threadId } = await sandboxInbound(ws, 'Oi', '+5511911113010');
+      const opened = await thread(ws, threadId);
+      const at = (minutes: number) => new Date(Date.parse(opened.createdAt) + minutes * 60_000).toISOString();
+      expect(await timers(ws, threadId)).toEqual([
+        ['warning', 'firstResponse', at(10)],
+        ['breach', 'firstResponse', at(15)],
+        ['warning', 'resolution', at(595)],
+        ['breach', 'resolution', at(600)],
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(woken.filter((queue) => queue === 'sla-timer')).toEqual([]);
+
+      const ids = async () =>
+        (
+          await sql<{ id: string }>`select id from jobs where workspace_id = ${ws.workspaceId} and ordering_key = ${`sla:${threadId}`}
+                                     and payload ->> 'metric' = 'resolution' order by id`.execute(server.db)
+        ).rows.map((row) => row.id);
+      const resolution = await ids();
+      const { response } = await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
+      expect(response.status).toBe(201);
+      expect(await timers(ws, threadId)).toEqual([
+        ['warning', 'resolution', at(595)],
+        ['breach', 'resolution', at(600)],
+      ]);
+      expect(await ids()).toEqual(resolution);
+
+      const soon = await createWorkspace(server);
+      await alwaysOpen(soon);
+      await createPolicy(soon, { name: 'Um minuto', targets: { firstResponseMinutes: 1 }, warnBeforeMinutes: 1 });
+      const startedAt = Date.now();
+      await sandboxInbound(soon, 'Oi', '+5511911113011');
+      await waitFor('the workers woken', () => woken.includes('sla-timer'), 5_000);
+      await waitFor('the warning', async () => (await events(soon, 'sla.warning')).length === 1, 5_000);
+      expect(Date.now() - startedAt).toBeLessThan(5_000);
+    } finally {
+      await listener.close();
+    }
+  });
+
   it('when the AI agent answering a thread is deleted, then its first-response clock starts again then (a handoff to people), with its timer; a person deleted changes nothing', async () => {
     const ws = await createWorkspace(server);
     await alwaysOpen(ws);
@@ -449,6 +501,39 @@ describe('policies as the write paths see them', () => {
     expect((await ws.api.DELETE('/sla-policies/{id}', { params: { path: { id: all.id } } })).response.status).toBe(204);
     const afterDelete = await sandboxInbound(ws, 'Oi', '+5511911113005');
     expect((await thread(ws, afterDelete.threadId)).sla).toBeNull();
+  });
+});
+
+describe('policies without conditions, and conditions on the hour', () => {
+  it('when the first policy has no conditions, then it holds for every thread; when one asks whether it is business hours, then it holds in them and not outside', async () => {
+    const open = await createWorkspace(server);
+    await alwaysOpen(open);
+    const closed = await createWorkspace(server);
+    const never: [string, string][] = [];
+    const { response } = await closed.api.PATCH('/settings', {
+      body: { timezone: 'UTC', businessHours: { mon: never, tue: never, wed: never, thu: never, fri: never, sat: never, sun: never } },
+    });
+    expect(response.status).toBe(200);
+    const policies = new Map<string, [Policy, Policy]>();
+    for (const ws of [open, closed]) {
+      const inHours = await createPolicy(ws, {
+        name: 'No expediente',
+        targets: { firstResponseMinutes: 30 },
+        conditions: { all: [{ field: 'time.businessHours', operator: 'equals', value: true }] },
+      });
+      const everyone = await createPolicy(ws, { name: 'Todos', targets: { firstResponseMinutes: 60 } });
+      policies.set(ws.workspaceId, [inHours, everyone]);
+    }
+    const inOpen = await sandboxInbound(open, 'Oi', '+5511911115001');
+    const inClosed = await sandboxInbound(closed, 'Oi', '+5511911115002');
+    expect((await thread(open, inOpen.threadId)).sla).toMatchObject({ policyId: policies.get(open.workspaceId)![0].id });
+    expect((await thread(closed, inClosed.threadId)).sla).toMatchObject({ policyId: policies.get(closed.workspaceId)![1].id });
+
+    // The policy without conditions moved first: it holds for every thread, in hours or not.
+    const [, everyone] = policies.get(open.workspaceId)!;
+    expect((await open.api.PATCH('/sla-policies/{id}', { params: { path: { id: everyone.id } }, body: { position: 1 } })).response.status).toBe(200);
+    const first = await sandboxInbound(open, 'Oi', '+5511911115003');
+    expect((await thread(open, first.threadId)).sla).toMatchObject({ policyId: everyone.id });
   });
 });
 

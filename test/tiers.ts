@@ -20,6 +20,7 @@ export const slowTier: Record<string, string> = {
   'test/commands.test.ts': 'runs `npm run provision` and `npm run revoke` as processes, one after another',
   'test/delivery-instances.test.ts': 'starts service processes, kills one with SIGKILL and waits for another to take its jobs',
   'test/job-leases.test.ts': 'kills a service process mid-send and waits for another instance to take its leased jobs',
+  'test/sla-timers.test.ts': 'waits three minutes of wall clock for an SLA timer added without a NOTIFY',
   'test/secrets-key.test.ts': 'starts service processes that refuse to start and waits for them to exit',
 };
 

@@ -205,6 +205,16 @@ export function foldConditions(conditions: Conditions): Conditions {
 
 const holdsIn = (compiled: CompiledCondition, context: ConditionContext): boolean => compiled.holds(actualValue(compiled.condition.field, context));
 
+/** Whether the conditions hold whatever they are asked of: none at all (no `all`, no `any`). */
+export function holdAlways(compiled: CompiledConditions): boolean {
+  return compiled.all.length === 0 && compiled.any === undefined;
+}
+
+/** Whether any of the conditions reads `field` (e.g. `time.businessHours`: then the settings are needed to evaluate them). */
+export function readsField(compiled: CompiledConditions, field: string): boolean {
+  return [...compiled.all, ...(compiled.any ?? [])].some((c) => c.condition.field === field);
+}
+
 /** Whether the conditions hold: `all` stops at its first false condition, `any` at its first true one. */
 export function conditionsHold(compiled: CompiledConditions, context: ConditionContext): boolean {
   if (!compiled.all.every((c) => holdsIn(c, context))) return false;

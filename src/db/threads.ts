@@ -1,10 +1,10 @@
 // Threads of a workspace: at most one open per (contact, channel), their stage and history of
 // changes, and their NPS answers.
-import { sql, type InsertQueryBuilder, type InsertResult, type QueryCreator } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import { NO_AGENT, type Database, type ThreadRow, type ThreadSla } from './schema.js';
+import { NO_AGENT, type ThreadRow, type ThreadSla } from './schema.js';
 import type { Actor } from '../actor.js';
 import { historyRows, type FieldChange } from './history.js';
 import { hasLabels, labelKeys } from './labels.js';
@@ -420,23 +420,34 @@ export async function countNpsAnswers(db: Db, workspaceId: string, fromInstant: 
   return result.rows[0]!;
 }
 
+/** What goes with a thread's `sla` in its statement (setThreadSla). */
+export interface AlongSla {
+  /** Data-modifying WITH queries (`name as (...)`) of the caller's own tables, or of an owner's statement builders. */
+  with: readonly RawBuilder<unknown>[];
+  /** A scalar expression evaluated once after them (a NOTIFY of the jobs they added). */
+  select?: RawBuilder<unknown> | undefined;
+}
+
 /**
  * Writes the thread's `sla` as the API shows it (src/sla/ computes it), and answers the thread as it
- * is now. `along`: a data-modifying WITH query of the caller's own tables (src/sla/'s clocks) that
- * runs in the same statement.
+ * is now. `along`: what changes with it in the same statement (src/sla/'s clocks, metrics and timers).
  */
-export async function setThreadSla<T extends keyof Database>(
-  trx: Db,
-  workspaceId: string,
-  threadId: string,
-  sla: ThreadSla | null,
-  along?: (db: QueryCreator<Database>) => InsertQueryBuilder<Database, T, InsertResult>,
-): Promise<ThreadRow> {
-  const update = along ? trx.with('along', along).updateTable('threads') : trx.updateTable('threads');
-  return update
-    .set({ sla: sla && JSON.stringify(sla) })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', threadId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+export async function setThreadSla(trx: Db, workspaceId: string, threadId: string, sla: ThreadSla | null, along?: AlongSla): Promise<ThreadRow> {
+  if (!along || (along.with.length === 0 && !along.select)) {
+    return trx
+      .updateTable('threads')
+      .set({ sla: sla && JSON.stringify(sla) })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', threadId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+  const changed = sql`thread_sla as (
+      update threads set sla = ${sla && JSON.stringify(sla)}::jsonb where workspace_id = ${workspaceId} and id = ${threadId} returning *)`;
+  const { rows } = await sql<ThreadRow & { along_select?: unknown }>`
+    with ${sql.join([...along.with, changed])}
+    select thread_sla.*${along.select ? sql`, ${along.select} as along_select` : sql``} from thread_sla`.execute(trx);
+  if (!rows[0]) throw new Error(`setThreadSla: no thread ${threadId}`);
+  const { along_select: _select, ...row } = rows[0];
+  return row;
 }

@@ -175,6 +175,23 @@ export function runningJobsQuery<K extends JobKind>(kind: K, workspaceId: string
 }
 
 /**
+ * The longest an idle worker sleeps between two claims (worker.ts caps every nap at it; JOB_POLL_MS
+ * is at most this). Each claim also answers when the queue's next waiting job falls due, and the
+ * worker sleeps no longer than that: a job committed more than this before it falls due is seen by
+ * a claim of every worker of its kind before then, and run on time without a NOTIFY.
+ */
+export const LONGEST_NAP_MS = 60_000;
+
+/**
+ * Whether a job due at `runAt`, added now, needs its workers woken (notifyAddedQuery): it falls due
+ * within two LONGEST_NAP_MS (one for a nap begun before its commit, one for the commit itself), so
+ * a worker asleep might only claim after it. A job due later is found by the claims in between.
+ */
+export function wakeFor(runAt: Date, now: number = Date.now()): boolean {
+  return runAt.getTime() - now <= 2 * LONGEST_NAP_MS;
+}
+
+/**
  * Statement builder: a scalar subquery that wakes `kind`'s workers (NOTIFY, at commit) when the WITH
  * query `added` (an enqueueEachQuery) added any job, and does nothing when it added none.
  */

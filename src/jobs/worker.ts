@@ -17,6 +17,7 @@ import { batcher } from './batch.js';
 import {
   claimJobs,
   finishJobs,
+  LONGEST_NAP_MS,
   postponeJob,
   releaseJob,
   renewLeases,
@@ -357,7 +358,8 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
       // (the nap ends at once).
       let waitMs = failures > 0 ? backoffMs(failures + 1, { baseMs: options.pollMs, maxMs: 30_000, jitter: 0 }) : options.pollMs;
       if (nextRunAt) waitMs = Math.min(waitMs, Math.max(0, nextRunAt.getTime() - Date.now()));
-      await wake.nap(waitMs);
+      // Never longer than LONGEST_NAP_MS: jobs added without a NOTIFY (due later than that) count on it.
+      await wake.nap(Math.min(waitMs, LONGEST_NAP_MS));
       wake.clear();
     }
   }

@@ -39,6 +39,7 @@ async function enqueueDelivery(db: Db, message: MessageRow): Promise<void> {
  * The one emitter of message.created: a message `actor` added (sent, or a customer's inbound one),
  * after its thread's service levels followed it; in its transaction. `answered`: a customer's message
  * the service answered itself (an NPS score); `nps`: the NPS question or thanks (never a response);
+ * `threadOpened`: its thread was opened for it in this transaction (its clocks are known);
  * `withNext`: the event's statement travels with the transaction's next one or its COMMIT (recordEvent).
  */
 export async function messageCreated(
@@ -47,7 +48,7 @@ export async function messageCreated(
   row: MessageRow,
   actor: Actor,
   now: Date,
-  options: { answered?: boolean; nps?: boolean; withNext?: boolean } = {},
+  options: { answered?: boolean; nps?: boolean; withNext?: boolean; threadOpened?: boolean } = {},
 ): Promise<void> {
   await sla.onMessage(trx, row, actor, options);
   await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, { answered: options.answered, withNext: options.withNext });

@@ -77,9 +77,11 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
   // created (no key found anyone, and the keys are held) has none.
   const read = context?.contact?.id === contactId;
   const created = context !== undefined && context.byBsuid === null && context.byPhone === null;
-  const threadId =
-    (read ? context.threadId : null) ??
-    (await openThreadId(trx, workspaceId, contactId, channel.id, now, SYSTEM, { knownNone: read || created, withNext: true }));
+  const known = read ? context.threadId : null;
+  const thread = known
+    ? { id: known, opened: false }
+    : await openThreadId(trx, workspaceId, contactId, channel.id, now, SYSTEM, { knownNone: read || created, withNext: true });
+  const threadId = thread.id;
   const files = pendingFiles(message.media);
   const sentAt = message.sentAt && message.sentAt < now ? message.sentAt : now;
   // The message stored and the thread's inbound times moved, in one statement.
@@ -103,7 +105,7 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
   if (!row) return { kind: 'duplicate' };
   await holdInboundMedia(trx, workspaceId, { channelId: channel.id, contactId, messageId: row.id }, files, now);
   // Its event travels with the transaction's next statement or its COMMIT: no round trip of its own.
-  await messageCreated(trx, workspaceId, row, SYSTEM, now, { withNext: true });
+  await messageCreated(trx, workspaceId, row, SYSTEM, now, { withNext: true, threadOpened: thread.opened });
   return { kind: 'stored', message: row };
 }
 

@@ -90,9 +90,9 @@ export async function openThread(
 }
 
 /**
- * The pair's open thread, opened now when it has none (concurrent callers end in the same one). Run
- * it in a transaction. `knownNone`: the caller read that the pair has none (it is not looked up
- * first); `withNext` as openThread's.
+ * The pair's open thread, opened now when it has none (concurrent callers end in the same one), and
+ * whether this call opened it. Run it in a transaction. `knownNone`: the caller read that the pair
+ * has none (it is not looked up first); `withNext` as openThread's.
  */
 export async function openThreadId(
   trx: Db,
@@ -102,14 +102,14 @@ export async function openThreadId(
   now: Date,
   actor: Actor,
   { knownNone = false, withNext = false } = {},
-): Promise<string> {
+): Promise<{ id: string; opened: boolean }> {
   const open = knownNone ? undefined : await findOpenThreadId(trx, workspaceId, contactId, channelId);
-  if (open) return open;
+  if (open) return { id: open, opened: false };
   const opened = await openThread(trx, workspaceId, { contactId, channelId }, now, actor, { withNext });
-  if (opened) return opened.id;
+  if (opened) return { id: opened.id, opened: true };
   const winner = await findOpenThreadId(trx, workspaceId, contactId, channelId);
   if (!winner) throw new Error(`no open thread for contact ${contactId} and channel ${channelId}`);
-  return winner;
+  return { id: winner, opened: false };
 }
 
 /**

@@ -63,7 +63,9 @@ export function businessMsBetween(hours: Hours, from: Date, to: Date): number {
   return total;
 }
 
-/** The due time of a target of `minutes` from `start`: in business time when `businessHoursOnly`. */
-export function dueAfter(hours: Hours, start: Date, minutes: number, businessHoursOnly: boolean): Date {
-  return businessHoursOnly ? addBusinessMinutes(hours, start, minutes) : new Date(start.getTime() + minutes * MINUTE);
+/** The due time of a target of `minutes` from `start`: in business time when `businessHoursOnly` (then `hours` are needed). */
+export function dueAfter(hours: Hours | undefined, start: Date, minutes: number, businessHoursOnly: boolean): Date {
+  if (!businessHoursOnly) return new Date(start.getTime() + minutes * MINUTE);
+  if (!hours) throw new Error('a due time in business hours needs the business hours');
+  return addBusinessMinutes(hours, start, minutes);
 }

@@ -11,16 +11,18 @@
 // Counting outbound: a key's or a person's message, or an AI agent's unless the policy is
 // humanOnly; never an automation's, a template or an NPS question or thanks. A thread opened by our
 // own message starts no first-response clock (nobody waits for us yet).
-import { sql } from 'kysely';
+import { sql, type Insertable, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
-import type { MessageRow, SlaClockRow, SlaMetric, SlaPolicyRow, ThreadRow, ThreadSla } from '../db/schema.js';
+import type { MessageRow, SlaClockRow, SlaMetric, SlaMetricTable, SlaPolicyRow, ThreadRow, ThreadSla } from '../db/schema.js';
 import { loadSettings, type Settings } from '../services/settings.js';
 import { businessMsBetween, dueAfter } from './business-time.js';
 import { choosePolicy, enabledPolicy } from './policies.js';
-import { replaceTimers } from './timers.js';
+import { timerQueries } from './timers.js';
 import { setThreadSla } from '../db/threads.js';
+
+type NewSlaMetric = Insertable<SlaMetricTable>;
 
 const TARGET: Record<SlaMetric, 'firstResponseMinutes' | 'nextResponseMinutes' | 'resolutionMinutes'> = {
   firstResponse: 'firstResponseMinutes',
@@ -45,6 +47,11 @@ async function policyOf(trx: Db, workspaceId: string, id: string | null | undefi
 function lazySettings(trx: Db, workspaceId: string): () => Promise<Settings> {
   let loaded: Promise<Settings> | undefined;
   return () => (loaded ??= loadSettings(trx, workspaceId));
+}
+
+/** The settings a policy's due times need: its business hours, when it counts in them (else none is read). */
+async function hoursFor(policy: SlaPolicyRow | undefined, settings: () => Promise<Settings>): Promise<Settings | undefined> {
+  return policy?.business_hours_only ? settings() : undefined;
 }
 
 /** Whether a clock has a due or warning time, so the thread may have waiting timers for it. */
@@ -83,14 +90,14 @@ function sameClocks(a: readonly SlaClockRow[], b: readonly SlaClockRow[]): boole
   });
 }
 
-/** A clock of `metric` started at `startedAt`, its due and warning times under `policy`. */
+/** A clock of `metric` started at `startedAt`, its due and warning times under `policy` (`settings` needed only when it counts in business hours). */
 export function timedClock(
   workspaceId: string,
   threadId: string,
   metric: SlaMetric,
   startedAt: Date,
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
   flags: { warned: boolean; breached: boolean } = { warned: false, breached: false },
 ): SlaClockRow {
   const minutes = policy?.targets[TARGET[metric]];
@@ -132,11 +139,12 @@ export function slaOf(policyId: string | null, clocks: readonly SlaClockRow[], b
 }
 
 /**
- * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, and its timers; the
- * thread as it is now. In the caller's transaction. `thread` and `before` (its clocks as stored,
- * already deleted when `deleted`) let it write only what changes: nothing when the clocks and the
- * `sla` are the same; the clocks added alone when none was stopped or moved; the `sla` only when it
- * differs; the timers only when the clocks before or after have due or warning times.
+ * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, its timers and the
+ * `metrics` the change recorded, in one statement; the thread as it is now. In the caller's
+ * transaction. `thread` and `before` (its clocks as stored, already deleted when `deleted`) let it
+ * write only what changes: nothing when the clocks and the `sla` are the same; of the clocks, those
+ * stopped, started or moved (a moved one is written over); the `sla` only when it differs; the
+ * timers of the clocks stopped, started or moved only (timerQueries).
  */
 export async function writeClocks(
   trx: Db,
@@ -144,64 +152,78 @@ export async function writeClocks(
   before: readonly SlaClockRow[],
   clocks: readonly SlaClockRow[],
   sla: ThreadSla | null,
-  { deleted = false } = {},
+  { deleted = false, metrics = [] }: { deleted?: boolean; metrics?: readonly NewSlaMetric[] } = {},
 ): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id: threadId } = thread;
   const kept = before.filter((old) => clocks.some((clock) => sameClocks([old], [clock])));
   const added = clocks.filter((clock) => !kept.some((old) => old.metric === clock.metric));
-  const clocksChange = deleted || kept.length !== before.length || added.length > 0;
-  if (!deleted && kept.length !== before.length) {
-    const gone = before.filter((old) => !kept.includes(old)).map((old) => old.metric);
-    await trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).where('metric', 'in', gone).execute();
+  const replaced = before.filter((old) => !kept.includes(old));
+  const queries: RawBuilder<unknown>[] = [];
+  if (metrics.length > 0) queries.push(sql`sla_metrics_recorded as (${trx.insertInto('sla_metrics').values([...metrics])})`);
+  const stopped = deleted ? [] : replaced.filter((old) => !clocks.some((clock) => clock.metric === old.metric)).map((old) => old.metric);
+  if (stopped.length > 0) {
+    queries.push(
+      sql`sla_clocks_stopped as (${trx.deleteFrom('sla_clocks').where('workspace_id', '=', workspaceId).where('thread_id', '=', threadId).where('metric', 'in', stopped)})`,
+    );
   }
-  let row = thread;
-  if (!sameSla(thread.sla, sla)) {
-    // The clocks added and the `sla` in one statement.
-    row = await setThreadSla(trx, workspaceId, threadId, sla, added.length > 0 ? (db) => db.insertInto('sla_clocks').values(added) : undefined);
-  } else if (added.length > 0) {
-    await trx.insertInto('sla_clocks').values(added).execute();
+  if (added.length > 0) {
+    // A moved clock (same metric, other start, times or flags) is written over its row: its delete
+    // and insert in one statement would meet on the key.
+    const insert = trx
+      .insertInto('sla_clocks')
+      .values([...added])
+      .onConflict((oc) =>
+        oc.columns(['workspace_id', 'thread_id', 'metric']).doUpdateSet((eb) => ({
+          started_at: eb.ref('excluded.started_at'),
+          policy_id: eb.ref('excluded.policy_id'),
+          due_at: eb.ref('excluded.due_at'),
+          warn_at: eb.ref('excluded.warn_at'),
+          warned: eb.ref('excluded.warned'),
+          breached: eb.ref('excluded.breached'),
+        })),
+      );
+    queries.push(sql`sla_clocks_started as (${insert})`);
   }
-  if (clocksChange && (timed(before) || timed(clocks))) await replaceTimers(trx, workspaceId, threadId, clocks, { cancel: timed(before) });
-  return row;
+  const timers = timed(before) || timed(clocks) ? timerQueries(workspaceId, threadId, { stopped: replaced, started: added }) : undefined;
+  queries.push(...(timers?.with ?? []));
+  if (!sameSla(thread.sla, sla)) return setThreadSla(trx, workspaceId, threadId, sla, { with: queries, select: timers?.select });
+  if (queries.length > 0) await sql`with ${sql.join(queries)} select ${timers?.select ?? sql`1`}`.execute(trx);
+  return thread;
 }
 
-/** The metric row of a clock stopped at `at` by a response or a closing. */
-async function recordMetric(
-  trx: Db,
+/** The metric row of a clock stopped at `at` by a response or a closing (written with the clocks' change, writeClocks). */
+function metricOf(
   thread: Pick<ThreadRow, 'workspace_id' | 'id' | 'channel_id' | 'stage_id'>,
   clock: SlaClockRow,
   at: Date,
   who: { agentId: string | null; byAi: boolean | null },
   settings: Settings,
-): Promise<void> {
-  await trx
-    .insertInto('sla_metrics')
-    .values({
-      workspace_id: thread.workspace_id,
-      id: uuidv7(),
-      thread_id: thread.id,
-      metric: clock.metric,
-      channel_id: thread.channel_id,
-      stage_id: thread.stage_id,
-      agent_id: who.agentId,
-      by_ai: clock.metric === 'firstResponse' ? who.byAi : null,
-      started_at: clock.started_at,
-      happened_at: at,
-      seconds: Math.max(0, at.getTime() - clock.started_at.getTime()) / 1000,
-      business_seconds: businessMsBetween(settings, clock.started_at, at) / 1000,
-      policy_id: clock.policy_id,
-      due_at: clock.due_at,
-      within_sla: clock.due_at ? at.getTime() <= clock.due_at.getTime() : null,
-    })
-    .execute();
+): NewSlaMetric {
+  return {
+    workspace_id: thread.workspace_id,
+    id: uuidv7(),
+    thread_id: thread.id,
+    metric: clock.metric,
+    channel_id: thread.channel_id,
+    stage_id: thread.stage_id,
+    agent_id: who.agentId,
+    by_ai: clock.metric === 'firstResponse' ? who.byAi : null,
+    started_at: clock.started_at,
+    happened_at: at,
+    seconds: Math.max(0, at.getTime() - clock.started_at.getTime()) / 1000,
+    business_seconds: businessMsBetween(settings, clock.started_at, at) / 1000,
+    policy_id: clock.policy_id,
+    due_at: clock.due_at,
+    within_sla: clock.due_at ? at.getTime() <= clock.due_at.getTime() : null,
+  };
 }
 
 /** Clocks started at `at` under the policy that applies now (opening, reopening): first response and resolution. */
 async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly SlaClockRow[] | 'none'): Promise<ThreadRow> {
   const settings = lazySettings(trx, thread.workspace_id);
   const policy = await choosePolicy(trx, thread.workspace_id, thread.id, settings, at);
-  const loaded = policy ? await settings() : undefined;
-  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded!));
+  const loaded = await hoursFor(policy, settings);
+  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded));
   const old = before === 'none' ? [] : before;
   return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []));
 }
@@ -232,8 +254,8 @@ export async function onThreadChange(trx: Db, before: ThreadRow | undefined, aft
       select (select json_agg(gone) from gone) as clocks`.execute(trx);
     const clocks = (rows[0]?.clocks ?? []).map(clockFromJson);
     const resolution = clocks.find((clock) => clock.metric === 'resolution');
-    if (resolution) await recordMetric(trx, after, resolution, now, { agentId: after.agent_id, byAi: null }, await loadSettings(trx, workspaceId));
-    return writeClocks(trx, after, clocks, [], after.sla ? slaOf(after.sla.policyId, [], breachedOf(after)) : null, { deleted: true });
+    const metrics = resolution ? [metricOf(after, resolution, now, { agentId: after.agent_id, byAi: null }, await loadSettings(trx, workspaceId))] : [];
+    return writeClocks(trx, after, clocks, [], after.sla ? slaOf(after.sla.policyId, [], breachedOf(after)) : null, { deleted: true, metrics });
   }
   if (before.status === 'closed' && after.status === 'open') return startCycle(trx, after, now, await clocksOf(trx, workspaceId, id));
   if (after.status !== 'open') return after;
@@ -245,9 +267,9 @@ export async function onThreadChange(trx: Db, before: ThreadRow | undefined, aft
   // A regroup under no policy, held to none before: the clocks run on without due times as they are.
   if (!handoff && !policy && !after.sla) return after;
   const current = await clocksOf(trx, workspaceId, id);
-  const loaded = policy ? await settings() : undefined;
-  const clocks = handoff ? handedOff(current, workspaceId, id, now, policy, loaded!) : current;
-  return retime(trx, after, current, clocks, policy, loaded!);
+  const loaded = await hoursFor(policy, settings);
+  const clocks = handoff ? handedOff(current, workspaceId, id, now, policy, loaded) : current;
+  return retime(trx, after, current, clocks, policy, loaded);
 }
 
 /** A clock as json_agg answers it (times as text). */
@@ -263,7 +285,7 @@ function handedOff(
   threadId: string,
   now: Date,
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
 ): SlaClockRow[] {
   return [...clocks.filter((clock) => clock.metric === 'resolution'), timedClock(workspaceId, threadId, 'firstResponse', now, policy, settings)];
 }
@@ -275,7 +297,7 @@ async function retime(
   before: readonly SlaClockRow[],
   clocks: readonly SlaClockRow[],
   policy: SlaPolicyRow | undefined,
-  settings: Settings,
+  settings: Settings | undefined,
 ): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id } = thread;
   const timed = clocks.map((clock) => ({
@@ -340,12 +362,16 @@ function counts(message: MessageRow, actor: Actor, nps: boolean): boolean {
 }
 
 /**
- * A message was added to a thread (sent or received; `nps` for the NPS question and thanks): an
+ * A message was added to a thread (sent or received; `nps` for the NPS question and thanks;
+ * `threadOpened` when the thread was opened for it in the same transaction): an
  * inbound one starts the next-response clock when no response clock runs; a counting outbound one
  * stops the running response clock with its metric.
  */
-export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean } = {}): Promise<void> {
+export async function onMessage(trx: Db, message: MessageRow, actor: Actor, options: { nps?: boolean; threadOpened?: boolean } = {}): Promise<void> {
   if (message.direction === 'outbound' && !counts(message, actor, options.nps ?? false)) return;
+  // A customer's message on the thread opened for it: onThreadOpened started its first-response
+  // clock in this transaction, so the message starts none; nothing to read.
+  if (message.direction === 'inbound' && options.threadOpened) return;
   const { workspace_id: workspaceId, thread_id: threadId } = message;
   // The thread and its clocks in one statement (the thread's row is held by the message's transaction).
   const { rows } = await sql<ThreadRow & { clocks: SlaClockRow[] }>`
@@ -361,8 +387,8 @@ export async function onMessage(trx: Db, message: MessageRow, actor: Actor, opti
   if (message.direction === 'inbound') {
     if (responding) return;
     const policy = await policyOf(trx, workspaceId, thread.sla?.policyId);
-    const settings = policy ? await loadSettings(trx, workspaceId) : undefined;
-    const next = [...clocks, timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, settings!)];
+    const hours = await hoursFor(policy, lazySettings(trx, workspaceId));
+    const next = [...clocks, timedClock(workspaceId, threadId, 'nextResponse', message.created_at, policy, hours)];
     await writeClocks(trx, thread, clocks, next, slaOf(thread.sla?.policyId ?? null, next, breachedOf(thread)));
     return;
   }
@@ -372,8 +398,8 @@ export async function onMessage(trx: Db, message: MessageRow, actor: Actor, opti
   if (byAi && (await policyOf(trx, workspaceId, clock.policy_id ?? thread.sla?.policyId))?.human_only) return;
   const rest = clocks.filter((c) => c !== clock);
   // Our own message opening the thread: nobody was waiting for it.
-  if (!(clock.metric === 'firstResponse' && clock.started_at.getTime() >= message.created_at.getTime())) {
-    await recordMetric(trx, thread, clock, message.created_at, { agentId: message.agent_id, byAi }, await loadSettings(trx, workspaceId));
-  }
-  await writeClocks(trx, thread, clocks, rest, slaOf(thread.sla?.policyId ?? null, rest, breachedOf(thread)));
+  const metrics = !(clock.metric === 'firstResponse' && clock.started_at.getTime() >= message.created_at.getTime())
+    ? [metricOf(thread, clock, message.created_at, { agentId: message.agent_id, byAi }, await loadSettings(trx, workspaceId))]
+    : [];
+  await writeClocks(trx, thread, clocks, rest, slaOf(thread.sla?.policyId ?? null, rest, breachedOf(thread)), { metrics });
 }

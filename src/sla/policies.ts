@@ -6,7 +6,7 @@
 import { sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
-import { compileConditions, conditionsHold } from '../automations/conditions.js';
+import { compileConditions, conditionsHold, holdAlways, readsField, type ConditionContext } from '../automations/conditions.js';
 import { threadFacts, withHours } from '../automations/context.js';
 import { assertReferences, definitionProblems, type Definition } from '../automations/validate.js';
 import type { Db } from '../db/database.js';
@@ -235,8 +235,9 @@ export async function enabledPolicy(db: Db, workspaceId: string, id: string | nu
 /**
  * The policy the thread is held to now: the first enabled one, in position order, whose conditions
  * hold on the thread as it is (in the caller's transaction); undefined when none does or the
- * workspace has none (then neither the thread nor the settings are read). `settings` is loaded
- * only when needed.
+ * workspace has none. The thread, its contact and channel are read only when a policy before the
+ * first one without conditions has some (a policy without conditions holds whatever the thread is),
+ * and `settings` only when one of those asks whether it is business hours now.
  */
 export async function choosePolicy(
   trx: Db,
@@ -246,9 +247,19 @@ export async function choosePolicy(
   now: Date,
 ): Promise<SlaPolicyRow | undefined> {
   const policies = await enabledPolicies(trx, workspaceId);
-  if (policies.length === 0) return undefined;
-  const facts = await threadFacts(trx, workspaceId, threadId, undefined);
-  if (!facts) return undefined;
-  const context = withHours(facts, await settings(), now);
-  return policies.find((policy) => conditionsHold(policy.conditions, context))?.row;
+  const asked = policies.slice(0, policies.findIndex((policy) => holdAlways(policy.conditions)) + 1 || policies.length);
+  // Whether it is business hours now (it needs the settings) only when a condition to be evaluated
+  // asks; otherwise none reads the context's `businessHours`.
+  const hours = asked.some((policy) => readsField(policy.conditions, 'time.businessHours'));
+  let context: Promise<ConditionContext | undefined> | undefined;
+  for (const policy of asked) {
+    if (holdAlways(policy.conditions)) return policy.row;
+    context ??= threadFacts(trx, workspaceId, threadId, undefined).then(async (facts) =>
+      facts && hours ? withHours(facts, await settings(), now) : facts && { ...facts, businessHours: false },
+    );
+    const facts = await context;
+    if (!facts) return undefined;
+    if (conditionsHold(policy.conditions, facts)) return policy.row;
+  }
+  return undefined;
 }

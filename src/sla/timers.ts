@@ -1,16 +1,16 @@
 // SLA timers: `sla-timer` jobs on the durable queue, one per due time (`breach`) and warning time
 // (`warning`) of a thread's running clocks, keyed `sla:<thread id>` (due time as their place in the
-// key's order). Every change of a thread's clocks replaces its waiting timers in the change's
-// transaction (replaceTimers), so no scan of threads ever looks for breaches. A timer falling due
-// locks the thread and its clock and, when that clock (same metric, same start) still runs and has
+// key's order). Every change of a thread's clocks replaces the waiting timers of the clocks it
+// changed, in the change's own statement (timerQueries), so no scan of threads ever looks for
+// breaches. A timer falling due locks the thread and its clock and, when that clock (same metric, same start) still runs and has
 // not recorded it, records sla.warning or sla.breached and the thread's new `sla` with the job's
 // end, in one transaction: once per thread, metric and clock, across instances and restarts (a
 // duplicate or a rival holder finds it recorded, or fails its commit); services/sla-events.ts emits them.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { transact, type Db } from '../db/database.js';
 import type { SlaClockRow, SlaMetric, ThreadRow } from '../db/schema.js';
 import { slaBreached, slaWarned } from '../services/sla-events.js';
-import { cancelWaitingQuery, enqueue, finishJob, type Job } from '../jobs/queue.js';
+import { cancelWaitingQuery, enqueueEachQuery, finishJob, notifyAddedQuery, wakeFor, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { setThreadSla } from '../db/threads.js';
@@ -19,27 +19,53 @@ export const SLA_TIMER = 'sla-timer';
 
 const keyOf = (threadId: string): string => `sla:${threadId}`;
 
+/** A timer of a clock: its due (`breach`) or warning time, not yet recorded. */
+function timersOf(clock: SlaClockRow): Array<{ kind: 'warning' | 'breach'; at: Date }> {
+  const timers: Array<{ kind: 'warning' | 'breach'; at: Date }> = [];
+  if (clock.due_at && !clock.breached) timers.push({ kind: 'breach', at: clock.due_at });
+  if (clock.warn_at && !clock.warned && !clock.breached) timers.push({ kind: 'warning', at: clock.warn_at });
+  return timers;
+}
+
 /**
- * Deletes the thread's waiting timers (unless `cancel` is false: the caller knows it has none) and
- * adds one per due and warning time of `clocks` not yet recorded. In the change's transaction.
+ * Statement builder: the thread's timers following a change of its clocks, as WITH queries of the
+ * change's statement (`with`), and the NOTIFY to select with them (`select`, none when none is
+ * needed). The waiting timers of the clocks in `stopped` (stopped, or replaced by a clock with other
+ * times or flags) that had a due or warning time are deleted, and one timer is added per due and
+ * warning time not yet recorded of the clocks in `started` (new, or the replacements): the timers
+ * of a clock that did not change stay as they are. The workers are woken only when an added timer falls due soon (wakeFor); a
+ * later one is found by their claims, which sleep no longer than the next job's due time.
  */
-export async function replaceTimers(trx: Db, workspaceId: string, threadId: string, clocks: readonly SlaClockRow[], { cancel = true } = {}): Promise<void> {
-  if (cancel)
-    await sql`with cancelled as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey: keyOf(threadId) })}) select count(*) from cancelled`.execute(trx);
-  for (const clock of clocks) {
-    const startedAt = clock.started_at.toISOString();
-    const timers: Array<{ kind: 'warning' | 'breach'; at: Date }> = [];
-    if (clock.due_at && !clock.breached) timers.push({ kind: 'breach', at: clock.due_at });
-    if (clock.warn_at && !clock.warned && !clock.breached) timers.push({ kind: 'warning', at: clock.warn_at });
-    for (const timer of timers) {
-      await enqueue(
-        trx,
-        SLA_TIMER,
-        { threadId, metric: clock.metric, startedAt, kind: timer.kind },
-        { workspaceId, orderingKey: keyOf(threadId), runAt: timer.at, createdAt: timer.at },
-      );
-    }
+export function timerQueries(
+  workspaceId: string,
+  threadId: string,
+  change: { stopped: readonly SlaClockRow[]; started: readonly SlaClockRow[] },
+  now: number = Date.now(),
+): { with: RawBuilder<unknown>[]; select: RawBuilder<unknown> | undefined } {
+  const queries: RawBuilder<unknown>[] = [];
+  const orderingKey = keyOf(threadId);
+  for (const [i, clock] of change.stopped.filter((c) => c.due_at !== null || c.warn_at !== null).entries()) {
+    queries.push(
+      sql`${sql.ref(`sla_timers_cancelled_${i}`)} as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey, payload: { metric: clock.metric } })})`,
+    );
   }
+  const timers = change.started.flatMap((clock) =>
+    timersOf(clock).map((timer) => ({ ...timer, metric: clock.metric, startedAt: clock.started_at.toISOString() })),
+  );
+  if (timers.length === 0) return { with: queries, select: undefined };
+  const rows = timers.map((t) => sql`(${t.metric}::text, ${t.startedAt}::text, ${t.kind}::text, ${t.at.toISOString()}::timestamptz)`);
+  queries.push(
+    sql`sla_timers as (${enqueueEachQuery(SLA_TIMER, {
+      workspaceId,
+      from: sql`(values ${sql.join(rows)}) as timer (metric, started_at, kind, at)`,
+      payload: { threadId: sql`${threadId}::text`, metric: sql`timer.metric`, startedAt: sql`timer.started_at`, kind: sql`timer.kind` },
+      runAt: sql`timer.at`,
+      createdAt: sql`timer.at`,
+      orderingKey: sql`${orderingKey}::text`,
+    })})`,
+  );
+  const soon = timers.some((timer) => wakeFor(timer.at, now));
+  return { with: queries, select: soon ? notifyAddedQuery(SLA_TIMER, 'sla_timers') : undefined };
 }
 
 /** The job ended with its effect; a claim lost meanwhile rolls the effect back. */
