@@ -1,10 +1,11 @@
 // The event log: each change the API exposes records its event (the object as the API returned it)
 // in the change's transaction; GET /events lists them newest first with a type filter; another
 // workspace never sees them; erasing a contact scrubs them; the service purges them after 30 days.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
 import { purgeOldEvents } from '../src/events/record.js';
+import { bindInputs, fanOut, registerEventConsumer, statementTemplate } from '../src/events/fan-out.js';
 import { buildContact, buildPhone, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
 import { waitFor } from './helpers/processes.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
@@ -168,5 +169,47 @@ describe('keeping', () => {
 
     expect(deleted).toBeGreaterThanOrEqual(1);
     expect((await events(ws)).map((e) => e.id)).toEqual([newer!.id]);
+  });
+});
+
+describe('the recording statement, compiled once per shape (events/fan-out.ts)', () => {
+  it("when a consumer uses the event's values as placeholders, then each event's values fill them in, constants staying", () => {
+    registerEventConsumer('test-placeholders', ({ workspaceId, now }) => ({
+      with: sql`, t as (select ${workspaceId}::uuid, ${now}::timestamptz, ${'kept'}::text)`,
+      notify: sql``,
+    }));
+    try {
+      const parts = fanOut('contact.created', 'system', false);
+      const template = statementTemplate(sql`select 1${parts.with}`.compile(server.db));
+      const now = new Date('2026-12-06T05:00:00.123Z');
+
+      const bound = bindInputs(template, { workspaceId: 'w-1', id: 'e-1', chain: '[]', root: null, now });
+
+      expect(bound.parameters.slice(-3)).toEqual(['w-1', '2026-12-06T05:00:00.123Z', 'kept']);
+    } finally {
+      registerEventConsumer('test-placeholders', undefined);
+    }
+  });
+
+  it('when a consumer computes a value from a placeholder (a derived instant, a key), then the statement is refused instead of storing one value for every event', () => {
+    const derived = [
+      ({ now }: { now: Date }) => sql`${new Date(now.getTime() + 1000)}::timestamptz`,
+      ({ workspaceId }: { workspaceId: string }) => sql`${`idle:${workspaceId}`}`,
+    ];
+    for (const [i, part] of derived.entries()) {
+      registerEventConsumer(`test-derived-${i}`, (event) => ({ with: sql`, t as (select ${part(event)})`, notify: sql`` }));
+      try {
+        const parts = fanOut('contact.created', 'system', false);
+        expect(() => statementTemplate(sql`select 1${parts.with}`.compile(server.db))).toThrow(/computed a statement value from an event's placeholder/);
+      } finally {
+        registerEventConsumer(`test-derived-${i}`, undefined);
+      }
+    }
+  });
+
+  it('when a constant is sent as it is, then it is no placeholder', () => {
+    const template = statementTemplate(CompiledQuery.raw('select $1::int', [7]));
+
+    expect(bindInputs(template, { now: new Date() }).parameters).toEqual([7]);
   });
 });

@@ -140,6 +140,56 @@ describe('POST /webhooks/meta/{channelId}: signatures', () => {
     expect(res.body.error.code).toBe('payload_too_large');
   });
 
+  it("when the channel's app secret changes after it was read for a delivery, then a delivery signed with the old secret is refused 401 and stores nothing; one signed with the new secret is stored", async () => {
+    const { ws, meta } = await whatsappChannel();
+    const first = whatsappText('5511987650011', 'Oi!');
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, first), { appSecret: meta.appSecret })).status).toBe(200);
+    // The app secret rotated at Meta, and here (this instance's copy of the row, kept from the first delivery, still has the old one).
+    const appSecret = `rotated-${meta.appSecret}`;
+    const patched = await ws.api.PATCH('/channels/{id}', { params: { path: { id: meta.channel.id } }, body: { meta: { appSecret } } });
+    expect(patched.response.status).toBe(200);
+    const late = whatsappText('5511987650012', 'Signed before the rotation');
+    const current = whatsappText('5511987650013', 'Signed after it');
+
+    const old = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, late), { appSecret: meta.appSecret });
+    const rotated = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, current), { appSecret });
+
+    expect(old.status).toBe(401);
+    expect(old.body.error.code).toBe('invalid_signature');
+    expect(rotated.status).toBe(200);
+    expect((await storedMessages(ws.workspaceId)).map((m) => m.external_id)).toEqual([first.id, current.id]);
+  });
+
+  it("when the channel's app secret changes after it was read for a delivery, then the first delivery signed with the new secret is stored", async () => {
+    const { ws, meta } = await whatsappChannel();
+    const first = whatsappText('5511987650014', 'Oi!');
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, first), { appSecret: meta.appSecret })).status).toBe(200);
+    const appSecret = `rotated-${meta.appSecret}`;
+    await ws.api.PATCH('/channels/{id}', { params: { path: { id: meta.channel.id } }, body: { meta: { appSecret } } });
+    const current = whatsappText('5511987650015', 'Signed after the rotation');
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, current), { appSecret });
+
+    expect(res.status).toBe(200);
+    expect((await storedMessages(ws.workspaceId)).map((m) => m.external_id)).toEqual([first.id, current.id]);
+  });
+
+  it('when the channel is deleted after it was read for a delivery, then the next delivery answers 404 and stores nothing', async () => {
+    const { ws, meta } = await whatsappChannel();
+    // A delivery that stores nothing, so that the channel's row can go.
+    const understood = await postWebhook(server, meta.channel.id, { object: 'page', entry: [] }, { appSecret: meta.appSecret });
+    expect(understood.status).toBe(200);
+    await sql`delete from channels where id = ${meta.channel.id}`.execute(server.db);
+
+    const res = await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, whatsappText('5511987650016', 'Oi!')), {
+      appSecret: meta.appSecret,
+    });
+
+    expect(res.status).toBe(404);
+    expect(await storedMessages(ws.workspaceId)).toEqual([]);
+    expect(await storedContacts(ws.workspaceId)).toEqual([]);
+  });
+
   it('when the channel is unknown, then it answers 404', async () => {
     const res = await postWebhook(server, '01935f4c-0a1b-7c2d-8e3f-4a5b6c7d8e9f', { object: 'whatsapp_business_account', entry: [] }, { appSecret: 'x' });
 

@@ -58,7 +58,7 @@ export function aiReplyConsumer(ai: AiReplies): EventConsumer {
             from: sql`ai_reply_targets t`,
             orderingKey: sql`'thread:' || t.thread_id`,
             payload: { threadId: sql`t.thread_id`, messageId: sql`t.message_id` },
-            runAt: new Date(now.getTime() + ai.delayMs),
+            runAt: sql`(${now}::timestamptz + ${`${ai.delayMs} milliseconds`}::interval)`,
             createdAt: now,
           })}
         )`,

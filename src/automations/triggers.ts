@@ -17,7 +17,6 @@
 //   silence already under way, and one that stops waiting deletes its waiting timers.
 import { sql, type RawBuilder } from 'kysely';
 import type { components } from '../../generated/api.js';
-import { causationOf, rootOf } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { cancelWaitingQuery, enqueueEachQuery, notifyAddedQuery, runningJobsQuery } from '../jobs/queue.js';
 import type { EventConsumer } from '../events/fan-out.js';
@@ -73,11 +72,10 @@ function idleScheduledQuery(workspaceId: string, automationId: RawBuilder<unknow
 }
 
 /** The automations' consumer of the event log: the runs an event triggers, the idle timers it starts or ends. */
-export const automationTriggers: EventConsumer = ({ workspaceId, type, id: eventId, actor, now }) => {
+export const automationTriggers: EventConsumer = ({ workspaceId, type, id: eventId, actorType, now, chain, root }) => {
   const trigger = triggerOf(type);
   if (!trigger) return undefined;
   const contact = type === 'contact.created' ? sql`s.data->>'id'` : sql`s.data->>'contactId'`;
-  const chain = JSON.stringify(causationOf(actor));
   const parts = [
     sql`automation_source as materialized (
       select ${trigger} as trigger, ${threadOf(type)} as thread_id, ${contact} as contact_id
@@ -100,7 +98,7 @@ export const automationTriggers: EventConsumer = ({ workspaceId, type, id: event
           threadId: sql`t.thread_id`,
           contactId: sql`t.contact_id`,
           chain: sql`${chain}::jsonb`,
-          root: sql`${rootOf(actor) ?? eventId}::text`,
+          root: sql`coalesce(${root}::text, ${eventId}::text)`,
         },
         runAt: now,
         createdAt: now,
@@ -109,7 +107,7 @@ export const automationTriggers: EventConsumer = ({ workspaceId, type, id: event
   ];
   const notify = [sql`, ${notifyAddedQuery('automation-event', 'automation_jobs')}`];
   // Automations' own messages neither start nor end a silence (a reminder must not time the next one).
-  if (type === 'message.created' && actor.type !== 'automation') {
+  if (type === 'message.created' && actorType !== 'automation') {
     // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).
     parts.push(sql`idle_cancelled as (
       ${cancelWaitingQuery('automation-idle', workspaceId, { orderingKey: sql`'idle:' || (select thread_id from automation_source)` })}

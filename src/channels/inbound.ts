@@ -4,12 +4,12 @@
 // when the database refuses one item; idempotent per provider message id.
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
-import { findChannelById } from '../db/channels.js';
+import { findChannelById, sameChannelRow } from '../db/channels.js';
 import type { Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelRow } from '../db/schema.js';
 import type { InboundEvent } from '../services/inbound-events.js';
-import { receiveEvents, type ReceivedEvents } from '../services/receive.js';
+import { ChannelChanged, receiveEvents, type ReceivedEvents } from '../services/receive.js';
 import { ApiError, notFound } from '../errors.js';
 import { MAX_JSON_DEPTH, scanJson } from '../json-scan.js';
 import type { Logger } from '../logger.js';
@@ -23,10 +23,33 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PHONE = /^\+[1-9]\d{7,14}$/;
 const INSTAGRAM_ID = /^[0-9A-Za-z_.-]+$/;
 
-/** The meta channel a webhook names; 404 for a malformed id, an unknown channel or a sandbox one. */
-export async function webhookChannel(db: Db, channelId: string): Promise<ChannelRow> {
+/**
+ * Meta channels as a delivery last found them, by id: a delivery is checked against its channel's
+ * row from here, and that row is confirmed with the delivery's first statement (receiveEvents'
+ * confirmChannel) instead of read in a round trip of its own; a signature this row refuses is
+ * checked again against the stored row (receiveMetaDelivery). Bounded; a process's own.
+ */
+const channels = new Map<string, ChannelRow>();
+const MAX_CHANNELS = 1_000;
+
+function remember(channel: ChannelRow): void {
+  if (channels.size >= MAX_CHANNELS) channels.clear();
+  channels.set(channel.id, channel);
+}
+
+/**
+ * The meta channel a webhook names; 404 for a malformed id, an unknown channel or a sandbox one.
+ * `cached`: as a delivery last found it (it may have changed since: receiveMetaDelivery confirms it).
+ */
+export async function webhookChannel(db: Db, channelId: string, { cached = false } = {}): Promise<ChannelRow> {
+  const known = cached ? channels.get(channelId) : undefined;
+  if (known) return known;
   const channel = UUID.test(channelId) ? await findChannelById(db, channelId) : undefined;
-  if (!channel || channel.provider !== 'meta') throw notFound('Channel');
+  if (!channel || channel.provider !== 'meta') {
+    channels.delete(channelId);
+    throw notFound('Channel');
+  }
+  remember(channel);
   return channel;
 }
 
@@ -60,7 +83,11 @@ function deliverySecrets(box: SecretBox | undefined, channel: ChannelRow): MetaS
 
 /**
  * A delivery for a channel: 401 unless its signature is the channel's; then its events are stored.
- * A signed body this service does not understand is logged and stored nothing.
+ * A signed body this service does not understand is logged and stored nothing. `log` gives the
+ * request's logger, called only when something is logged (a child logger costs ~40 µs to make).
+ * `channel` may be as an earlier delivery found it (webhookChannel `cached`): a signature it refuses
+ * is checked against the stored row before the 401, and the delivery is stored only while the
+ * stored row is still the one it was checked against (else it is checked again against that one).
  */
 export async function receiveMetaDelivery(
   db: Db,
@@ -68,12 +95,33 @@ export async function receiveMetaDelivery(
   channel: ChannelRow,
   raw: Buffer,
   signature: string | undefined,
-  log: Logger,
+  log: () => Logger,
 ): Promise<ReceivedEvents | undefined> {
-  const { appSecret } = deliverySecrets(box, channel);
-  if (!signatureMatches(appSecret, raw, signature)) {
+  let checked = channel;
+  if (!signatureMatches(deliverySecrets(box, checked).appSecret, raw, signature)) {
+    // Its secret may have changed since the row was read.
+    const stored = await webhookChannel(db, channel.id);
+    if (sameChannelRow(stored, channel) || !signatureMatches(deliverySecrets(box, stored).appSecret, raw, signature)) {
+      throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
+    }
+    checked = stored;
+  }
+  try {
+    return await receiveSigned(db, checked, raw, log, true);
+  } catch (err) {
+    if (!(err instanceof ChannelChanged)) throw err;
+  }
+  // Changed (or deleted) since: checked again against the row stored now, and stored without a
+  // confirmation (as a delivery whose channel changes after its row was read always was).
+  const stored = await webhookChannel(db, channel.id);
+  if (!signatureMatches(deliverySecrets(box, stored).appSecret, raw, signature)) {
     throw new ApiError(401, 'invalid_signature', signature ? 'X-Hub-Signature-256 does not match the body.' : 'X-Hub-Signature-256 is missing.');
   }
+  return receiveSigned(db, stored, raw, log, false);
+}
+
+/** A delivery whose signature is `channel`'s: parsed, and its events stored. */
+async function receiveSigned(db: Db, channel: ChannelRow, raw: Buffer, log: () => Logger, confirmChannel: boolean): Promise<ReceivedEvents | undefined> {
   let body: unknown;
   // Nested deeper than anything Meta sends: not parsed at all, as the API's bodies (see json-scan.ts).
   const tooDeep = scanJson(raw).tooDeep;
@@ -88,12 +136,12 @@ export async function receiveMetaDelivery(
     // Its shape, not its content: a delivery holds customers' messages.
     const object = typeof body === 'object' && body !== null ? (body as { object?: unknown }).object : undefined;
     const shape = tooDeep ? `nested deeper than ${MAX_JSON_DEPTH} levels` : !json ? 'not JSON' : typeof object === 'string' ? object.slice(0, 64) : typeof body;
-    log.warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
+    log().warn({ channelId: channel.id, bytes: raw.length, object: shape }, 'webhook delivery not understood; stored nothing');
     return undefined;
   }
   if (parsed.ignored.length > 0)
-    log.info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
-  return storeDelivery(db, channel, parsed.events, log);
+    log().info({ channelId: channel.id, ignored: reasonCounts(parsed.ignored), count: parsed.ignored.length }, 'webhook delivery: parts ignored');
+  return storeDelivery(db, channel, parsed.events, log, confirmChannel);
 }
 
 /** Each distinct reason once, with how many parts it left out (at most 20 reasons). */
@@ -119,22 +167,22 @@ function isRefusedValue(err: unknown): err is { code: string } {
  * position and kind: never their content), so one bad item cannot fail the delivery on every retry.
  * Any other failure is thrown: the delivery is answered 5xx and Meta sends it again.
  */
-async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: Logger): Promise<ReceivedEvents> {
+async function storeDelivery(db: Db, channel: ChannelRow, events: InboundEvent[], log: () => Logger, confirmChannel: boolean): Promise<ReceivedEvents> {
   try {
-    return await receiveEvents(db, channel, events);
+    return await receiveEvents(db, channel, events, { confirmChannel });
   } catch (err) {
     if (!isRefusedValue(err)) throw err;
   }
   const stored: ReceivedEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   for (const [index, event] of events.entries()) {
     try {
-      const one = await receiveEvents(db, channel, [event]);
+      const one = await receiveEvents(db, channel, [event], { confirmChannel });
       stored.messages.push(...one.messages);
       stored.duplicates += one.duplicates;
       for (const outcome of ['applied', 'stale', 'unknown'] as const) stored.statuses[outcome] += one.statuses[outcome];
     } catch (err) {
       if (!isRefusedValue(err)) throw err;
-      log.warn({ channelId: channel.id, item: index, kind: event.kind, sqlstate: err.code }, 'webhook delivery: an item the database refused was skipped');
+      log().warn({ channelId: channel.id, item: index, kind: event.kind, sqlstate: err.code }, 'webhook delivery: an item the database refused was skipped');
     }
   }
   return stored;

@@ -1,11 +1,12 @@
 // Channels of a workspace: sandbox or connected to Meta; a channel's default agent takes the
 // threads opened on it. The Meta secrets column holds sealed text (src/secrets.ts) and
 // never leaves this module's rows for the wire.
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, type Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { ChannelRow } from './schema.js';
+import { readWithNext, type ReadWithNext } from './pg-driver.js';
+import type { ChannelRow, Database } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Channel = components['schemas']['Channel'];
@@ -56,6 +57,18 @@ const CHANNEL_BY_ID = 'select * from channels where id = $1';
 export async function findChannelById(db: Db, id: string): Promise<ChannelRow | undefined> {
   const { rows } = await db.executeQuery<ChannelRow>(CompiledQuery.raw(CHANNEL_BY_ID, [id]));
   return rows[0];
+}
+
+/** The channel's row as it is now, read with the transaction's next statement (pg-driver.ts readWithNext): no round trip of its own. */
+export function channelWithNext(trx: Transaction<Database>, id: string): Promise<ReadWithNext<ChannelRow>> {
+  return readWithNext<ChannelRow>(trx, CompiledQuery.raw(CHANNEL_BY_ID, [id]));
+}
+
+/** Whether two rows of a channel say the same in every column. */
+export function sameChannelRow(a: ChannelRow, b: ChannelRow): boolean {
+  const same = (x: unknown, y: unknown): boolean => (x instanceof Date && y instanceof Date ? x.getTime() === y.getTime() : x === y);
+  const columns = Object.keys(a) as Array<keyof ChannelRow>;
+  return columns.length === Object.keys(b).length && columns.every((column) => same(a[column], b[column]));
 }
 
 export interface ChannelValues {

@@ -1,6 +1,6 @@
 // Contacts of a workspace; a phone is unique within it. An erased contact keeps its row (its threads
 // and messages refer to it) without any personal data, and exists for no read or change.
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -335,6 +335,12 @@ export async function lockContactsForMerge(trx: Db, workspaceId: string, ids: re
   return trx.selectFrom('contacts').selectAll().where('workspace_id', '=', workspaceId).where('id', 'in', ids).orderBy('id').forUpdate().execute();
 }
 
+/** Fixed text (prepared once per connection, compiled never): every new WhatsApp customer's first message runs it. */
+const INSERT_WHATSAPP_CONTACT = `
+    insert into contacts (workspace_id, id, name, phone, email, whatsapp_user_id, whatsapp_username, created_at, updated_at)
+    values ($1, $2, $3, $4, null, $5, $6, $7, $7)
+    returning *`;
+
 /** A new contact from a customer's WhatsApp message: their phone (stored form), BSUID and username, as given. */
 export async function insertWhatsappContact(
   trx: Db,
@@ -343,21 +349,19 @@ export async function insertWhatsappContact(
   name: string,
   now: Date,
 ): Promise<ContactRow> {
-  return trx
-    .insertInto('contacts')
-    .values({
-      workspace_id: workspaceId,
-      id: uuidv7(),
+  const { rows } = await trx.executeQuery<ContactRow>(
+    CompiledQuery.raw(INSERT_WHATSAPP_CONTACT, [
+      workspaceId,
+      uuidv7(),
       name,
-      phone: sender.phone ? storedPhone(sender.phone) : null,
-      email: null,
-      whatsapp_user_id: sender.whatsappUserId ?? null,
-      whatsapp_username: sender.username ?? null,
-      created_at: now,
-      updated_at: now,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+      sender.phone ? storedPhone(sender.phone) : null,
+      sender.whatsappUserId ?? null,
+      sender.username ?? null,
+      now,
+    ]),
+  );
+  if (!rows[0]) throw new Error('the contact was not inserted');
+  return rows[0];
 }
 
 /** Writes what a WhatsApp delivery tells of a contact (its BSUID, phone, username); the row after. */

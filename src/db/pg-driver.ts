@@ -70,6 +70,45 @@ export async function runAtCommit(trx: Transaction<Database>, query: { compile(t
   await trx.executeQuery(compiled);
 }
 
+/** A read held back by readWithNext: held (waiting for the next statement), then answered. */
+interface HeldRead {
+  held: boolean;
+  sent: boolean;
+  resolve(rows: unknown[]): void;
+  reject(reason: unknown): void;
+}
+const heldReads = new WeakMap<CompiledQuery, HeldRead>();
+
+/** The rows of a read started by readWithNext. */
+export interface ReadWithNext<R> {
+  /** Its rows; when nothing has sent it yet, it is sent now (with whatever else is held back). */
+  rows(): Promise<R[]>;
+}
+
+/**
+ * Starts `compiled` (a read) in the transaction: on PostgreSQL it is held back and sent with the
+ * transaction's next statement (or its BEGIN's first), in the same round trip, and its rows arrive
+ * with that statement's answer; anything the transaction runs later sees the database as that read
+ * did, or later. On the embedded database, or behind a statement runAtCommit holds, it runs at once.
+ */
+export async function readWithNext<R>(trx: Transaction<Database>, compiled: CompiledQuery): Promise<ReadWithNext<R>> {
+  let read!: HeldRead;
+  const answered = new Promise<R[]>((resolve, reject) => {
+    read = { held: false, sent: false, resolve: resolve as (rows: unknown[]) => void, reject };
+  });
+  // Read only through rows(): a transaction that fails first leaves it unread.
+  answered.catch(() => {});
+  heldReads.set(compiled, read);
+  const result = await trx.executeQuery<R>(compiled);
+  if (!read.held) read.resolve(result.rows);
+  return {
+    rows: async () => {
+      if (read.held && !read.sent) await trx.executeQuery(compiled);
+      return answered;
+    },
+  };
+}
+
 const statementNames = new Map<string, string>();
 const MAX_STATEMENTS = 1_000;
 const PREPARABLE = /^\s*(select|insert|update|delete|with)\b/i;
@@ -159,6 +198,8 @@ class PipelinedConnection implements DatabaseConnection {
   #begin: string | undefined;
   /** The statement waiting for the COMMIT. */
   #last: CompiledQuery | undefined;
+  /** Reads waiting for the next statement (readWithNext), sent before it. */
+  #reads: Array<{ compiled: CompiledQuery; read: HeldRead }> = [];
   /** A transaction is open on the server (its BEGIN sent, no COMMIT or ROLLBACK since). */
   #open = false;
   /** A COMMIT or ROLLBACK failed: the transaction's state is unknown, so the pool must not hand the connection out again. */
@@ -174,6 +215,17 @@ class PipelinedConnection implements DatabaseConnection {
   }
 
   async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
+    const read = heldReads.get(compiled);
+    if (read?.held) {
+      // Its rows asked for before anything sent it.
+      if (!read.sent) await this.#send(undefined);
+      return { rows: [] };
+    }
+    if (read && (this.#begin !== undefined || this.#open) && this.#last === undefined) {
+      read.held = true;
+      this.#reads.push({ compiled, read });
+      return { rows: [] };
+    }
     if ((this.#begin !== undefined || this.#open) && this.#last === undefined && atCommit.has(compiled)) {
       this.#last = compiled;
       return { rows: [] };
@@ -189,6 +241,7 @@ class PipelinedConnection implements DatabaseConnection {
   async commit(): Promise<void> {
     if (this.#begin !== undefined && this.#last === undefined) {
       this.#begin = undefined;
+      this.#dropReads();
       return;
     }
     const results = await this.#send(undefined, 'commit');
@@ -199,6 +252,7 @@ class PipelinedConnection implements DatabaseConnection {
 
   async rollback(): Promise<void> {
     this.#last = undefined;
+    this.#dropReads();
     if (this.#begin !== undefined) {
       this.#begin = undefined;
       return;
@@ -208,6 +262,7 @@ class PipelinedConnection implements DatabaseConnection {
   }
 
   release(): void {
+    this.#dropReads();
     const discard = this.#discard || this.#open;
     [this.#begin, this.#last, this.#open] = [undefined, undefined, false];
     // pg's pool drops a client whose connection broke by itself.
@@ -220,6 +275,9 @@ class PipelinedConnection implements DatabaseConnection {
    */
   async #send(compiled: CompiledQuery | undefined, end?: 'commit' | 'rollback'): Promise<pg.QueryResult[]> {
     const sent: Array<Promise<pg.QueryResult>> = [];
+    const reads = this.#reads;
+    this.#reads = [];
+    let readsAt = 0;
     // pg writes a pipelined query while `query` runs: corked, they all leave in one write.
     const socket = this.client instanceof CorkableClient ? this.client.socket : undefined;
     socket?.cork();
@@ -228,6 +286,8 @@ class PipelinedConnection implements DatabaseConnection {
         sent.push(this.client.query(this.#begin));
         [this.#begin, this.#open] = [undefined, true];
       }
+      readsAt = sent.length;
+      for (const { compiled: held } of reads) sent.push(this.#query(held));
       if (this.#last !== undefined) {
         sent.push(this.#query(this.#last));
         this.#last = undefined;
@@ -237,16 +297,35 @@ class PipelinedConnection implements DatabaseConnection {
         sent.push(this.client.query(end));
         this.#open = false;
       }
+    } catch (err) {
+      for (const { read } of reads) [read.sent, read.held] = [true, true];
+      for (const { read } of reads) read.reject(err);
+      throw err;
     } finally {
       socket?.uncork();
     }
     const settled = await Promise.allSettled(sent);
+    // Each held read gets its own answer.
+    reads.forEach(({ read }, i) => {
+      const outcome = settled[readsAt + i]!;
+      read.sent = true;
+      if (outcome.status === 'fulfilled') read.resolve(resultOf(outcome.value).rows);
+      else read.reject(outcome.reason);
+    });
     const failed = settled.find((outcome) => outcome.status === 'rejected');
     if (failed) {
       if (end && settled[settled.length - 1]!.status === 'rejected') this.#discard = true;
       throw failed.reason;
     }
     return settled.map((outcome) => (outcome as PromiseFulfilledResult<pg.QueryResult>).value);
+  }
+
+  /** Held reads the transaction ended without sending: they fail, none is left waiting. */
+  #dropReads(): void {
+    for (const { read } of this.#reads.splice(0)) {
+      read.sent = true;
+      read.reject(new Error('the transaction ended before the read was sent'));
+    }
   }
 
   #query(compiled: CompiledQuery): Promise<pg.QueryResult> {

@@ -1,6 +1,6 @@
 // Threads of a workspace: at most one open per (contact, channel), their stage and history of
 // changes, and their NPS answers.
-import { sql, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type RawBuilder } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
@@ -96,6 +96,38 @@ export interface OpenThreadInput {
   labels?: readonly string[] | undefined;
 }
 
+/** Fixed text (prepared once per connection, compiled never): every new customer's first message runs it. */
+const INSERT_OPEN_THREAD = `
+    with opened as (
+      insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, labels, label_keys,
+                           created_at, updated_at)
+      select $1::uuid, $2::uuid, c.id, $3::uuid, coalesce($4::uuid, ch.default_agent_id),
+             (select s.id from stages s where s.workspace_id = $1::uuid order by s.position limit 1),
+             $5::timestamptz, 'open', $6::timestamptz, $7::text[], $8::text[], $5::timestamptz, $5::timestamptz
+        from contacts c
+        left join channels ch on ch.workspace_id = $1::uuid and ch.id = $3::uuid
+       where c.workspace_id = $1::uuid and c.id = $9::uuid and c.erased_at is null
+      -- A literal, not a parameter: a prepared statement's generic plan cannot match a parameter to
+      -- the partial index's where status = 'open'.
+      on conflict (workspace_id, contact_id, channel_id) where status = 'open' do nothing
+      returning *
+    ), recorded as (
+      insert into thread_history (workspace_id, id, thread_id, field, to_status, to_id, to_labels, actor_type, actor_id, reason, created_at)
+      select o.workspace_id, e.id, o.id, e.field, e.to_status, e.to_id, e.to_labels, e.actor_type, e.actor_id, e.reason, o.created_at
+        from opened o
+       cross join lateral (values
+         ($10::uuid, 'status', 'open', null::uuid, null::jsonb, $14::text, $15::uuid, null::text),
+         ($11::uuid, 'stageId', null, o.stage_id, null, $14::text, $15::uuid, null),
+         ($12::uuid, 'agentId', null, o.agent_id, null,
+          case when $4::uuid is null then 'system' else $14::text end,
+          case when $4::uuid is null then null else $15::uuid end,
+          case when $4::uuid is null then 'channel_default_agent' end),
+         ($13::uuid, 'labels', null, null, to_jsonb(o.labels), $14::text, $15::uuid, null)
+       ) e(id, field, to_status, to_id, to_labels, actor_type, actor_id, reason)
+       where (e.field <> 'agentId' or e.to_id is not null) and (e.field <> 'labels' or cardinality(o.labels) > 0)
+    )
+    select * from opened`;
+
 /**
  * Opens a thread for the pair in the workspace's first stage, assigned to the given agent or else
  * to the channel's default agent, and records its opening values in its history (the default agent
@@ -108,39 +140,27 @@ export interface OpenThreadInput {
 export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
   const agentId = input.agentId ?? null;
   const labels = [...(input.labels ?? [])];
-  const [statusEntry, stageEntry, agentEntry, labelsEntry] = [uuidv7(), uuidv7(), uuidv7(), uuidv7()];
-  const result = await sql<ThreadRow>`
-    with opened as (
-      insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, labels, label_keys,
-                           created_at, updated_at)
-      select ${workspaceId}::uuid, ${uuidv7()}::uuid, c.id, ${input.channelId}::uuid, coalesce(${agentId}::uuid, ch.default_agent_id),
-             (select s.id from stages s where s.workspace_id = ${workspaceId}::uuid order by s.position limit 1),
-             ${now}::timestamptz, 'open', ${input.lastMessageAt ?? null}::timestamptz, ${labels}::text[], ${labelKeys(workspaceId, labels)}::text[],
-             ${now}::timestamptz, ${now}::timestamptz
-        from contacts c
-        left join channels ch on ch.workspace_id = ${workspaceId}::uuid and ch.id = ${input.channelId}::uuid
-       where c.workspace_id = ${workspaceId}::uuid and c.id = ${input.contactId}::uuid and c.erased_at is null
-      -- A literal, not a parameter: a prepared statement's generic plan cannot match a parameter to
-      -- the partial index's where status = 'open'.
-      on conflict (workspace_id, contact_id, channel_id) where status = 'open' do nothing
-      returning *
-    ), recorded as (
-      insert into thread_history (workspace_id, id, thread_id, field, to_status, to_id, to_labels, actor_type, actor_id, reason, created_at)
-      select o.workspace_id, e.id, o.id, e.field, e.to_status, e.to_id, e.to_labels, e.actor_type, e.actor_id, e.reason, o.created_at
-        from opened o
-       cross join lateral (values
-         (${statusEntry}::uuid, 'status', 'open', null::uuid, null::jsonb, ${actor.type}::text, ${actor.id}::uuid, null::text),
-         (${stageEntry}::uuid, 'stageId', null, o.stage_id, null, ${actor.type}::text, ${actor.id}::uuid, null),
-         (${agentEntry}::uuid, 'agentId', null, o.agent_id, null,
-          case when ${agentId}::uuid is null then 'system' else ${actor.type}::text end,
-          case when ${agentId}::uuid is null then null else ${actor.id}::uuid end,
-          case when ${agentId}::uuid is null then 'channel_default_agent' end),
-         (${labelsEntry}::uuid, 'labels', null, null, to_jsonb(o.labels), ${actor.type}::text, ${actor.id}::uuid, null)
-       ) e(id, field, to_status, to_id, to_labels, actor_type, actor_id, reason)
-       where (e.field <> 'agentId' or e.to_id is not null) and (e.field <> 'labels' or cardinality(o.labels) > 0)
-    )
-    select * from opened`.execute(db);
-  return result.rows[0];
+  const { rows } = await db.executeQuery<ThreadRow>(
+    CompiledQuery.raw(INSERT_OPEN_THREAD, [
+      workspaceId,
+      uuidv7(),
+      input.channelId,
+      agentId,
+      now,
+      input.lastMessageAt ?? null,
+      labels,
+      labelKeys(workspaceId, labels),
+      input.contactId,
+      // The history entries' ids: status, stage, agent, labels.
+      uuidv7(),
+      uuidv7(),
+      uuidv7(),
+      uuidv7(),
+      actor.type,
+      actor.id,
+    ]),
+  );
+  return rows[0];
 }
 
 /** True when the workspace has this contact and it was not erased. */

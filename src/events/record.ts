@@ -9,13 +9,13 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
-import type { Actor } from '../actor.js';
+import { causationOf, rootOf, type Actor } from '../actor.js';
 import type { Db } from '../db/database.js';
 import { listPage, listSource, type Condition, type PageText } from '../db/pagination.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database, EventRow, EventSource, SlaMetric } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
-import { fanOut, registerEventConsumer, type EventConsumer } from './fan-out.js';
+import { bindInputs, fanOut, placeholder, recordingStatement, registerEventConsumer, statementTemplate, type EventConsumer } from './fan-out.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -56,7 +56,8 @@ export interface RecordOptions {
  * Records an event of `type` about `object` (as the API returns it), and fans it out to its
  * registered consumers (events/fan-out.ts), among them the workspace's enabled endpoints subscribed
  * to the type (or to '*'): a pending delivery and its job each, announced to the workers with
- * NOTIFY. One statement; call it with the change's transaction.
+ * NOTIFY. One statement, of a text compiled once per shape (fan-out.ts recordingStatement); call it
+ * with the change's transaction.
  */
 export async function recordEvent(
   trx: Db,
@@ -68,14 +69,21 @@ export async function recordEvent(
   options: RecordOptions = {},
 ): Promise<string> {
   const id = uuidv7();
-  const consumers = fanOut({ workspaceId, id, type, actor, now, answered: options.answered ?? false });
-  const statement = sql`
+  const answered = options.answered ?? false;
+  const template = recordingStatement(type, actor.type, answered, (consumers) =>
+    sql`
     with event_source as (
-      select ${JSON.stringify(object)}::jsonb as data, ${contactOf(type, object as Record<string, unknown>)}::uuid as contact_id
-    ), ${recording(workspaceId, id, type, actor, now, options)}${consumers.with}
-    select 1 as recorded${consumers.notify}`;
-  if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, statement);
-  else await statement.execute(trx);
+      select ${placeholder('data')}::jsonb as data, ${placeholder('contactId')}::uuid as contact_id
+    ), ${recording()}${consumers.with}
+    select 1 as recorded${consumers.notify}`.compile(trx),
+  );
+  const statement = bindInputs(template, {
+    ...eventInputs(workspaceId, id, type, actor, now, options),
+    data: JSON.stringify(object),
+    contactId: contactOf(type, object as Record<string, unknown>),
+  });
+  if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, { compile: () => statement });
+  else await trx.executeQuery(statement);
   return id;
 }
 
@@ -84,7 +92,7 @@ export async function recordEvent(
  * own: `change` is the statement's first WITH queries (`name as (...)`, comma-separated, data-
  * modifying ones run whether read or not), `source` a select over them giving the event's object as
  * `data` (jsonb) and its `contact_id`: no row, no event (the change did not apply). The event is
- * fanned out as recordEvent does. True when it was recorded.
+ * fanned out as recordEvent does (the change's own text is compiled on each call). True when it was recorded.
  */
 export async function recordChangeEvent(
   db: Db,
@@ -95,19 +103,40 @@ export async function recordChangeEvent(
   now: Date = new Date(),
 ): Promise<boolean> {
   const id = uuidv7();
-  const consumers = fanOut({ workspaceId, id, type, actor, now, answered: false });
-  const result = await sql<{ recorded: boolean }>`
-    with ${change.with}, event_source as (${change.source}), ${recording(workspaceId, id, type, actor, now)}${consumers.with}
-    select exists (select 1 from event) as recorded${consumers.notify}`.execute(db);
+  const consumers = fanOut(type, actor.type, false);
+  const template = statementTemplate(
+    sql`
+    with ${change.with}, event_source as (${change.source}), ${recording()}${consumers.with}
+    select exists (select 1 from event) as recorded${consumers.notify}`.compile(db),
+  );
+  const result = await db.executeQuery<{ recorded: boolean }>(bindInputs(template, eventInputs(workspaceId, id, type, actor, now)));
   return result.rows[0]?.recorded ?? false;
 }
 
-/** The WITH query that inserts the event of `event_source` (if it has a row), returning its id. */
-function recording(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, options: RecordOptions = {}): RawBuilder<unknown> {
+/** An event's values for its statement's placeholders (fan-out.ts RecordedEvent, recording()). */
+function eventInputs(workspaceId: string, id: string, type: EventType, actor: Actor, now: Date, options: RecordOptions = {}) {
+  return {
+    workspaceId,
+    id,
+    now,
+    type,
+    chain: JSON.stringify(causationOf(actor)),
+    root: rootOf(actor),
+    actorType: actor.type,
+    actorId: actor.id,
+    source: options.source ?? null,
+    metric: options.metric ?? null,
+    mergedIds: options.mergedIds ?? null,
+  };
+}
+
+/** The WITH query that inserts the event of `event_source` (if it has a row), returning its id; its values are the event's inputs (eventInputs). */
+function recording(): RawBuilder<unknown> {
+  const input = placeholder;
   return sql`event as (
       insert into events (workspace_id, id, type, data, contact_id, actor_type, actor_id, source, metric, merged_ids, created_at)
-      select ${workspaceId}::uuid, ${id}::uuid, ${type}, s.data, s.contact_id, ${actor.type}::text, ${actor.id}::uuid, ${options.source ?? null}::text,
-             ${options.metric ?? null}::text, ${options.mergedIds ?? null}::uuid[], ${now}::timestamptz
+      select ${input('workspaceId')}::uuid, ${input('id')}::uuid, ${input('type')}, s.data, s.contact_id, ${input('actorType')}::text, ${input('actorId')}::uuid,
+             ${input('source')}::text, ${input('metric')}::text, ${input('mergedIds')}::uuid[], ${input('now')}::timestamptz
         from event_source s
       returning id
     )`;

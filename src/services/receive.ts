@@ -9,6 +9,7 @@
 import { SYSTEM } from '../actor.js';
 import type { InboundEvent } from './inbound-events.js';
 import { transact, type Db } from '../db/database.js';
+import { channelWithNext, sameChannelRow } from '../db/channels.js';
 import { contactKeyLocks, lockContactKeys } from '../db/contacts.js';
 import { externalIdExists, inboundContext, insertInboundOnThread } from '../db/messages.js';
 import type { ChannelRow, MessageRow } from '../db/schema.js';
@@ -126,33 +127,61 @@ export async function applyProviderStatus(
   return outcome;
 }
 
+/** The channel a delivery was checked against is no longer the stored one (changed or deleted): nothing was stored. */
+export class ChannelChanged extends Error {
+  constructor() {
+    super('the channel changed while its delivery was received');
+  }
+}
+
 /**
  * Receives the events of one delivery on `channel` in one transaction: all of them are stored,
- * with their API events (by the system), or none.
+ * with their API events (by the system), or none. With `confirmChannel` (a row the caller may hold
+ * from an earlier request), the channel is read again with the transaction's first statement (no
+ * round trip of its own) and nothing is stored, ChannelChanged thrown, unless it is still `channel`.
  */
-export async function receiveEvents(db: Db, channel: ChannelRow, events: InboundEvent[]): Promise<ReceivedEvents> {
+export async function receiveEvents(
+  db: Db,
+  channel: ChannelRow,
+  events: InboundEvent[],
+  { confirmChannel = false }: { confirmChannel?: boolean } = {},
+): Promise<ReceivedEvents> {
   const received: ReceivedEvents = { messages: [], duplicates: 0, statuses: { applied: 0, stale: 0, unknown: 0 } };
   if (events.length === 0) return received;
   await transact(db, async (trx) => {
-    for (const event of events) {
-      const now = new Date();
-      if (event.kind === 'status') {
-        received.statuses[await applyProviderStatus(trx, channel.workspace_id, channel.id, event, now)]++;
-        continue;
+    const stored = confirmChannel ? await channelWithNext(trx, channel.id) : undefined;
+    /** A delivery checked against an older row of its channel stores nothing. */
+    const confirm = async (): Promise<void> => {
+      const current = stored && (await stored.rows())[0];
+      if (stored && !(current && sameChannelRow(current, channel))) throw new ChannelChanged();
+    };
+    try {
+      for (const event of events) {
+        const now = new Date();
+        if (event.kind === 'status') {
+          received.statuses[await applyProviderStatus(trx, channel.workspace_id, channel.id, event, now)]++;
+          continue;
+        }
+        if (event.kind === 'user_id_changed') {
+          await changeWhatsappUserId(trx, channel.workspace_id, event.previous, event.current, now);
+          continue;
+        }
+        if (event.kind === 'reaction') {
+          // Never a message: the customer's reaction annotates the message it names (services/conversation.ts).
+          await applyInboundReaction(trx, channel, event, SYSTEM, now);
+          continue;
+        }
+        const outcome = await receiveMessage(trx, channel, event, now);
+        if (outcome.kind === 'duplicate') received.duplicates++;
+        else received.messages.push(outcome.message);
       }
-      if (event.kind === 'user_id_changed') {
-        await changeWhatsappUserId(trx, channel.workspace_id, event.previous, event.current, now);
-        continue;
-      }
-      if (event.kind === 'reaction') {
-        // Never a message: the customer's reaction annotates the message it names (services/conversation.ts).
-        await applyInboundReaction(trx, channel, event, SYSTEM, now);
-        continue;
-      }
-      const outcome = await receiveMessage(trx, channel, event, now);
-      if (outcome.kind === 'duplicate') received.duplicates++;
-      else received.messages.push(outcome.message);
+    } catch (err) {
+      // A statement may fail because the channel changed (deleted: its rows' foreign keys).
+      if (stored) await confirm().catch((changed: unknown) => Promise.reject(changed instanceof ChannelChanged ? changed : err));
+      throw err;
     }
+    // Before the COMMIT.
+    await confirm();
   });
   return received;
 }
