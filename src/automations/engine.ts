@@ -179,7 +179,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
       const trigger: Trigger = {
         key: payload.eventId,
         eventId: payload.eventId,
-        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
+        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null, locked: start.locked },
         chain: payload.chain,
         root,
         budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
@@ -224,7 +224,7 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
         {
           key: `idle:${payload.messageId}`,
           eventId: null,
-          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
+          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id, locked: start.locked },
           chain: [],
           root: `idle:${payload.messageId}`,
           budget: { runs: MAX_ROOT_RUNS, messages: MAX_AUTOMATION_MESSAGES - thread.automation_messages },
