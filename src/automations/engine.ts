@@ -145,8 +145,9 @@ async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomati
       });
   const failed = actions.find((action) => action.status === 'failed');
   const outcome: AutomationRun = looping ? run : { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
-  // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets here).
-  if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root })))
+  // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets
+  // here). The run's record travels with the next statement or the COMMIT, which that then fails (22012: claimLostOr).
+  if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root }, { atCommit: true })))
     throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
   metrics.automationRuns.inc({ status: outcome.status });
   return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
