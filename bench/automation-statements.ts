@@ -134,8 +134,9 @@ async function idle(ws: { apiKey: string; workspaceId: string }) {
   }
   await new Promise((r) => setTimeout(r, 500));
   const runLog = log.slice(created).filter((s) => !s.includes('from automation_runs'));
+  const turns = proxy.turns() - t0;
   console.log(
-    `idle: ${(runLog.filter((s) => !s.includes('claim_jobs')).length / N).toFixed(1)} statements a timer (claims aside), ${runLog.filter((s) => s.includes('claim_jobs')).length} claims for ${N}`,
+    `idle: ${(runLog.filter((s) => !s.includes('claim_jobs')).length / N).toFixed(1)} statements a timer (claims aside), ${runLog.filter((s) => s.includes('claim_jobs')).length} claims for ${N}; ${(turns / N).toFixed(1)} round trips a timer (claims and the bench's polls included)`,
   );
   const seen = new Set<string>();
   console.log(
@@ -148,7 +149,6 @@ async function idle(ws: { apiKey: string; workspaceId: string }) {
       })
       .join('\n'),
   );
-  void t0;
   await server.close();
   await own.drop();
   proxy.close();

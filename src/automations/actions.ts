@@ -14,6 +14,7 @@ import type { AutomationRunAction } from '../db/automation-runs.js';
 import { lockContact } from '../db/contacts.js';
 import type { Db } from '../db/database.js';
 import type { ThreadRow } from '../db/schema.js';
+import type { VersionedThread } from '../db/threads.js';
 import { ApiError } from '../errors.js';
 import { updateContact } from '../services/contacts.js';
 import { normalizeLabels } from '../services/labels.js';
@@ -31,6 +32,19 @@ export interface RunTarget {
   threadId: string | null;
   contactId: string;
   channelId: string | null;
+  /**
+   * The thread as the run's first statement read and locked it, while nothing in the run's
+   * transaction has written it since: the first action takes it (and empties it), so a change of
+   * the thread reads it no second time; any later action reads the thread itself.
+   */
+  locked?: VersionedThread | undefined;
+}
+
+/** The run's locked thread, for the action about to run, and never again (that action may write it). */
+function takeLocked(target: RunTarget): VersionedThread | undefined {
+  const { locked } = target;
+  target.locked = undefined;
+  return locked;
 }
 
 /** Why an action did nothing on purpose; the run still succeeds. */
@@ -49,8 +63,16 @@ export interface RunBudget {
 const SENDS: ReadonlySet<Action['type']> = new Set(['send_message', 'send_template', 'request_nps']);
 
 /** Applies one action within the budget: a message beyond it is skipped `rate_limited`, one sent spends it. */
-async function applyWithin(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: Action, budget: RunBudget): Promise<void> {
-  if (!SENDS.has(action.type)) return apply(trx, workspaceId, target, actor, action);
+async function applyWithin(
+  trx: Db,
+  workspaceId: string,
+  target: RunTarget,
+  actor: AutomationActor,
+  action: Action,
+  budget: RunBudget,
+  read: VersionedThread | undefined,
+): Promise<void> {
+  if (!SENDS.has(action.type)) return apply(trx, workspaceId, target, actor, action, read);
   if (budget.messages <= 0) throw new Skipped(RATE_LIMITED);
   await apply(trx, workspaceId, target, actor, action);
   budget.messages--;
@@ -73,9 +95,11 @@ async function changeTheThread(
   target: RunTarget,
   actor: AutomationActor,
   change: ThreadChange | ((current: ThreadRow) => ThreadChange),
+  read?: VersionedThread,
 ): Promise<void> {
   if (!target.threadId) throw new ApiError(422, 'invalid_reference', 'The trigger has no thread.');
-  const row = await changeThread(trx, workspaceId, target.threadId, change, { actor, reason: null });
+  // Its thread.updated goes with the run's next statement (the run's own record follows every action).
+  const row = await changeThread(trx, workspaceId, target.threadId, change, { actor, reason: null }, { read, withNext: true });
   if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
 }
 
@@ -132,7 +156,14 @@ function combinedChange(actions: readonly ThreadFieldAction[], current: ThreadRo
   return change;
 }
 
-async function changeLabels(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: components['schemas']['LabelsAction']) {
+async function changeLabels(
+  trx: Db,
+  workspaceId: string,
+  target: RunTarget,
+  actor: AutomationActor,
+  action: components['schemas']['LabelsAction'],
+  read: VersionedThread | undefined,
+) {
   const edit = (current: readonly string[]): string[] => editLabels(action, current);
   if (action.target === 'contact') {
     const contact = await lockContact(trx, workspaceId, target.contactId);
@@ -140,7 +171,7 @@ async function changeLabels(trx: Db, workspaceId: string, target: RunTarget, act
     await updateContact(trx, workspaceId, target.contactId, { labels: edit(contact.labels) }, actor);
     return;
   }
-  await changeTheThread(trx, workspaceId, target, actor, (thread) => ({ labels: edit(thread.labels) }));
+  await changeTheThread(trx, workspaceId, target, actor, (thread) => ({ labels: edit(thread.labels) }), read);
 }
 
 async function send(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, content: { content: string } | { template: Template }) {
@@ -148,16 +179,17 @@ async function send(trx: Db, workspaceId: string, target: RunTarget, actor: Auto
   await sendMessage(trx, workspaceId, { contactId: target.contactId, channelId: target.channelId, ...content }, actor);
 }
 
-async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: Action): Promise<void> {
+/** `read`: the thread as the run holds it, unchanged since (a thread change plans from it). */
+async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: AutomationActor, action: Action, read?: VersionedThread): Promise<void> {
   switch (action.type) {
     case 'assign_agent':
-      return changeTheThread(trx, workspaceId, target, actor, { agentId: action.agentId });
+      return changeTheThread(trx, workspaceId, target, actor, { agentId: action.agentId }, read);
     case 'unassign':
-      return changeTheThread(trx, workspaceId, target, actor, { agentId: null });
+      return changeTheThread(trx, workspaceId, target, actor, { agentId: null }, read);
     case 'move_stage':
-      return changeTheThread(trx, workspaceId, target, actor, { stageId: action.stageId });
+      return changeTheThread(trx, workspaceId, target, actor, { stageId: action.stageId }, read);
     case 'set_status':
-      return changeTheThread(trx, workspaceId, target, actor, { status: action.status });
+      return changeTheThread(trx, workspaceId, target, actor, { status: action.status }, read);
     case 'assign_round_robin':
       if (!target.threadId || !(await assignRoundRobin(trx, workspaceId, target.threadId, actor, null))) {
         throw new ApiError(404, 'not_found', 'The thread no longer exists.');
@@ -165,7 +197,7 @@ async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: Aut
       return;
     case 'add_labels':
     case 'remove_labels':
-      return changeLabels(trx, workspaceId, target, actor, action);
+      return changeLabels(trx, workspaceId, target, actor, action, read);
     case 'set_attribute':
       if (!(await updateContact(trx, workspaceId, target.contactId, { attributes: { [action.key]: action.value } }, actor))) {
         throw new ApiError(404, 'not_found', 'The contact no longer exists.');
@@ -234,9 +266,10 @@ export async function applyActions(
     // The run of thread-field actions that starts here, applied as one change of the thread.
     let group = 0;
     if (i > aloneUntil) while (i + group < actions.length && isThreadField(actions[i + group]!)) group++;
+    const read = takeLocked(target);
     if (group > 1) {
       const grouped = actions.slice(i, i + group) as ThreadFieldAction[];
-      const together = () => changeTheThread(trx, workspaceId, target, actor, (current) => combinedChange(grouped, current));
+      const together = () => changeTheThread(trx, workspaceId, target, actor, (current) => combinedChange(grouped, current), read);
       if (!options.savepoints) {
         try {
           await together();
@@ -261,7 +294,7 @@ export async function applyActions(
     }
     if (!options.savepoints) {
       try {
-        await applyWithin(trx, workspaceId, target, actor, action, options.budget);
+        await applyWithin(trx, workspaceId, target, actor, action, options.budget, read);
       } catch (err) {
         throw new ActionsNeedSavepoints(`action ${action.type} did not succeed`, { cause: err });
       }
@@ -270,7 +303,7 @@ export async function applyActions(
     }
     await sql`savepoint automation_action`.execute(trx);
     try {
-      await applyWithin(trx, workspaceId, target, actor, action, options.budget);
+      await applyWithin(trx, workspaceId, target, actor, action, options.budget, read);
       await sql`release savepoint automation_action`.execute(trx);
       done.push({ type: action.type, status: 'succeeded', reason: null });
     } catch (err) {

@@ -145,8 +145,9 @@ async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomati
       });
   const failed = actions.find((action) => action.status === 'failed');
   const outcome: AutomationRun = looping ? run : { ...run, actions, status: failed ? 'failed' : 'succeeded', reason: failed?.reason ?? null };
-  // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets here).
-  if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root })))
+  // Already run for this trigger: an earlier attempt committed it (and ended the job with it, so only a rival holder gets
+  // here). The run's record travels with the next statement or the COMMIT, which that then fails (22012: claimLostOr).
+  if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root }, { atCommit: true })))
     throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
   metrics.automationRuns.inc({ status: outcome.status });
   return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
@@ -179,7 +180,7 @@ export async function runEventAutomations(db: Db, job: Job<'automation-event'>):
       const trigger: Trigger = {
         key: payload.eventId,
         eventId: payload.eventId,
-        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null },
+        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null, locked: start.locked },
         chain: payload.chain,
         root,
         budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
@@ -224,7 +225,7 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
         {
           key: `idle:${payload.messageId}`,
           eventId: null,
-          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id },
+          target: { threadId: thread.id, contactId: thread.contact_id, channelId: thread.channel_id, locked: start.locked },
           chain: [],
           root: `idle:${payload.messageId}`,
           budget: { runs: MAX_ROOT_RUNS, messages: MAX_AUTOMATION_MESSAGES - thread.automation_messages },

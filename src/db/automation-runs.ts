@@ -10,7 +10,8 @@ import { rowToStoredSettings, type Settings } from './settings.js';
 import { MAX_DEFINITION_BYTES, threadContextQuery, type ThreadContextRow } from './automations.js';
 
 type StoredSettingsRow = Parameters<typeof rowToStoredSettings>[0] & object;
-import type { AutomationRow, MessageDirection, ThreadStatus } from './schema.js';
+import type { AutomationRow, MessageDirection, ThreadRow, ThreadStatus } from './schema.js';
+import type { VersionedThread } from './threads.js';
 
 export type AutomationRun = components['schemas']['AutomationRun'];
 export type AutomationRunAction = components['schemas']['AutomationRunAction'];
@@ -160,7 +161,7 @@ const withinStoredBound = sql`octet_length(a.trigger::text) + octet_length(a.con
  */
 function lockedThreadQuery(workspaceId: string, threadId: string | null): RawBuilder<unknown> {
   return sql`locked as (
-      select t.id, t.status, t.contact_id, t.channel_id, t.xmin::text as version
+      select t.*, t.xmin::text as version
         from threads t
        where t.workspace_id = ${workspaceId} and t.id = ${threadId}::uuid
          for update of t
@@ -196,10 +197,27 @@ function lockedThreadOf(thread: LockedThread | null): LockedThread | null {
   return thread && { ...thread, last_message_at: thread.last_message_at && new Date(thread.last_message_at) };
 }
 
+/**
+ * Select-list items and FROM clause giving the locked thread's own row (its columns, and `version`
+ * its xmin) beside the run's other reads: null columns when there is none. The row is the version
+ * the lock holds, so a change of the thread later in the run's transaction need not read it again.
+ */
+const LOCKED_ROW = { columns: sql`l.*`, from: sql`from (select) as anchor left join locked l on true` };
+
+/** What LOCKED_ROW selects: the thread's columns, null when there is no thread. */
+type LockedRowColumns = { [K in keyof ThreadRow]: ThreadRow[K] | null } & { version: string | null };
+
+/** The thread's row as the lock holds it, from the columns LOCKED_ROW selected. */
+function lockedRowOf({ version, ...columns }: LockedRowColumns): VersionedThread | undefined {
+  return version === null ? undefined : { row: columns as ThreadRow, version };
+}
+
 /** What an event's run starts from, read in one statement. */
 export interface EventRunStart {
   /** The event's thread, locked for the run (undefined: no thread, or none any more): see startIdleRun. */
   thread: LockedThread | undefined;
+  /** The same thread's row and version, as the lock holds them (what a change of it reads first). */
+  locked: VersionedThread | undefined;
   /** The versions of the workspace's enabled automations of the trigger, in position order. */
   automations: AutomationVersion[];
   /** The triggering event's object; undefined when it is gone (purged). */
@@ -221,27 +239,32 @@ export interface EventRunStart {
  * object and the workspace's settings row.
  */
 export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
-  const { rows } = await sql<{
-    thread: LockedThread | null;
-    automations: AutomationVersion[];
-    event: unknown;
-    metric: string | null;
-    settings: StoredSettingsRow | null;
-    context: ThreadContextRow | null;
-  }>`
+  const { rows } = await sql<
+    LockedRowColumns & {
+      thread: LockedThread | null;
+      automations: AutomationVersion[];
+      event: unknown;
+      metric: string | null;
+      settings: StoredSettingsRow | null;
+      context: ThreadContextRow | null;
+    }
+  >`
     with ${lockedThreadQuery(workspaceId, run.threadId)}
-    select ${lockedThreadJson(workspaceId)} as thread,
+    select ${LOCKED_ROW.columns}, ${lockedThreadJson(workspaceId)} as thread,
            coalesce((select json_agg(json_build_object('id', a.id, 'updated_at', a.updated_at) order by a.position)
                        from automations a
                       where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}
                         and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
            (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
-           ${settingsAndContext(workspaceId, run.threadId)}`.execute(trx);
-  const row = rows[0]!;
-  const thread = lockedThreadOf(row.thread);
+           ${settingsAndContext(workspaceId, run.threadId)}
+      ${LOCKED_ROW.from}`.execute(trx);
+  const { thread: json, automations, event, metric, settings, context, ...columns } = rows[0]!;
+  const row = { automations, event, metric, settings, context };
+  const thread = lockedThreadOf(json);
   return {
     thread: thread ?? undefined,
+    locked: thread ? lockedRowOf(columns) : undefined,
     automations: row.automations,
     event: row.event ?? undefined,
     metric: row.metric,
@@ -262,6 +285,8 @@ export interface AutomationHead {
 export interface IdleRunStart {
   /** The timer's thread, locked for the run (undefined: there is no such thread any more). */
   thread: LockedThread | undefined;
+  /** The same thread's row and version, as the lock holds them (what a change of it reads first). */
+  locked: VersionedThread | undefined;
   /** The timer's automation; undefined when it was deleted. */
   automation: AutomationHead | undefined;
   /** The keys of its settings the workspace set (services/settings.ts adds the defaults). */
@@ -278,21 +303,26 @@ export interface IdleRunStart {
  * automation's version and trigger, the workspace's settings row and the thread's context.
  */
 export async function startIdleRun(trx: Db, workspaceId: string, run: { threadId: string; automationId: string }): Promise<IdleRunStart> {
-  const { rows } = await sql<{
-    thread: LockedThread | null;
-    automation: AutomationHead | null;
-    settings: StoredSettingsRow | null;
-    context: ThreadContextRow | null;
-  }>`
+  const { rows } = await sql<
+    LockedRowColumns & {
+      thread: LockedThread | null;
+      automation: AutomationHead | null;
+      settings: StoredSettingsRow | null;
+      context: ThreadContextRow | null;
+    }
+  >`
     with ${lockedThreadQuery(workspaceId, run.threadId)}
-    select ${lockedThreadJson(workspaceId)} as thread,
+    select ${LOCKED_ROW.columns}, ${lockedThreadJson(workspaceId)} as thread,
            (select json_build_object('id', a.id, 'enabled', a.enabled, 'trigger', a.trigger, 'updated_at', a.updated_at)
               from automations a where a.workspace_id = ${workspaceId} and a.id = ${run.automationId}::uuid) as automation,
-           ${settingsAndContext(workspaceId, run.threadId)}`.execute(trx);
-  const row = rows[0]!;
-  const thread = lockedThreadOf(row.thread);
+           ${settingsAndContext(workspaceId, run.threadId)}
+      ${LOCKED_ROW.from}`.execute(trx);
+  const { thread: json, automation, settings, context, ...columns } = rows[0]!;
+  const row = { automation, settings, context };
+  const thread = lockedThreadOf(json);
   return {
     thread: thread ?? undefined,
+    locked: thread ? lockedRowOf(columns) : undefined,
     automation: row.automation ?? undefined,
     settings: rowToStoredSettings(row.settings ?? undefined),
     context: row.context ?? undefined,

@@ -60,7 +60,8 @@ const atCommit = new WeakSet<CompiledQuery>();
  * Runs `query` as the transaction's last statement: on PostgreSQL it is held back and sent with the
  * COMMIT, in one round trip, so its result is not returned and its error fails the commit (the
  * transaction then rolls back, and `transact` rejects with that error). On the embedded database it
- * runs at once. Nothing may run in the transaction after it (a statement that does sends it first).
+ * runs at once. Nothing may run in the transaction after it (a statement that does sends it first);
+ * several held this way are sent in the order they were held.
  * The compiled query is recognised by identity: were Kysely ever to hand the driver a copy, the
  * statement would simply run at once, one round trip more.
  */
@@ -187,17 +188,17 @@ class PipelinedPostgresDriver implements Driver {
 
 /**
  * One pooled pg client in pipeline mode. A transaction's BEGIN is held back until its first
- * statement and written just before it, and a statement marked by runAtCommit is held back until
- * the COMMIT and written just before that, so each pair is answered in one round trip; a
- * transaction with no statement sends nothing. Each query still has its own answer: the first
- * error of a pair is the one reported (PostgreSQL answers the rest of an aborted transaction with
+ * statement and written just before it, and the statements marked by runAtCommit are held back
+ * until the COMMIT (or the next statement) and written just before it, so each group is answered
+ * in one round trip; a transaction with no statement sends nothing. Each query still has its own
+ * answer: the first error of a group is the one reported (PostgreSQL answers the rest of an aborted transaction with
  * 25P02, and its COMMIT with ROLLBACK).
  */
 class PipelinedConnection implements DatabaseConnection {
   /** The BEGIN not sent yet. */
   #begin: string | undefined;
-  /** The statement waiting for the COMMIT. */
-  #last: CompiledQuery | undefined;
+  /** The statements waiting for the COMMIT (or the next statement), in order. */
+  #held: CompiledQuery[] = [];
   /** Reads waiting for the next statement (readWithNext), sent before it. */
   #reads: Array<{ compiled: CompiledQuery; read: HeldRead }> = [];
   /** A transaction is open on the server (its BEGIN sent, no COMMIT or ROLLBACK since). */
@@ -211,7 +212,7 @@ class PipelinedConnection implements DatabaseConnection {
   ) {}
 
   begin(text: string): void {
-    [this.#begin, this.#last] = [text, undefined];
+    [this.#begin, this.#held] = [text, []];
   }
 
   async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
@@ -221,13 +222,13 @@ class PipelinedConnection implements DatabaseConnection {
       if (!read.sent) await this.#send(undefined);
       return { rows: [] };
     }
-    if (read && (this.#begin !== undefined || this.#open) && this.#last === undefined) {
+    if (read && (this.#begin !== undefined || this.#open) && this.#held.length === 0) {
       read.held = true;
       this.#reads.push({ compiled, read });
       return { rows: [] };
     }
-    if ((this.#begin !== undefined || this.#open) && this.#last === undefined && atCommit.has(compiled)) {
-      this.#last = compiled;
+    if ((this.#begin !== undefined || this.#open) && atCommit.has(compiled)) {
+      this.#held.push(compiled);
       return { rows: [] };
     }
     const results = await this.#send(compiled);
@@ -239,7 +240,7 @@ class PipelinedConnection implements DatabaseConnection {
   }
 
   async commit(): Promise<void> {
-    if (this.#begin !== undefined && this.#last === undefined) {
+    if (this.#begin !== undefined && this.#held.length === 0) {
       this.#begin = undefined;
       this.#dropReads();
       return;
@@ -251,7 +252,7 @@ class PipelinedConnection implements DatabaseConnection {
   }
 
   async rollback(): Promise<void> {
-    this.#last = undefined;
+    this.#held = [];
     this.#dropReads();
     if (this.#begin !== undefined) {
       this.#begin = undefined;
@@ -264,7 +265,7 @@ class PipelinedConnection implements DatabaseConnection {
   release(): void {
     this.#dropReads();
     const discard = this.#discard || this.#open;
-    [this.#begin, this.#last, this.#open] = [undefined, undefined, false];
+    [this.#begin, this.#held, this.#open] = [undefined, [], false];
     // pg's pool drops a client whose connection broke by itself.
     this.client.release(discard);
   }
@@ -288,10 +289,8 @@ class PipelinedConnection implements DatabaseConnection {
       }
       readsAt = sent.length;
       for (const { compiled: held } of reads) sent.push(this.#query(held));
-      if (this.#last !== undefined) {
-        sent.push(this.#query(this.#last));
-        this.#last = undefined;
-      }
+      for (const held of this.#held) sent.push(this.#query(held));
+      this.#held = [];
       if (compiled) sent.push(this.#query(compiled));
       if (end) {
         sent.push(this.client.query(end));

@@ -93,6 +93,8 @@ export async function recordEvent(
  * modifying ones run whether read or not), `source` a select over them giving the event's object as
  * `data` (jsonb) and its `contact_id`: no row, no event (the change did not apply). The event is
  * fanned out as recordEvent does (the change's own text is compiled on each call). True when it was recorded.
+ * `withNext` as recordEvent's: the answer is then true unread, for a caller whose `source` fails
+ * the statement when the change did not apply (its error fails the transaction).
  */
 export async function recordChangeEvent(
   db: Db,
@@ -101,6 +103,7 @@ export async function recordChangeEvent(
   change: { with: RawBuilder<unknown>; source: RawBuilder<unknown> },
   actor: Actor,
   now: Date = new Date(),
+  { withNext = false } = {},
 ): Promise<boolean> {
   const id = uuidv7();
   const consumers = fanOut(type, actor.type, false);
@@ -109,7 +112,12 @@ export async function recordChangeEvent(
     with ${change.with}, event_source as (${change.source}), ${recording()}${consumers.with}
     select exists (select 1 from event) as recorded${consumers.notify}`.compile(db),
   );
-  const result = await db.executeQuery<{ recorded: boolean }>(bindInputs(template, eventInputs(workspaceId, id, type, actor, now)));
+  const statement = bindInputs(template, eventInputs(workspaceId, id, type, actor, now));
+  if (withNext && db.isTransaction) {
+    await runAtCommit(db as Transaction<Database>, { compile: () => statement });
+    return true;
+  }
+  const result = await db.executeQuery<{ recorded: boolean }>(statement);
   return result.rows[0]?.recorded ?? false;
 }
 

@@ -5,7 +5,15 @@
 import type { Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import type { FieldChange } from '../db/history.js';
-import { findOpenThreadId, insertOpenThread, readThreadForChange, threadRowToThread, writeThreadChange, type OpenThreadInput } from '../db/threads.js';
+import {
+  findOpenThreadId,
+  insertOpenThread,
+  readThreadForChange,
+  threadRowToThread,
+  writeThreadChange,
+  type OpenThreadInput,
+  type VersionedThread,
+} from '../db/threads.js';
 import { recordEvent } from '../events/record.js';
 import type { ThreadRow, ThreadStatus } from '../db/schema.js';
 import { normalizeLabels, sameLabels } from './labels.js';
@@ -123,13 +131,25 @@ export async function threadUpdated(
   actor: Actor,
   now: Date = new Date(),
   before?: ThreadRow,
+  { withNext = false } = {},
 ): Promise<ThreadRow> {
   const after = await sla.onThreadChange(trx, before, row, actor, now);
-  await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(after), actor, now);
+  await recordEvent(trx, workspaceId, 'thread.updated', threadRowToThread(after), actor, now, { withNext });
   return after;
 }
 
 const MAX_ATTEMPTS = 50;
+
+/** How changeThread may save round trips for a caller that holds the thread. */
+export interface ChangeOptions {
+  /**
+   * The thread as the caller's transaction `db` holds it locked and has not changed since (a run's
+   * first statement read it so): the first attempt plans from it instead of reading it again.
+   */
+  read?: VersionedThread | undefined;
+  /** Its thread.updated travels with the transaction's next statement (recordEvent's `withNext`). */
+  withNext?: boolean | undefined;
+}
 
 /**
  * Applies `change` (or the change a function makes of the thread as read: labels added to those it
@@ -144,16 +164,18 @@ export async function changeThread(
   id: string,
   change: ThreadChange | ((current: ThreadRow) => ThreadChange),
   who: { actor: Actor; reason: string | null },
+  options: ChangeOptions = {},
 ): Promise<ThreadRow | undefined> {
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    const read = await readThreadForChange(db, workspaceId, id);
+    const held = attempt === 1 && options.read?.row.id === id ? options.read : undefined;
+    const read = held ?? (await readThreadForChange(db, workspaceId, id));
     if (!read) return undefined;
     const now = new Date();
     const { set, changes } = planThreadChange(read.row, typeof change === 'function' ? change(read.row) : change, now);
     if (changes.length === 0) return read.row;
     const written = await transact(db, async (trx) => {
       const row = await writeThreadChange(trx, workspaceId, read, set, changes, who, now);
-      return row && threadUpdated(trx, workspaceId, row, who.actor, now, read.row);
+      return row && threadUpdated(trx, workspaceId, row, who.actor, now, read.row, { withNext: options.withNext });
     });
     if (written) return written;
   }
