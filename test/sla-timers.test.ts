@@ -1,4 +1,4 @@
-// SLA timers added without a NOTIFY (issue 37, DECISIONS §22): a timer due minutes after its clock
+// SLA timers added without a NOTIFY (issue 37: warnings and breaches within 5 s of their moment): a timer due minutes after its clock
 // started wakes no worker when it is added (sla/timers.ts timerQueries, jobs/queue.ts wakeFor); the
 // workers' claims find it and sleep no longer than its due time, so sla.breached is still recorded
 // within 5 s of it, with the workers polling as seldom as JOB_POLL_MS allows (60 s). Waits the
