@@ -6,6 +6,7 @@
 // holds a few worker slots, never all of them: its surplus jobs wait a moment in process for a
 // slot (a fast endpoint frees one within milliseconds), or step aside when it is slow.
 import { CompiledQuery, sql } from 'kysely';
+import type { KeyObject } from 'node:crypto';
 import pg from 'pg';
 import type { SecretBox } from '../secrets.js';
 import type { Db } from '../db/database.js';
@@ -27,7 +28,7 @@ import type { JobResult, QueueHandler } from '../jobs/worker.js';
 import type { WebhookJobPayload } from '../jobs/kinds.js';
 import { eventRowToEvent, WEBHOOK_QUEUE } from './record.js';
 import type { EventRow, WebhookDeliveryStatus } from '../db/schema.js';
-import { sendWebhook, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
+import { sendWebhook, webhookKey, WEBHOOK_TIMEOUT_MS, type AttemptResult } from './sender.js';
 import { RefusedUrlError, resolveTarget } from '../outbound/ssrf.js';
 import { metrics } from '../metrics/registry.js';
 
@@ -90,7 +91,7 @@ function prefetchedTarget(job: WebhookJob): DeliveryTarget | undefined {
   return { ...found, created_at: parseTimestamptz(found.created_at) };
 }
 
-/** Opened endpoint secrets by their sealed form (AES-GCM on every attempt showed in the profiles); a changed secret is another key. */
+/** Endpoint secrets' HMAC keys by their sealed form, opened and decoded once (AES-GCM and base64 on every attempt showed in the profiles); a changed secret is another key. */
 const OPENED_SECRETS_MAX = 1_000;
 
 async function loadTarget(db: Db, workspaceId: string, deliveryId: string): Promise<DeliveryTarget | undefined> {
@@ -177,17 +178,18 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
   const slots = new Map<string, EndpointSlots>();
   const delays = options.retryDelaysMs.map((d) => Math.round(d));
   const cap = options.endpointConcurrency;
-  const opened = new Map<string, string>();
+  const opened = new Map<string, KeyObject>();
 
-  function openSecret(sealed: string): string {
-    let secret = opened.get(sealed);
-    if (secret === undefined) {
+  /** The HMAC key of an endpoint's sealed secret: opened and decoded once per sealed value. */
+  function signingKey(sealed: string): KeyObject {
+    let key = opened.get(sealed);
+    if (key === undefined) {
       if (!options.secrets) throw new RefusedUrlError('the service cannot open the endpoint secret (SECRETS_KEY is not set)');
-      secret = options.secrets.open(sealed);
+      key = webhookKey(options.secrets.open(sealed));
       if (opened.size >= OPENED_SECRETS_MAX) opened.clear();
-      opened.set(sealed, secret);
+      opened.set(sealed, key);
     }
-    return secret;
+    return key;
   }
 
   /**
@@ -329,11 +331,11 @@ export function webhookHandler(options: WebhookDispatchOptions): QueueHandler<ty
     }
     let result: AttemptResult;
     try {
-      const secret = openSecret(target.secret);
+      const key = signingKey(target.secret);
       const checked = await resolveTarget(target.url, options.allowPrivateUrls);
       result = await sendWebhook({
         target: checked,
-        secret,
+        key,
         eventId: target.event_id,
         body: eventBody(target),
         timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,

@@ -17,23 +17,14 @@ export function newWebhookSecret(): string {
   return SECRET_PREFIX + randomBytes(32).toString('base64');
 }
 
-/** Endpoint secrets' HMAC keys, decoded once (a delivery is signed with the same few keys over and over). */
-const KEYS_MAX = 1_000;
-const keys = new Map<string, KeyObject>();
-
-function hmacKey(secret: string): KeyObject {
-  let key = keys.get(secret);
-  if (key === undefined) {
-    key = createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
-    if (keys.size >= KEYS_MAX) keys.clear();
-    keys.set(secret, key);
-  }
-  return key;
+/** An endpoint secret's HMAC key: the bytes its base64 (after `whsec_`) holds, decoded once per secret by the caller (the dispatcher keeps it with the opened secret). */
+export function webhookKey(secret: string): KeyObject {
+  return createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
 }
 
-/** The Standard Webhooks signature of one attempt: `v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`. */
-export function signWebhook(secret: string, id: string, timestamp: number, body: string): string {
-  return `v1,${createHmac('sha256', hmacKey(secret)).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+/** The Standard Webhooks signature of one attempt: `v1,` + base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` under the endpoint's key (webhookKey). */
+export function signWebhook(key: KeyObject, id: string, timestamp: number, body: string): string {
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 
 export type AttemptResult =
@@ -46,7 +37,8 @@ const USER_AGENT = 'SupportFunnel-Webhooks/1.0';
 /** POSTs `body` to the checked target, signed; a 2xx within `timeoutMs` is a success, anything else is not. */
 export async function sendWebhook(options: {
   target: CheckedTarget;
-  secret: string;
+  /** The endpoint's HMAC key (webhookKey of its secret). */
+  key: KeyObject;
   eventId: string;
   body: string;
   timeoutMs?: number;
@@ -63,7 +55,7 @@ export async function sendWebhook(options: {
         'user-agent': USER_AGENT,
         'webhook-id': eventId,
         'webhook-timestamp': String(timestamp),
-        'webhook-signature': signWebhook(options.secret, eventId, timestamp, body),
+        'webhook-signature': signWebhook(options.key, eventId, timestamp, body),
       },
       body,
       timeoutMs,
