@@ -10,6 +10,7 @@ import { purgeExpiredResults } from '../src/db/idempotency.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { sleep } from './helpers/processes.js';
+import { countRows } from './helpers/rows.js';
 import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -23,23 +24,9 @@ afterAll(async () => {
 const post = (ws: TestWorkspace, path: string, body: unknown, key?: string, apiKey = ws.apiKey) =>
   request(server, 'POST', path, { apiKey, body, ...(key !== undefined && { headers: { 'idempotency-key': key } }) });
 
-const count = async (table: 'agents' | 'contacts' | 'threads' | 'messages', workspaceId: string): Promise<number> =>
-  (
-    await server.db
-      .selectFrom(table)
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirstOrThrow()
-  ).n;
+const count = (table: 'agents' | 'contacts' | 'threads' | 'messages', workspaceId: string): Promise<number> => countRows(server.db, table, workspaceId);
 
-const storedKeys = async (workspaceId: string): Promise<number> =>
-  (
-    await server.db
-      .selectFrom('idempotency_keys')
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirstOrThrow()
-  ).n;
+const storedKeys = (workspaceId: string): Promise<number> => countRows(server.db, 'idempotency_keys', workspaceId);
 
 /** Results stored under this key string, by any API key of any workspace. */
 const storedUnder = async (key: string): Promise<number> =>
