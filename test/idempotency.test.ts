@@ -11,6 +11,7 @@ import { provision, SCOPES } from '../src/provisioning.js';
 import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { sleep } from './helpers/processes.js';
 import { countRows } from './helpers/rows.js';
+import { refunds, stageId } from './helpers/automations.js';
 import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -114,6 +115,10 @@ describe('POST with Idempotency-Key', () => {
       ['/v1/messages', { contactId: contact.id, channelId, content: 'Seu pedido saiu para entrega.' }],
       ['/v1/threads', { contactId: contact.id, channelId: ws.channels[1]!.id }],
       [`/v1/threads/${message.threadId}/nps`, { score: 9 }],
+      // Handlers that open a transaction of their own: under the key it is the key's.
+      ['/v1/stages', { name: 'Pós-venda' }],
+      ['/v1/automations', refunds(await stageId(ws, 'Novo'))],
+      ['/v1/sla-policies', { name: 'Primeira resposta em 15 minutos', targets: { firstResponseMinutes: 15 } }],
     ];
     const before = await Promise.all((['agents', 'contacts', 'threads', 'messages'] as const).map((t) => count(t, ws.workspaceId)));
 
