@@ -135,8 +135,8 @@ export async function runIdempotent<R extends Reply>(
   const attempt = () =>
     transact(db, async (trx) => {
       const lookup = await lockAndFindResult(trx, scope, { withNext: withFirstStatement });
-      if (!withFirstStatement) {
-        const replay = replyOfKey(await lookup.answer(), request, bodySha256, box);
+      if (lookup.known) {
+        const replay = replyOfKey(lookup.known, request, bodySha256, box);
         if (replay) return { reply: replay.reply, replayed: true };
       }
       let reply: R;

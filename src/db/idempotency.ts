@@ -30,6 +30,8 @@ export interface KeyAnswer {
 
 /** The key's lookup started by lockAndFindResult. */
 export interface KeyLookup {
+  /** Its answer when it is already there: it ran at once. */
+  known: KeyAnswer | undefined;
   /** Its answer; when nothing has sent it yet (readWithNext), it is sent now. */
   answer(): Promise<KeyAnswer>;
 }
@@ -77,28 +79,27 @@ async function answerOf(rows: Promise<LookupRow[]>): Promise<KeyAnswer> {
  * one statement, the transaction's first (on PostgreSQL it travels with the BEGIN); `locked` false
  * when another transaction holds the key (a request with the same key still running), and the
  * transaction is then aborted. The lock is PostgreSQL's: it ends with the transaction, on every instance.
- * `withNext`: the lookup travels with the transaction's next statement too (readWithNext), which
- * runs after it, in the same transaction, and is answered after it; nothing waits for its answer
- * until answer() is called. Without, it is answered before this returns.
+ * `withNext`: on PostgreSQL the lookup travels with the transaction's next statement (readWithNext),
+ * which runs after it, in the same transaction, and is answered after it; nothing waits for its
+ * answer until answer() is called. Without, or on the embedded database, it is answered (`known`)
+ * before this returns.
  *
  * The read's snapshot is the statement's, taken before the lock: a request that finished between
  * the two is not seen here, and storeResult then finds its result in the way.
  */
 export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope, { withNext = false } = {}): Promise<KeyLookup> {
   const compiled = lookupStatement(scope).compile(trx);
-  if (!withNext) {
-    const answer = await answerOf(trx.executeQuery(compiled).then((result) => result.rows));
-    return { answer: () => Promise.resolve(answer) };
-  }
+  const known = (answer: KeyAnswer): KeyLookup => ({ known: answer, answer: () => Promise.resolve(answer) });
+  if (!withNext) return known(await answerOf(trx.executeQuery(compiled).then((result) => result.rows)));
   let read: ReadWithNext<LookupRow>;
   try {
     read = await readWithNext<LookupRow>(trx, compiled);
   } catch (err) {
-    // The embedded database ran it at once.
-    const answer = await answerOf(Promise.reject(err));
-    return { answer: () => Promise.resolve(answer) };
+    // It ran at once, and failed.
+    return known(await answerOf(Promise.reject(err)));
   }
-  return { answer: () => answerOf(read.rows()) };
+  if (read.ranAtOnce) return known(await answerOf(read.rows()));
+  return { known: undefined, answer: () => answerOf(read.rows()) };
 }
 
 /**
