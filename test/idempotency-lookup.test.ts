@@ -6,7 +6,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JsonText } from '../src/db/pagination.js';
+import { contractOperations } from '../src/contract.js';
 import { runIdempotent } from '../src/idempotency.js';
+import { databaseOnlyOperations, keyFirstOperations } from '../src/routes/index.js';
 import { storedPhone } from '../src/phones.js';
 import { startCountingProxy } from '../bench/lib/pg-proxy.js';
 import { buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
@@ -42,6 +44,17 @@ async function waitingOn(watcher: pg.Client, fragment: string): Promise<number> 
   }
   throw new Error(`no request waited in ${fragment}`);
 }
+
+describe('which POSTs look their key up with their first statement', () => {
+  it('when the contract has a POST, then it is either database-only or kept apart with its reason, not both', () => {
+    const posts = contractOperations.filter((op) => op.method === 'post').map((op) => op.operationId);
+
+    const unclassified = posts.filter((id) => databaseOnlyOperations.has(id) === (keyFirstOperations[id] !== undefined));
+
+    expect(unclassified).toEqual([]);
+    expect([...databaseOnlyOperations, ...Object.keys(keyFirstOperations)].filter((id) => !posts.includes(id as never))).toEqual([]);
+  });
+});
 
 describe.skipIf(!databaseUrl)('Idempotency-Key looked up with the first statement (needs DATABASE_URL)', () => {
   it('when the key comes back while its first request still runs, then 409 at once, without running the handler, and one record is made', async () => {
