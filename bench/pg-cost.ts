@@ -52,9 +52,9 @@ try {
     if (mode === 'db') {
       const scope = { workspaceId: ws.workspaceId, apiKeyId: ws.keyId, key: randomUUID() };
       await transact(server.db, async (trx) => {
-        if (keyed) await lockAndFindResult(trx, scope);
+        const lookup = keyed ? await lockAndFindResult(trx, scope, { withNext: true }) : undefined;
         const inserted = await createContact(trx, ws.workspaceId, buildContact(), apiKeyActor(ws.keyId));
-        if (keyed)
+        if (lookup && (await lookup.answer()).locked)
           await storeResult(trx, scope, {
             method: 'POST',
             path: '/v1/contacts',

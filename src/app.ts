@@ -14,7 +14,7 @@ import { requestContext } from './middleware/request-context.js';
 import { matchOperation, pathNotFound } from './middleware/routing.js';
 import { contractValidator } from './middleware/validator.js';
 import { dispatch } from './routes/handler.js';
-import { handlers } from './routes/index.js';
+import { databaseOnlyOperations, handlers } from './routes/index.js';
 import { createQueryParser } from './query.js';
 import type { SecretBox } from './secrets.js';
 import { metaWebhooks } from './routes/webhooks.js';
@@ -72,6 +72,7 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
     spoolUpload(media),
     dispatch(handlers, db, {
       validateResponses: config.validateResponses,
+      databaseOnly: databaseOnlyOperations,
       services: { secrets, allowPrivateUrls: config.outboundAllowPrivateUrls, streams, media },
     }),
   );

@@ -13,6 +13,7 @@ import {
   resealResult,
   storeResult,
   type IdempotencyScope,
+  type KeyAnswer,
   type StoredResult,
 } from './db/idempotency.js';
 import { JsonText } from './db/pagination.js';
@@ -82,11 +83,45 @@ function storedResponseText(stored: StoredResult, box: SecretBox | undefined): s
   }
 }
 
+/** A stored reply found after the handler ran: thrown to roll its changes back, answered outside. */
+class Replay extends Error {
+  constructor(readonly reply: { status: number; body?: JsonText<unknown> }) {
+    super('the key holds a stored reply');
+  }
+}
+
+/**
+ * What the key says before anything is stored: undefined when this request is the key's first (the
+ * handler's reply is stored), else the stored reply to replay; throws the 409 or 422.
+ */
+function replyOfKey({ locked, stored }: KeyAnswer, request: IdempotentRequest, bodySha256: string, box: SecretBox | undefined): Replay | undefined {
+  if (!locked) {
+    throw new ApiError(409, 'idempotency_key_in_progress', 'A request with this Idempotency-Key is still running; retry shortly.');
+  }
+  if (!stored) return undefined;
+  if (stored.method !== request.method || stored.path !== request.path || stored.bodySha256 !== bodySha256) {
+    const otherBody = stored.bodySha256 !== bodySha256 ? ' with another body' : '';
+    throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with another path or body within 24 hours.', [
+      { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
+    ]);
+  }
+  const text = storedResponseText(stored, box);
+  const body = text === '' ? undefined : new JsonText(text);
+  return new Replay({ status: stored.status, ...(body && { body }) });
+}
+
 /**
  * Runs `handle` once per key: the first request's reply is stored with its change (sealed under
  * `box` when the reply holds a secret); the same request again answers that reply (`replayed`);
  * another path or body under the key is a 422, and a request while the first still runs a 409. A
  * handler that throws stores nothing.
+ *
+ * `withFirstStatement`: the key's lookup travels with the handler's first statement instead of
+ * costing a round trip of its own (lockAndFindResult's `withNext`), and is read once the handler is
+ * done. The handler then runs before the key is confirmed, so it may be asked only of an operation
+ * that does nothing outside the database until it returns: when the key turns out to be another
+ * request's, the transaction is rolled back and the handler's changes with it, and what the key
+ * says is the answer, the handler's reply or error never is.
  */
 export async function runIdempotent<R extends Reply>(
   db: Db,
@@ -94,35 +129,42 @@ export async function runIdempotent<R extends Reply>(
   request: IdempotentRequest,
   handle: (db: Db) => Promise<R>,
   box: SecretBox | undefined,
+  { withFirstStatement = false } = {},
 ): Promise<{ reply: R | { status: number; body?: JsonText<unknown> }; replayed: boolean }> {
   const bodySha256 = sha256(canonicalJson(request.body));
   const attempt = () =>
     transact(db, async (trx) => {
-      const { locked, stored } = await lockAndFindResult(trx, scope);
-      if (!locked) {
-        throw new ApiError(409, 'idempotency_key_in_progress', 'A request with this Idempotency-Key is still running; retry shortly.');
+      const lookup = await lockAndFindResult(trx, scope, { withNext: withFirstStatement });
+      if (lookup.known) {
+        const replay = replyOfKey(lookup.known, request, bodySha256, box);
+        if (replay) return { reply: replay.reply, replayed: true };
       }
-      if (stored) {
-        if (stored.method !== request.method || stored.path !== request.path || stored.bodySha256 !== bodySha256) {
-          const otherBody = stored.bodySha256 !== bodySha256 ? ' with another body' : '';
-          throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with another path or body within 24 hours.', [
-            { path: '/headers/idempotency-key', message: `was first used for ${stored.method} ${stored.path}${otherBody}` },
-          ]);
-        }
-        const text = storedResponseText(stored, box);
-        const body = text === '' ? undefined : new JsonText(text);
-        return { reply: { status: stored.status, ...(body && { body }) }, replayed: true };
+      let reply: R;
+      try {
+        reply = await handle(trx);
+      } catch (err) {
+        // A handler's statement failing on what the key's first request did (its contact made, say)
+        // is not this request's answer: the key's is.
+        const replay = replyOfKey(await lookup.answer(), request, bodySha256, box);
+        if (replay) throw replay;
+        throw err;
       }
-      const reply = await handle(trx);
+      const replay = replyOfKey(await lookup.answer(), request, bodySha256, box);
+      if (replay) throw replay;
       await storeResult(trx, scope, { method: request.method, path: request.path, bodySha256, status: reply.status, ...responseToStore(reply, box) });
       return { reply, replayed: false };
     });
+  const run = () =>
+    attempt().catch((err: unknown) => {
+      if (err instanceof Replay) return { reply: err.reply, replayed: true };
+      throw err;
+    });
   try {
-    return await attempt();
+    return await run();
   } catch (err) {
     // The first request finished between our look and our lock: our change is rolled back, and
     // the second look finds its result.
-    if (isResultInTheWay(err)) return attempt();
+    if (isResultInTheWay(err)) return run();
     throw err;
   }
 }

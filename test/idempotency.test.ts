@@ -10,6 +10,8 @@ import { purgeExpiredResults } from '../src/db/idempotency.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { buildAgent, buildContact, createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { sleep } from './helpers/processes.js';
+import { countRows } from './helpers/rows.js';
+import { refunds, stageId } from './helpers/automations.js';
 import { databaseUrl, startServer, type TestServer } from './helpers/server.js';
 
 let server: TestServer;
@@ -23,23 +25,9 @@ afterAll(async () => {
 const post = (ws: TestWorkspace, path: string, body: unknown, key?: string, apiKey = ws.apiKey) =>
   request(server, 'POST', path, { apiKey, body, ...(key !== undefined && { headers: { 'idempotency-key': key } }) });
 
-const count = async (table: 'agents' | 'contacts' | 'threads' | 'messages', workspaceId: string): Promise<number> =>
-  (
-    await server.db
-      .selectFrom(table)
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirstOrThrow()
-  ).n;
+const count = (table: 'agents' | 'contacts' | 'threads' | 'messages', workspaceId: string): Promise<number> => countRows(server.db, table, workspaceId);
 
-const storedKeys = async (workspaceId: string): Promise<number> =>
-  (
-    await server.db
-      .selectFrom('idempotency_keys')
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('workspace_id', '=', workspaceId)
-      .executeTakeFirstOrThrow()
-  ).n;
+const storedKeys = (workspaceId: string): Promise<number> => countRows(server.db, 'idempotency_keys', workspaceId);
 
 /** Results stored under this key string, by any API key of any workspace. */
 const storedUnder = async (key: string): Promise<number> =>
@@ -127,6 +115,10 @@ describe('POST with Idempotency-Key', () => {
       ['/v1/messages', { contactId: contact.id, channelId, content: 'Seu pedido saiu para entrega.' }],
       ['/v1/threads', { contactId: contact.id, channelId: ws.channels[1]!.id }],
       [`/v1/threads/${message.threadId}/nps`, { score: 9 }],
+      // Handlers that open a transaction of their own: under the key it is the key's.
+      ['/v1/stages', { name: 'Pós-venda' }],
+      ['/v1/automations', refunds(await stageId(ws, 'Novo'))],
+      ['/v1/sla-policies', { name: 'Primeira resposta em 15 minutos', targets: { firstResponseMinutes: 15 } }],
     ];
     const before = await Promise.all((['agents', 'contacts', 'threads', 'messages'] as const).map((t) => count(t, ws.workspaceId)));
 

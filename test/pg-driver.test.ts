@@ -1,10 +1,11 @@
 // The pipelined driver's statements held for the COMMIT (db/pg-driver.ts runAtCommit): several may
 // be held at once, they reach PostgreSQL in the order they were held, with the next statement or the
-// COMMIT, and the error of any of them rolls the whole transaction back.
-import { sql } from 'kysely';
+// COMMIT, and the error of any of them rolls the whole transaction back. A read held for the next
+// statement (readWithNext) is answered on its own, whether that statement fails or it does.
+import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, transact, type Db } from '../src/db/database.js';
-import { runAtCommit } from '../src/db/pg-driver.js';
+import { readWithNext, runAtCommit } from '../src/db/pg-driver.js';
 import { databaseUrl, ownDatabase, type OwnDatabase } from './helpers/server.js';
 
 describe.skipIf(!databaseUrl)('statements held for the COMMIT (needs DATABASE_URL)', () => {
@@ -57,5 +58,48 @@ describe.skipIf(!databaseUrl)('statements held for the COMMIT (needs DATABASE_UR
     await expect(failed).rejects.toMatchObject({ code: '22012' });
     expect(heldBoth).toBe(true);
     expect((await rows()).filter((row) => row.n >= 20)).toEqual([]);
+  });
+});
+
+describe.skipIf(!databaseUrl)('a read held for the next statement (needs DATABASE_URL)', () => {
+  let own: OwnDatabase;
+  let db: Db;
+  beforeAll(async () => {
+    own = await ownDatabase();
+    db = createDatabase({ databaseUrl: own.url, pgliteDir: 'memory://', poolSize: 2 });
+    await sql`create table read_next (n int primary key)`.execute(db);
+    await sql`insert into read_next values (1)`.execute(db);
+    await sql`create sequence read_next_seq`.execute(db);
+  });
+  afterAll(async () => {
+    await db?.destroy();
+    await own?.drop();
+  });
+
+  it("when the statement sent with it fails, then the read still has its rows, and the error is the statement's", async () => {
+    let rows: unknown[] = [];
+    const failed = transact(db, async (trx) => {
+      const read = await readWithNext<{ n: number }>(trx, CompiledQuery.raw('select n from read_next'));
+      try {
+        await sql`insert into read_next values (1)`.execute(trx);
+      } finally {
+        rows = await read.rows();
+      }
+    });
+
+    await expect(failed).rejects.toMatchObject({ code: '23505' });
+    expect(rows).toEqual([{ n: 1 }]);
+  });
+
+  it("when the read fails, then the statement sent with it does not run, and fails with the read's error", async () => {
+    const failed = transact(db, async (trx) => {
+      const read = await readWithNext(trx, CompiledQuery.raw('select 1 / 0'));
+      // A sequence advances even in a transaction rolled back: had the statement run, it would show.
+      await sql`select nextval('read_next_seq')`.execute(trx);
+      return read;
+    });
+
+    await expect(failed).rejects.toMatchObject({ code: '22012' });
+    expect((await sql<{ is_called: boolean }>`select is_called from read_next_seq`.execute(db)).rows).toEqual([{ is_called: false }]);
   });
 });

@@ -1,7 +1,7 @@
 // The stored results of POSTs sent with an Idempotency-Key (kept 24 hours).
 import { sql, type Transaction } from 'kysely';
 import type { Db } from './database.js';
-import { runAtCommit } from './pg-driver.js';
+import { readWithNext, runAtCommit, type ReadWithNext } from './pg-driver.js';
 import type { Database } from './schema.js';
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -22,27 +22,84 @@ export interface StoredResult {
   responseSealed: boolean;
 }
 
+/** What the key's lookup says: whether this transaction holds the key, and the result stored under it. */
+export interface KeyAnswer {
+  locked: boolean;
+  stored: StoredResult | undefined;
+}
+
+/** The key's lookup started by lockAndFindResult. */
+export interface KeyLookup {
+  /** Its answer when it is already there: it ran at once. */
+  known: KeyAnswer | undefined;
+  /** Its answer; when nothing has sent it yet (readWithNext), it is sent now. */
+  answer(): Promise<KeyAnswer>;
+}
+
 /**
- * Takes the key for this transaction and reads the result stored under it in the last 24 hours, in
- * one statement, the transaction's first (on PostgreSQL it travels with the BEGIN); `locked` false
- * when another transaction holds the key (a request with the same key still running). The lock is
- * PostgreSQL's: it ends with the transaction, on every instance.
- *
- * The read's snapshot is the statement's, taken before the lock: a request that finished between
- * the two is not seen here, and storeResult then finds its result in the way.
+ * The text of the lookup's failure when another transaction holds the key. PostgreSQL has no way to
+ * fail a plain statement on purpose, so the statement casts this text to boolean, which fails (22P02
+ * naming it). Failing instead of answering `locked` false matters when the lookup travels with the
+ * handler's first statement: the failure aborts the transaction, so that statement does not run at
+ * all, instead of running beside the request that holds the key (waiting on its locks, deadlocking
+ * with it) only to be rolled back.
  */
-export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope): Promise<{ locked: boolean; stored: StoredResult | undefined }> {
-  const { rows } = await sql<{ locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null }>`
-    select pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) as locked,
+const HELD_ELSEWHERE = 'idempotency key held by another transaction';
+
+type LookupRow = { locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null };
+
+const lookupStatement = (scope: IdempotencyScope) => sql<LookupRow>`
+    select cast(case when pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) then 'true'
+                     else ${sql.lit(HELD_ELSEWHERE)} end as boolean) as locked,
            k.method, k.path, k.body_sha256 as "bodySha256", k.status, k.response, k.response_sealed as "responseSealed"
       from (select 1) as one
       left join idempotency_keys k
         on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
-       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`.execute(trx);
-  const { locked, method, path, bodySha256, status, response, responseSealed } = rows[0]!;
-  const stored =
-    method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
-  return { locked, stored };
+       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`;
+
+const isHeldElsewhere = (err: unknown): boolean => {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  return code === '22P02' && String(message).includes(HELD_ELSEWHERE);
+};
+
+async function answerOf(rows: Promise<LookupRow[]>): Promise<KeyAnswer> {
+  try {
+    const { method, path, bodySha256, status, response, responseSealed } = (await rows)[0]!;
+    const stored =
+      method === null ? undefined : { method, path: path!, bodySha256: bodySha256!, status: status!, response: response!, responseSealed: responseSealed! };
+    return { locked: true, stored };
+  } catch (err) {
+    if (isHeldElsewhere(err)) return { locked: false, stored: undefined };
+    throw err;
+  }
+}
+
+/**
+ * Takes the key for this transaction and reads the result stored under it in the last 24 hours, in
+ * one statement, the transaction's first (on PostgreSQL it travels with the BEGIN); `locked` false
+ * when another transaction holds the key (a request with the same key still running), and the
+ * transaction is then aborted. The lock is PostgreSQL's: it ends with the transaction, on every instance.
+ * `withNext`: on PostgreSQL the lookup travels with the transaction's next statement (readWithNext),
+ * which runs after it, in the same transaction, and is answered after it; nothing waits for its
+ * answer until answer() is called. Without, or on the embedded database, it is answered (`known`)
+ * before this returns.
+ *
+ * The read's snapshot is the statement's, taken before the lock: a request that finished between
+ * the two is not seen here, and storeResult then finds its result in the way.
+ */
+export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope, { withNext = false } = {}): Promise<KeyLookup> {
+  const compiled = lookupStatement(scope).compile(trx);
+  const known = (answer: KeyAnswer): KeyLookup => ({ known: answer, answer: () => Promise.resolve(answer) });
+  if (!withNext) return known(await answerOf(trx.executeQuery(compiled).then((result) => result.rows)));
+  let read: ReadWithNext<LookupRow>;
+  try {
+    read = await readWithNext<LookupRow>(trx, compiled);
+  } catch (err) {
+    // It ran at once, and failed.
+    return known(await answerOf(Promise.reject(err)));
+  }
+  if (read.ranAtOnce) return known(await answerOf(read.rows()));
+  return { known: undefined, answer: () => answerOf(read.rows()) };
 }
 
 /**

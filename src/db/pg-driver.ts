@@ -82,6 +82,8 @@ const heldReads = new WeakMap<CompiledQuery, HeldRead>();
 
 /** The rows of a read started by readWithNext. */
 export interface ReadWithNext<R> {
+  /** It ran at once (the embedded database, or behind a statement runAtCommit holds): rows() sends nothing. */
+  ranAtOnce: boolean;
   /** Its rows; when nothing has sent it yet, it is sent now (with whatever else is held back). */
   rows(): Promise<R[]>;
 }
@@ -103,6 +105,7 @@ export async function readWithNext<R>(trx: Transaction<Database>, compiled: Comp
   const result = await trx.executeQuery<R>(compiled);
   if (!read.held) read.resolve(result.rows);
   return {
+    ranAtOnce: !read.held,
     rows: async () => {
       if (read.held && !read.sent) await trx.executeQuery(compiled);
       return answered;

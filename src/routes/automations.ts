@@ -10,6 +10,7 @@ import { assertReferences, assertSound, assertWithinBound, MAX_AUTOMATIONS, refe
 import * as automations from '../db/automations.js';
 import type { Automation } from '../db/automations.js';
 import { listAutomationRuns, listThreadRuns } from '../db/automation-runs.js';
+import { transact } from '../db/database.js';
 import { threadExists } from '../db/threads.js';
 import { ApiError, invalidReference, notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
@@ -55,7 +56,7 @@ export const automationHandlers: Pick<Handlers, Operations> = {
   async createAutomation({ db, auth, body }) {
     const definition: Definition = { trigger: body.trigger, conditions: body.conditions ?? {}, actions: body.actions };
     assertSound(definition);
-    const automation = await db.transaction().execute(async (trx) => {
+    const automation = await transact(db, async (trx) => {
       const count = await automations.lockAutomations(trx, auth.workspaceId);
       const position = body.position ?? count + 1;
       if (position > count + 1) throw positionOutOfRange(count + 1);
@@ -82,7 +83,7 @@ export const automationHandlers: Pick<Handlers, Operations> = {
   },
 
   async updateAutomation({ db, auth, params, body }) {
-    const automation = await db.transaction().execute(async (trx) => {
+    const automation = await transact(db, async (trx) => {
       const count = await automations.lockAutomations(trx, auth.workspaceId);
       const current = await automations.findAutomation(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('Automation');
@@ -109,7 +110,7 @@ export const automationHandlers: Pick<Handlers, Operations> = {
   },
 
   async deleteAutomation({ db, auth, params }) {
-    await db.transaction().execute(async (trx) => {
+    await transact(db, async (trx) => {
       await automations.lockAutomations(trx, auth.workspaceId);
       const current = await automations.findAutomation(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('Automation');

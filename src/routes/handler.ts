@@ -93,8 +93,18 @@ type AnyHandler = (call: Call<OperationId>) => Promise<{ status: number; body?: 
  * Runs the matched operation's handler and sends what it returns. JSON text goes out as it is,
  * unless responses are validated: the validator checks what passes through res.json.
  */
-export function dispatch(handlers: Handlers, db: Db, options: { validateResponses: boolean; services?: Services }): RequestHandler {
+export function dispatch(
+  handlers: Handlers,
+  db: Db,
+  options: {
+    validateResponses: boolean;
+    services?: Services;
+    /** The operations whose Idempotency-Key lookup travels with their first statement (runIdempotent's `withFirstStatement`). */
+    databaseOnly?: ReadonlySet<OperationId>;
+  },
+): RequestHandler {
   const services = options.services ?? {};
+  const databaseOnly = options.databaseOnly ?? new Set<OperationId>();
   return async (req, res) => {
     const handler = handlers[req.operation!.operationId] as unknown as AnyHandler;
     const limited = (req as AugmentedRequest).rateLimit;
@@ -123,7 +133,8 @@ export function dispatch(handlers: Handlers, db: Db, options: { validateResponse
     } else {
       const scope = { workspaceId: req.auth!.workspaceId, apiKeyId: req.auth!.keyId, key };
       const request = { method: req.method, path: req.originalUrl.split('?', 1)[0]!, body: req.body as unknown };
-      const result = await runIdempotent(db, scope, request, handle, services.secrets);
+      const withFirstStatement = databaseOnly.has(req.operation!.operationId);
+      const result = await runIdempotent(db, scope, request, handle, services.secrets, { withFirstStatement });
       reply = result.reply;
       if (result.replayed) res.set('Idempotent-Replayed', 'true');
     }

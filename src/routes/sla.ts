@@ -4,6 +4,7 @@
 // same transaction; this process's cache of the enabled policies forgets the workspace's inside the
 // transaction and again after it commits), and the response-time report.
 import { ApiError, notFound } from '../errors.js';
+import { transact } from '../db/database.js';
 import { onPolicyChanged } from '../sla/clocks.js';
 import * as policies from '../sla/policies.js';
 import { reportWindow, responseTimes } from '../sla/report.js';
@@ -22,7 +23,7 @@ export const slaHandlers: Pick<Handlers, Operations> = {
 
   async createSlaPolicy({ db, auth, body }) {
     const conditions = body.conditions ?? {};
-    const policy = await db.transaction().execute(async (trx) => {
+    const policy = await transact(db, async (trx) => {
       const count = await policies.lockPolicies(trx, auth.workspaceId);
       const position = body.position ?? count + 1;
       if (position > count + 1) throw positionOutOfRange(count + 1);
@@ -58,7 +59,7 @@ export const slaHandlers: Pick<Handlers, Operations> = {
   },
 
   async updateSlaPolicy({ db, auth, params, body }) {
-    const policy = await db.transaction().execute(async (trx) => {
+    const policy = await transact(db, async (trx) => {
       const count = await policies.lockPolicies(trx, auth.workspaceId);
       const current = await policies.findPolicy(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('SLA policy');
@@ -75,7 +76,7 @@ export const slaHandlers: Pick<Handlers, Operations> = {
   },
 
   async deleteSlaPolicy({ db, auth, params }) {
-    await db.transaction().execute(async (trx) => {
+    await transact(db, async (trx) => {
       await policies.lockPolicies(trx, auth.workspaceId);
       const current = await policies.findPolicy(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('SLA policy');

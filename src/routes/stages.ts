@@ -1,6 +1,7 @@
 // Handlers of the Funnel's stage operations. Every change of positions runs in one transaction that
 // locks the workspace's funnel first.
 import * as stages from '../db/stages.js';
+import { transact } from '../db/database.js';
 import { ApiError, isConstraintError, notFound } from '../errors.js';
 import { paging, type Handlers } from './handler.js';
 
@@ -14,7 +15,7 @@ export const stageHandlers: Pick<Handlers, 'listStages' | 'createStage' | 'updat
   },
 
   async createStage({ db, auth, body }) {
-    const stage = await db.transaction().execute(async (trx) => {
+    const stage = await transact(db, async (trx) => {
       const count = await stages.lockFunnel(trx, auth.workspaceId);
       const position = body.position ?? count + 1;
       if (position > count + 1) throw positionOutOfRange(count + 1);
@@ -24,7 +25,7 @@ export const stageHandlers: Pick<Handlers, 'listStages' | 'createStage' | 'updat
   },
 
   async updateStage({ db, auth, params, body }) {
-    const stage = await db.transaction().execute(async (trx) => {
+    const stage = await transact(db, async (trx) => {
       const count = await stages.lockFunnel(trx, auth.workspaceId);
       const current = await stages.findStage(trx, auth.workspaceId, params.id);
       if (!current) throw notFound('Stage');
@@ -36,7 +37,7 @@ export const stageHandlers: Pick<Handlers, 'listStages' | 'createStage' | 'updat
 
   async deleteStage({ db, auth, params }) {
     try {
-      await db.transaction().execute(async (trx) => {
+      await transact(db, async (trx) => {
         const count = await stages.lockFunnel(trx, auth.workspaceId);
         const current = await stages.findStage(trx, auth.workspaceId, params.id);
         if (!current) throw notFound('Stage');
