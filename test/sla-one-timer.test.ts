@@ -2,7 +2,8 @@
 // the earliest warning or due time still to record, which records each moment once within 5 s of it
 // and in order, then moves on to the next (the same job); a change made while an instance holds the
 // timer is not lost (the holder re-arms from the clocks as they are when it commits); two instances
-// with every moment due record each once; and per-time timers left by an older version fold into one.
+// with every moment due record each once; a timer failing on every attempt is kept, not dropped; and
+// per-time timers left by an older version fold into one.
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
@@ -10,7 +11,8 @@ import { createWorkspace, type TestWorkspace } from './helpers/api.js';
 import { sandboxInbound } from './helpers/automations.js';
 import { waitFor } from './helpers/processes.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
-import { fireTimer } from '../src/sla/timers.js';
+import { createLogger } from '../src/logger.js';
+import { fireTimer, slaTimerHandler } from '../src/sla/timers.js';
 import type { Job } from '../src/jobs/queue.js';
 
 type Schemas = components['schemas'];
@@ -175,6 +177,22 @@ describe('a change while an instance holds the timer', () => {
       .where('metric', '=', 'resolution')
       .executeTakeFirstOrThrow();
     expect(rearmed).toEqual({ id: held.id, run_at: clock.due_at, locked_by: null });
+  });
+});
+
+describe('a timer that fails on every attempt', () => {
+  it('when its last attempt failed, then it is kept (it stands for every moment to come), to start again a minute later with its attempts reset', async () => {
+    const { ws, threadId } = await setUp('+5511911116006');
+    const { rows } = await sql<Job<'sla-timer'>>`
+      update jobs set locked_by = 'this-instance', locked_until = now() + interval '1 hour', attempts = 10
+       where workspace_id = ${ws.workspaceId} and queue = 'sla-timer' and ordering_key = ${`sla:${threadId}`} returning *`.execute(server.db);
+    const failing = rows[0]!;
+    const before = Date.now();
+    await slaTimerHandler({ db: server.db, logger: createLogger('silent'), retryBaseMs: 20 }).giveUp(failing, 'the database went away');
+    const kept = await server.db.selectFrom('jobs').selectAll().where('id', '=', failing.id).executeTakeFirstOrThrow();
+    expect(kept).toMatchObject({ locked_by: null, locked_until: null, attempts: 0, last_error: 'the database went away' });
+    expect(kept.run_at.getTime()).toBeGreaterThanOrEqual(before + 59_000);
+    expect(kept.run_at.getTime()).toBeLessThanOrEqual(Date.now() + 61_000);
   });
 });
 

@@ -14,7 +14,17 @@ import { sql, type RawBuilder } from 'kysely';
 import { transact, type Db } from '../db/database.js';
 import type { SlaClockRow, ThreadRow } from '../db/schema.js';
 import { slaBreached, slaWarned } from '../services/sla-events.js';
-import { cancelWaitingQuery, finishJob, notifyAddedQuery, placeKeyedJobQueries, rearmJob, wakeFor, type Job } from '../jobs/queue.js';
+import {
+  cancelWaitingQuery,
+  finishJob,
+  LONGEST_NAP_MS,
+  notifyAddedQuery,
+  placeKeyedJobQueries,
+  rearmJob,
+  rescheduleJob,
+  wakeFor,
+  type Job,
+} from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { setThreadSla } from '../db/threads.js';
@@ -120,8 +130,14 @@ async function record(trx: Db, thread: ThreadRow, { kind, clock }: Moment, now: 
   return row;
 }
 
-/** How many times a timer that threw (the database away) is tried before it is given up and logged. */
+/** How many times in a row a timer that threw (the database away) is tried before its failure is logged and it waits AFTER_FAILURES_MS. */
 const ATTEMPTS = 10;
+
+/**
+ * How long a timer that failed ATTEMPTS times waits before it starts again: it stands for every
+ * moment still to come of its thread, so it is never dropped.
+ */
+const AFTER_FAILURES_MS = LONGEST_NAP_MS;
 
 export const slaTimerHandler = (options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'sla-timer'> => ({
   queue: SLA_TIMER,
@@ -132,7 +148,7 @@ export const slaTimerHandler = (options: { db: Db; logger: Logger; retryBaseMs: 
     return { kind: 'finished' };
   },
   async giveUp(job, lastError) {
-    options.logger.error({ jobId: job.id, payload: job.payload, error: lastError }, 'an SLA timer given up');
-    await finishJob(options.db, job);
+    options.logger.error({ jobId: job.id, payload: job.payload, error: lastError }, 'an SLA timer failed on each attempt; it starts again in a minute');
+    await rescheduleJob(options.db, job, AFTER_FAILURES_MS, lastError);
   },
 });
