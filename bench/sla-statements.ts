@@ -5,8 +5,11 @@
 // message), a key's answer (POST /v1/messages: stops the first-response clock), a stage change
 // and a label change (the same policy chosen again), closing, and a known customer's inbound
 // after the closing (reopens nothing: a new thread). Counted by wrapping pg's Client#query in an
-// in-process server without job workers on a database of its own (DATABASE_URL's server). Unlike
-// a rate, the counts do not depend on what else the machine is doing.
+// in-process server without job workers on a database of its own (DATABASE_URL's server). Beside
+// them, the rows of `jobs` each request inserts, updates and deletes, per queue (an SLA timer's cost
+// in PostgreSQL), counted exactly by a trigger the bench adds to its own database (pg_stat_user_tables
+// gets a backend's counts only when it flushes them, a second or more later). Unlike a rate, the
+// counts do not depend on what else the machine is doing.
 import pg from 'pg';
 import { createWorkspace, request } from '../test/helpers/api.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
@@ -22,6 +25,20 @@ const orig = Reflect.get(pg.Client.prototype, 'query') as (this: unknown, ...a: 
 const total = Number(process.env.BENCH_REQUESTS || 20);
 const own = await ownDatabase();
 const server = await startServer({ databaseUrl: own.url, redisUrl: false, jobs: false });
+const counter = new pg.Client({ connectionString: own.url });
+await counter.connect();
+await counter.query(`
+  create table bench_job_writes (queue text not null, op text not null);
+  create function bench_count_job_write() returns trigger language plpgsql as $$
+    begin insert into bench_job_writes values (coalesce(new.queue, old.queue), lower(tg_op)); return null; end $$;
+  create trigger bench_job_writes after insert or update or delete on jobs for each row execute function bench_count_job_write()`);
+/** The rows of `jobs` written since the last call, as `<queue> <op>` -> count. */
+async function jobWrites(): Promise<Map<string, number>> {
+  const { rows } = await counter.query<{ what: string; n: number }>(
+    `with gone as (delete from bench_job_writes returning *) select queue || ' ' || op as what, count(*)::int as n from gone group by 1`,
+  );
+  return new Map(rows.map((row) => [row.what, row.n]));
+}
 type Kind = 'inbound, new customer' | 'POST /v1/messages (answer)' | 'stage change' | 'label change' | 'close';
 try {
   for (const policies of [0, 3]) {
@@ -43,13 +60,18 @@ try {
     const ch = channels.data.find((c) => c.type === 'whatsapp')!.id;
     const counts = new Map<Kind, number>();
     const samples = new Map<Kind, string[]>();
+    const writes = new Map<Kind, Map<string, number>>();
     const measure = async (kind: Kind, run: () => Promise<{ status: number; body: unknown }>, last: boolean) => {
+      await jobWrites();
       log = [];
       const res = await run();
       const seen = log;
       log = undefined;
       if (res.status >= 300) throw new Error(`${kind}: ${res.status} ${JSON.stringify(res.body)}`);
       counts.set(kind, (counts.get(kind) ?? 0) + seen.length);
+      const written = writes.get(kind) ?? new Map<string, number>();
+      for (const [what, n] of await jobWrites()) written.set(what, (written.get(what) ?? 0) + n);
+      writes.set(kind, written);
       if (last) samples.set(kind, seen);
       return res;
     };
@@ -72,10 +94,14 @@ try {
       await m('close', () => request(server, 'PATCH', `/v1/threads/${thread.id}`, { ...k, body: { status: 'closed' } }));
     }
     console.log(`\n== ${policies} enabled SLA policies`);
-    for (const [kind, n] of counts) console.log(`${kind}: ${(n / total).toFixed(2)} statements`);
+    for (const [kind, n] of counts) {
+      const rows = [...(writes.get(kind) ?? [])].sort().map(([what, w]) => `${what} ${(w / total).toFixed(2)}`);
+      console.log(`${kind}: ${(n / total).toFixed(2)} statements; jobs rows: ${rows.join(', ') || 'none'}`);
+    }
     if (process.env.BENCH_LIST) for (const [kind, seen] of samples) console.log(`-- ${kind}\n  ${seen.join('\n  ')}`);
   }
 } finally {
+  await counter.end();
   await server.close();
   await own.drop();
 }

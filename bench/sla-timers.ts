@@ -54,8 +54,7 @@ try {
                         else now() + interval '30 days' end
               from (select workspace_id, id, row_number() over () as n from threads where workspace_id = ${workspaceId}) t`.execute(db);
   await sql`with timers as (
-              select c.thread_id::text as thread_id, c.due_at, to_char(c.started_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as started,
-                     gen_random_uuid() as job_id
+              select c.thread_id::text as thread_id, c.due_at, gen_random_uuid() as job_id
                 from sla_clocks c where c.workspace_id = ${workspaceId}
             ), added as (
               ${enqueueEachQuery('sla-timer', {
@@ -63,7 +62,7 @@ try {
                 from: sql`timers t`,
                 id: sql`t.job_id`,
                 orderingKey: sql`'sla:' || t.thread_id`,
-                payload: { threadId: sql`t.thread_id`, metric: sql`'firstResponse'`, startedAt: sql`t.started`, kind: sql`'breach'` },
+                payload: { threadId: sql`t.thread_id` },
                 runAt: sql`t.due_at`,
                 createdAt: sql`t.due_at`,
               })}

@@ -1,7 +1,7 @@
 // Service levels (issue 37): SLA policies as a resource and their refusals (nothing stored); the
 // clocks of a thread and thread.sla; sla.breached recorded on time with nobody writing (reaching a
 // webhook and an automation that escalates), across a restart, and not when a person answered in
-// time; timers added with the clocks' change, waking the workers only when one falls due soon; a
+// time; a thread's one timer placed and moved with the clocks' change, waking the workers only when it falls due soon; a
 // person's answer stored as one metric row; the response-time report against hand-computed
 // figures, and its refusals.
 import { sql } from 'kysely';
@@ -297,15 +297,15 @@ describe('clocks and breaches', () => {
 });
 
 describe('who answers, and policies, change under running clocks', () => {
-  /** The thread's waiting SLA timers: [kind, metric, when due]. */
-  async function timers(ws: TestWorkspace, threadId: string): Promise<Array<[string, string, string]>> {
-    const { rows } = await sql<{ kind: string; metric: string; run_at: Date }>`
-      select payload ->> 'kind' as kind, payload ->> 'metric' as metric, run_at from jobs
-       where workspace_id = ${ws.workspaceId} and queue = 'sla-timer' and ordering_key = ${`sla:${threadId}`} order by run_at, kind`.execute(server.db);
-    return rows.map((r) => [r.kind, r.metric, r.run_at.toISOString()]);
+  /** When the thread's SLA timers are due (one timer per thread, at its clocks' earliest warning or due time still to record). */
+  async function timers(ws: TestWorkspace, threadId: string): Promise<string[]> {
+    const { rows } = await sql<{ run_at: Date }>`
+      select run_at from jobs
+       where workspace_id = ${ws.workspaceId} and queue = 'sla-timer' and ordering_key = ${`sla:${threadId}`} order by run_at`.execute(server.db);
+    return rows.map((r) => r.run_at.toISOString());
   }
 
-  it('when a thread opens under a policy due in minutes, then its timers go with the opening without waking the workers, an answer leaves the resolution timers as they were, and a timer due at once wakes them', async () => {
+  it('when a thread opens under a policy due in minutes, then its one timer goes with the opening without waking the workers, an answer moves that same timer to the resolution warning, and a timer due at once wakes them', async () => {
     // A listener of the queue's own, as each instance's workers have.
     const listener = createJobListener({ db: server.db, databaseUrl: own?.url, logger: createLogger('silent') });
     const woken: string[] = [];
@@ -318,28 +318,22 @@ describe('who answers, and policies, change under running clocks', () => {
       const { threadId } = await sandboxInbound(ws, 'Oi', '+5511911113010');
       const opened = await thread(ws, threadId);
       const at = (minutes: number) => new Date(Date.parse(opened.createdAt) + minutes * 60_000).toISOString();
-      expect(await timers(ws, threadId)).toEqual([
-        ['warning', 'firstResponse', at(10)],
-        ['breach', 'firstResponse', at(15)],
-        ['warning', 'resolution', at(595)],
-        ['breach', 'resolution', at(600)],
-      ]);
+      expect(await timers(ws, threadId)).toEqual([at(10)]);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(woken.filter((queue) => queue === 'sla-timer')).toEqual([]);
 
       const ids = async () =>
         (
-          await sql<{ id: string }>`select id from jobs where workspace_id = ${ws.workspaceId} and ordering_key = ${`sla:${threadId}`}
-                                     and payload ->> 'metric' = 'resolution' order by id`.execute(server.db)
+          await sql<{ id: string }>`select id from jobs where workspace_id = ${ws.workspaceId} and ordering_key = ${`sla:${threadId}`} order by id`.execute(
+            server.db,
+          )
         ).rows.map((row) => row.id);
-      const resolution = await ids();
+      const timer = await ids();
+      expect(timer).toHaveLength(1);
       const { response } = await ws.api.POST('/messages', { body: { contactId: opened.contactId, channelId: opened.channelId, content: 'Olá!' } });
       expect(response.status).toBe(201);
-      expect(await timers(ws, threadId)).toEqual([
-        ['warning', 'resolution', at(595)],
-        ['breach', 'resolution', at(600)],
-      ]);
-      expect(await ids()).toEqual(resolution);
+      expect(await timers(ws, threadId)).toEqual([at(595)]);
+      expect(await ids()).toEqual(timer);
 
       const soon = await createWorkspace(server);
       await alwaysOpen(soon);
@@ -380,7 +374,7 @@ describe('who answers, and policies, change under running clocks', () => {
     const due = Date.parse(after.sla!.firstResponseDueAt!);
     expect(due - 10 * 60_000).toBeGreaterThanOrEqual(deletedAt - 5);
     expect(due).toBeGreaterThan(Date.parse(before.sla!.firstResponseDueAt!));
-    expect(await timers(ws, byAi.threadId)).toEqual([['breach', 'firstResponse', after.sla!.firstResponseDueAt]]);
+    expect(await timers(ws, byAi.threadId)).toEqual([after.sla!.firstResponseDueAt]);
     // The thread.updated of the deletion carries the new clock.
     const updates = (await events(ws, 'thread.updated')).filter((e) => (e.data.object as Schemas['Thread']).id === byAi.threadId);
     expect((updates[0]!.data.object as Schemas['Thread']).sla).toMatchObject({ firstResponseDueAt: after.sla!.firstResponseDueAt });
@@ -404,28 +398,19 @@ describe('who answers, and policies, change under running clocks', () => {
     const opened = await thread(ws, threadId);
     const at = (minutes: number) => new Date(Date.parse(opened.createdAt) + minutes * 60_000).toISOString();
     expect(opened.sla).toMatchObject({ policyId: hour.id, firstResponseDueAt: at(60) });
-    expect(await timers(ws, threadId)).toEqual([
-      ['warning', 'firstResponse', at(50)],
-      ['breach', 'firstResponse', at(60)],
-    ]);
+    expect(await timers(ws, threadId)).toEqual([at(50)]);
 
-    // A longer target: the due time and both timers move later, counting from the clock's start.
+    // A longer target: the due time and the timer (at the warning) move later, counting from the clock's start.
     const longer = await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: hour.id } }, body: { targets: { firstResponseMinutes: 120 } } });
     expect(longer.response.status).toBe(200);
     expect((await thread(ws, threadId)).sla).toMatchObject({ policyId: hour.id, firstResponseDueAt: at(120), status: 'active' });
-    expect(await timers(ws, threadId)).toEqual([
-      ['warning', 'firstResponse', at(110)],
-      ['breach', 'firstResponse', at(120)],
-    ]);
+    expect(await timers(ws, threadId)).toEqual([at(110)]);
 
     // Disabled: the next policy that applies holds the thread, from the same starts.
     const disabled = await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: hour.id } }, body: { enabled: false } });
     expect(disabled.response.status).toBe(200);
     expect((await thread(ws, threadId)).sla).toMatchObject({ policyId: fallback.id, firstResponseDueAt: at(1440), resolutionDueAt: at(2880) });
-    expect(await timers(ws, threadId)).toEqual([
-      ['breach', 'firstResponse', at(1440)],
-      ['breach', 'resolution', at(2880)],
-    ]);
+    expect(await timers(ws, threadId)).toEqual([at(1440)]);
 
     // A target already past: the breach is recorded within 5 s, once.
     const shorter = await ws.api.PATCH('/sla-policies/{id}', {

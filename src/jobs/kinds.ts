@@ -3,7 +3,6 @@
 // against it, and src/workers.ts (the composition root) must start a worker for each kind. It imports no capability (they import
 // it), so the payload types are declared here.
 import type { MessageError } from '../db/messages.js';
-import type { SlaMetric } from '../db/schema.js';
 
 /** A message's delivery, and a sandbox message's receipt. */
 export interface DeliveryPayload {
@@ -73,13 +72,13 @@ export interface AutomationIdlePayload {
   messageId: string;
 }
 
-/** An SLA timer (sla/timers.ts): the warning or due time of a thread's clock of `metric` started at `startedAt`. */
+/**
+ * A thread's SLA timer (sla/timers.ts): due at the earliest warning or due time still to record of
+ * its clocks, which it reads when it falls due. (Timers added before there was one per thread also
+ * carry the metric, clock start and kind of one time; they run as the thread's timer.)
+ */
 export interface SlaTimerPayload {
   threadId: string;
-  metric: SlaMetric;
-  /** The clock's start (ISO 8601): a clock restarted since is another clock. */
-  startedAt: string;
-  kind: 'warning' | 'breach';
 }
 
 /** An AI agent's reply. */

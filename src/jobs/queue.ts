@@ -167,6 +167,34 @@ export function cancelWaitingQuery<K extends JobKind>(kind: K, workspaceId: stri
 }
 
 /**
+ * Statement builder: the one job of `kind` under ordering key `orderingKey` (a thread's SLA timer,
+ * which each change of its clocks moves) set to run at `runAt`, as WITH queries of the change's
+ * statement: the key's job moved there (waiting or running: a running one's handler computes its
+ * next time itself, under a lock the change holds until it commits), or, when the key has none,
+ * added with `payload`. `fresh`: the key is new (its thread opened in this transaction), nothing to
+ * move, the job is only added. The WITH query `name` has a row per job moved or added, for
+ * notifyAddedQuery.
+ */
+export function placeKeyedJobQueries<K extends JobKind>(
+  kind: K,
+  name: string,
+  job: { workspaceId: string; orderingKey: string; payload: JobPayloads[K]; runAt: Date; fresh?: boolean },
+): RawBuilder<unknown>[] {
+  const now = new Date();
+  const values = sql`${job.workspaceId}::uuid, ${uuidv7()}::uuid, ${kind}, ${job.orderingKey}::text, ${JSON.stringify(job.payload)}::jsonb,
+             ${job.runAt}::timestamptz, ${now}::timestamptz`;
+  const columns = sql`jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)`;
+  if (job.fresh) return [sql`${sql.ref(name)} as (insert into ${columns} values (${values}) returning 1)`];
+  const moved = sql.ref(`${name}_moved`);
+  const added = sql.ref(`${name}_added`);
+  return [
+    sql`${moved} as (update jobs set run_at = ${job.runAt}::timestamptz where ${keyed(kind, job.workspaceId, { orderingKey: job.orderingKey })} returning 1)`,
+    sql`${added} as (insert into ${columns} select ${values} where not exists (select 1 from ${moved}) returning 1)`,
+    sql`${sql.ref(name)} as (select 1 from ${moved} union all select 1 from ${added})`,
+  ];
+}
+
+/**
  * Statement builder: a select of one row per job of `kind` with `key` that runs now (claimed, its
  * lease not run out), for `exists (...)` in the caller's statement.
  */
@@ -426,6 +454,30 @@ export async function retryJob(db: Db, job: HeldJob, runAt: Date, error: string)
   await sql`
     update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, last_error = ${error}
      where ${held(job)}`.execute(db);
+}
+
+/**
+ * Puts a held job back to run again at `runAt` as new (no attempts, no error), and makes it the only
+ * waiting job of its ordering key: a timer that re-arms itself in the transaction of its effect
+ * (a thread's SLA timer), so that what it computed from the state it locked is what the queue holds.
+ * Another waiting job of the key (added beside it while it ran, or by an older version of the
+ * service, one per due time) goes: this one stands for it. Wakes the workers when `wake`. False when
+ * the claim no longer holds the job.
+ */
+export async function rearmJob(db: Db, job: HeldJob & Pick<JobRow, 'queue' | 'ordering_key'>, runAt: Date, wake: boolean): Promise<boolean> {
+  const { rows } = await sql<{ held: boolean }>`
+    with others as (
+      delete from jobs
+       where jobs.workspace_id = ${job.workspace_id} and jobs.queue = ${job.queue} and jobs.ordering_key = ${job.ordering_key}
+         and jobs.id <> ${job.id} and ${waiting}
+    ), rearmed as (
+      update jobs set run_at = ${runAt}::timestamptz, locked_by = null, locked_until = null, attempts = 0, last_error = null
+       where ${held(job)}
+      returning queue
+    )
+    select exists (select 1 from rearmed) as held,
+           (select pg_notify(${JOBS_CHANNEL}, queue) from rearmed where ${wake}) as woken`.execute(db);
+  return rows[0]?.held === true;
 }
 
 /** Gives a claimed job back untried (the process is stopping): the attempt does not count. */

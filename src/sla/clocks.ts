@@ -3,8 +3,8 @@
 // times); a response or a closing that stops one writes one sla_metrics row as it happens, which is
 // all the response-time report reads. The service layer calls in once per change, in the change's
 // transaction (the thread's row is already held by it): onThreadOpened, onThreadChange, onMessage.
-// Each one that changes the clocks writes the thread's `sla` (as the API shows it) and replaces the
-// thread's waiting timers (timers.ts) by one per due and warning time still to come.
+// Each one that changes the clocks writes the thread's `sla` (as the API shows it) and moves the
+// thread's one timer (timers.ts) to the earliest due or warning time still to come.
 // - First response: from opening, reopening or an AI agent's handoff, to the first counting outbound.
 // - Next response: from the first inbound after our last outbound (none while the first runs).
 // - Resolution: from opening or reopening to closing. Closing stops every clock.
@@ -54,7 +54,7 @@ async function hoursFor(policy: SlaPolicyRow | undefined, settings: () => Promis
   return policy?.business_hours_only ? settings() : undefined;
 }
 
-/** Whether a clock has a due or warning time, so the thread may have waiting timers for it. */
+/** Whether a clock has a due or warning time, so the thread may have a timer for it. */
 const timed = (clocks: readonly SlaClockRow[]): boolean => clocks.some((clock) => clock.due_at !== null || clock.warn_at !== null);
 
 /** Whether two `sla` values are equal (field by field: a stored one comes back with its keys in jsonb's order). */
@@ -139,12 +139,13 @@ export function slaOf(policyId: string | null, clocks: readonly SlaClockRow[], b
 }
 
 /**
- * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, its timers and the
+ * Stores the thread's clocks as `clocks` (those not listed stop), its `sla`, its timer and the
  * `metrics` the change recorded, in one statement; the thread as it is now. In the caller's
  * transaction. `thread` and `before` (its clocks as stored, already deleted when `deleted`) let it
  * write only what changes: nothing when the clocks and the `sla` are the same; of the clocks, those
  * stopped, started or moved (a moved one is written over); the `sla` only when it differs; the
- * timers of the clocks stopped, started or moved only (timerQueries).
+ * timer only when the earliest time still to record moved (timerQueries; `opened`: the thread
+ * opened in this transaction has none yet).
  */
 export async function writeClocks(
   trx: Db,
@@ -152,7 +153,7 @@ export async function writeClocks(
   before: readonly SlaClockRow[],
   clocks: readonly SlaClockRow[],
   sla: ThreadSla | null,
-  { deleted = false, metrics = [] }: { deleted?: boolean; metrics?: readonly NewSlaMetric[] } = {},
+  { deleted = false, metrics = [], opened = false }: { deleted?: boolean; metrics?: readonly NewSlaMetric[]; opened?: boolean } = {},
 ): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id: threadId } = thread;
   const kept = before.filter((old) => clocks.some((clock) => sameClocks([old], [clock])));
@@ -184,7 +185,7 @@ export async function writeClocks(
       );
     queries.push(sql`sla_clocks_started as (${insert})`);
   }
-  const timers = timed(before) || timed(clocks) ? timerQueries(workspaceId, threadId, { stopped: replaced, started: added }) : undefined;
+  const timers = timed(before) || timed(clocks) ? timerQueries(workspaceId, threadId, { before, after: clocks, opened }) : undefined;
   queries.push(...(timers?.with ?? []));
   if (!sameSla(thread.sla, sla)) return setThreadSla(trx, workspaceId, threadId, sla, { with: queries, select: timers?.select });
   if (queries.length > 0) await sql`with ${sql.join(queries)} select ${timers?.select ?? sql`1`}`.execute(trx);
@@ -225,7 +226,7 @@ async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly
   const loaded = await hoursFor(policy, settings);
   const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded));
   const old = before === 'none' ? [] : before;
-  return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []));
+  return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []), { opened: before === 'none' });
 }
 
 /**

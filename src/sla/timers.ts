@@ -1,16 +1,30 @@
-// SLA timers: `sla-timer` jobs on the durable queue, one per due time (`breach`) and warning time
-// (`warning`) of a thread's running clocks, keyed `sla:<thread id>` (due time as their place in the
-// key's order). Every change of a thread's clocks replaces the waiting timers of the clocks it
-// changed, in the change's own statement (timerQueries), so no scan of threads ever looks for
-// breaches. A timer falling due locks the thread and its clock and, when that clock (same metric, same start) still runs and has
-// not recorded it, records sla.warning or sla.breached and the thread's new `sla` with the job's
-// end, in one transaction: once per thread, metric and clock, across instances and restarts (a
-// duplicate or a rival holder finds it recorded, or fails its commit); services/sla-events.ts emits them.
+// SLA timers: one `sla-timer` job per thread with running clocks (keyed `sla:<thread id>`), due at
+// the earliest moment still to record of its clocks: a warning time (`sla.warning`) or a due time
+// (`sla.breached`) not yet recorded. Every change of a thread's clocks moves that one job to the new
+// earliest moment (or adds it, or cancels it when none is left), in the change's own statement
+// (timerQueries), and only when the earliest moment changed: no scan of threads ever looks for
+// breaches. Falling due, the timer locks the thread, records every moment due by then (oldest
+// first; once per thread, metric and clock: each is a flag of its clock) with the thread's new
+// `sla`, and re-arms itself at the next moment from the clocks as it holds them, or ends, in the
+// same transaction. The lock is what keeps a moment from being lost: a change moving a running
+// timer waits for it (or it for the change) and whichever commits second sees the other's work.
+// Across instances and restarts, the queue's lease hands a timer whose holder died to another, and
+// a holder whose lease ran out fails its commit (ClaimLost). services/sla-events.ts emits the events.
 import { sql, type RawBuilder } from 'kysely';
 import { transact, type Db } from '../db/database.js';
-import type { SlaClockRow, SlaMetric, ThreadRow } from '../db/schema.js';
+import type { SlaClockRow, ThreadRow } from '../db/schema.js';
 import { slaBreached, slaWarned } from '../services/sla-events.js';
-import { cancelWaitingQuery, enqueueEachQuery, finishJob, notifyAddedQuery, wakeFor, type Job } from '../jobs/queue.js';
+import {
+  cancelWaitingQuery,
+  finishJob,
+  LONGEST_NAP_MS,
+  notifyAddedQuery,
+  placeKeyedJobQueries,
+  rearmJob,
+  rescheduleJob,
+  wakeFor,
+  type Job,
+} from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { setThreadSla } from '../db/threads.js';
@@ -19,94 +33,83 @@ export const SLA_TIMER = 'sla-timer';
 
 const keyOf = (threadId: string): string => `sla:${threadId}`;
 
-/** A timer of a clock: its due (`breach`) or warning time, not yet recorded. */
-function timersOf(clock: SlaClockRow): Array<{ kind: 'warning' | 'breach'; at: Date }> {
-  const timers: Array<{ kind: 'warning' | 'breach'; at: Date }> = [];
-  if (clock.due_at && !clock.breached) timers.push({ kind: 'breach', at: clock.due_at });
-  if (clock.warn_at && !clock.warned && !clock.breached) timers.push({ kind: 'warning', at: clock.warn_at });
-  return timers;
+/** A moment of a clock still to record: its warning or its due (`breach`) time. */
+interface Moment {
+  kind: 'warning' | 'breach';
+  at: Date;
+  clock: SlaClockRow;
+}
+
+function momentsOf(clock: SlaClockRow): Moment[] {
+  const moments: Moment[] = [];
+  if (clock.warn_at && !clock.warned && !clock.breached) moments.push({ kind: 'warning', at: clock.warn_at, clock });
+  if (clock.due_at && !clock.breached) moments.push({ kind: 'breach', at: clock.due_at, clock });
+  return moments;
+}
+
+/** Oldest first; a clock's warning before its breach when they fall together. */
+const inOrder = (a: Moment, b: Moment): number => a.at.getTime() - b.at.getTime() || (a.kind === b.kind ? 0 : a.kind === 'warning' ? -1 : 1);
+
+/** When the thread's timer is due: the earliest moment still to record of `clocks`; undefined when none is left. */
+export function timerDueAt(clocks: readonly SlaClockRow[]): Date | undefined {
+  return clocks.flatMap(momentsOf).sort(inOrder)[0]?.at;
 }
 
 /**
- * Statement builder: the thread's timers following a change of its clocks, as WITH queries of the
- * change's statement (`with`), and the NOTIFY to select with them (`select`, none when none is
- * needed). The waiting timers of the clocks in `stopped` (stopped, or replaced by a clock with other
- * times or flags) that had a due or warning time are deleted, and one timer is added per due and
- * warning time not yet recorded of the clocks in `started` (new, or the replacements): the timers
- * of a clock that did not change stay as they are. The workers are woken only when an added timer falls due soon (wakeFor); a
- * later one is found by their claims, which sleep no longer than the next job's due time.
+ * Statement builder: the thread's timer following a change of its clocks from `before` to `after`,
+ * as WITH queries of the change's statement (`with`), and the NOTIFY to select with them (`select`,
+ * none when none is needed). Nothing when the earliest moment is the same; else the timer moved to
+ * it (added when the thread has none; only added when the thread was `opened` in this transaction),
+ * or cancelled when none is left (a running one ends itself, finding none). The workers are woken
+ * only when it falls due soon (wakeFor); a later one is found by their claims, which sleep no
+ * longer than the next job's due time.
  */
 export function timerQueries(
   workspaceId: string,
   threadId: string,
-  change: { stopped: readonly SlaClockRow[]; started: readonly SlaClockRow[] },
+  change: { before: readonly SlaClockRow[]; after: readonly SlaClockRow[]; opened?: boolean },
   now: number = Date.now(),
 ): { with: RawBuilder<unknown>[]; select: RawBuilder<unknown> | undefined } {
-  const queries: RawBuilder<unknown>[] = [];
   const orderingKey = keyOf(threadId);
-  for (const [i, clock] of change.stopped.filter((c) => c.due_at !== null || c.warn_at !== null).entries()) {
-    queries.push(
-      sql`${sql.ref(`sla_timers_cancelled_${i}`)} as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey, payload: { metric: clock.metric } })})`,
-    );
-  }
-  const timers = change.started.flatMap((clock) =>
-    timersOf(clock).map((timer) => ({ ...timer, metric: clock.metric, startedAt: clock.started_at.toISOString() })),
-  );
-  if (timers.length === 0) return { with: queries, select: undefined };
-  const rows = timers.map((t) => sql`(${t.metric}::text, ${t.startedAt}::text, ${t.kind}::text, ${t.at.toISOString()}::timestamptz)`);
-  queries.push(
-    sql`sla_timers as (${enqueueEachQuery(SLA_TIMER, {
-      workspaceId,
-      from: sql`(values ${sql.join(rows)}) as timer (metric, started_at, kind, at)`,
-      payload: { threadId: sql`${threadId}::text`, metric: sql`timer.metric`, startedAt: sql`timer.started_at`, kind: sql`timer.kind` },
-      runAt: sql`timer.at`,
-      createdAt: sql`timer.at`,
-      orderingKey: sql`${orderingKey}::text`,
-    })})`,
-  );
-  const soon = timers.some((timer) => wakeFor(timer.at, now));
-  return { with: queries, select: soon ? notifyAddedQuery(SLA_TIMER, 'sla_timers') : undefined };
+  const due = timerDueAt(change.after);
+  if (due?.getTime() === timerDueAt(change.before)?.getTime()) return { with: [], select: undefined };
+  if (!due) return { with: [sql`sla_timer_cancelled as (${cancelWaitingQuery(SLA_TIMER, workspaceId, { orderingKey })})`], select: undefined };
+  const placed = placeKeyedJobQueries(SLA_TIMER, 'sla_timer', { workspaceId, orderingKey, payload: { threadId }, runAt: due, fresh: change.opened });
+  return { with: placed, select: wakeFor(due, now) ? notifyAddedQuery(SLA_TIMER, 'sla_timer') : undefined };
 }
 
 /** The job ended with its effect; a claim lost meanwhile rolls the effect back. */
 class ClaimLost extends Error {}
 
 /**
- * A timer falling due: records its event when its clock still runs, unrecorded; answers when to
- * try again when its time moved later (a policy changed), else undefined (the job ended itself).
+ * A thread's timer falling due: records each moment of its clocks due by `now` (by default the time
+ * the thread's lock was taken), oldest first, then re-arms the job at the next moment, or ends it
+ * when none is left, in one transaction.
  */
-export async function fireTimer(db: Db, job: Job<'sla-timer'>, now: Date = new Date()): Promise<Date | undefined> {
+export async function fireTimer(db: Db, job: Job<'sla-timer'>, now?: Date): Promise<void> {
   const { workspace_id: workspaceId, payload } = job;
-  return transact(db, async (trx) => {
+  await transact(db, async (trx) => {
     const { rows } = await sql<ThreadRow>`select * from threads where workspace_id = ${workspaceId} and id = ${payload.threadId} for update`.execute(trx);
-    const thread = rows[0];
-    const clock = thread
-      ? await trx
-          .selectFrom('sla_clocks')
-          .selectAll()
-          .where('workspace_id', '=', workspaceId)
-          .where('thread_id', '=', payload.threadId)
-          .where('metric', '=', payload.metric)
-          .executeTakeFirst()
-      : undefined;
-    const current = thread && clock && clock.started_at.toISOString() === payload.startedAt ? clock : undefined;
-    if (current) {
-      const breach = payload.kind === 'breach';
-      const at = breach ? current.due_at : current.warn_at;
-      const recorded = breach ? current.breached : current.warned || current.breached;
-      if (at && !recorded) {
-        if (at.getTime() > now.getTime()) return at;
-        await fire(trx, thread!, current, breach, now);
-      }
-    }
-    if (!(await finishJob(trx, job))) throw new ClaimLost('the SLA timer was taken by another instance; this run rolled back');
-    return undefined;
+    let thread = rows[0];
+    const at = now ?? new Date();
+    const clocks = thread
+      ? await trx.selectFrom('sla_clocks').selectAll().where('workspace_id', '=', workspaceId).where('thread_id', '=', payload.threadId).execute()
+      : [];
+    const due = clocks
+      .flatMap(momentsOf)
+      .filter((moment) => moment.at.getTime() <= at.getTime())
+      .sort(inOrder);
+    for (const moment of due) thread = await record(trx, thread!, moment, at);
+    const next = timerDueAt(clocks);
+    const held = next ? await rearmJob(trx, job, next, wakeFor(next, at.getTime())) : await finishJob(trx, job);
+    if (!held) throw new ClaimLost('the SLA timer was taken by another instance; this run rolled back');
   });
 }
 
-/** Marks the clock, writes the thread's `sla` and records the event, in the timer's transaction. */
-async function fire(trx: Db, thread: ThreadRow, clock: SlaClockRow, breach: boolean, now: Date): Promise<void> {
+/** Marks the moment recorded on its clock (`clock` too: the next moment is computed from it), writes the thread's `sla` and records the event. */
+async function record(trx: Db, thread: ThreadRow, { kind, clock }: Moment, now: Date): Promise<ThreadRow> {
   const { workspace_id: workspaceId, id: threadId } = thread;
+  const breach = kind === 'breach';
   await trx
     .updateTable('sla_clocks')
     .set(breach ? { breached: true } : { warned: true })
@@ -114,7 +117,9 @@ async function fire(trx: Db, thread: ThreadRow, clock: SlaClockRow, breach: bool
     .where('thread_id', '=', threadId)
     .where('metric', '=', clock.metric)
     .execute();
-  const metric: SlaMetric = clock.metric;
+  if (breach) clock.breached = true;
+  else clock.warned = true;
+  const { metric } = clock;
   const sla = thread.sla && {
     ...thread.sla,
     breached: breach && !thread.sla.breached.includes(metric) ? [...thread.sla.breached, metric] : thread.sla.breached,
@@ -122,21 +127,28 @@ async function fire(trx: Db, thread: ThreadRow, clock: SlaClockRow, breach: bool
   if (sla) sla.status = sla.breached.length > 0 ? 'breached' : 'warning';
   const row = await setThreadSla(trx, workspaceId, threadId, sla);
   await (breach ? slaBreached : slaWarned)(trx, row, metric, now);
+  return row;
 }
 
-/** How many times a timer that threw (the database away) is tried before it is given up and logged. */
+/** How many times in a row a timer that threw (the database away) is tried before its failure is logged and it waits AFTER_FAILURES_MS. */
 const ATTEMPTS = 10;
+
+/**
+ * How long a timer that failed ATTEMPTS times waits before it starts again: it stands for every
+ * moment still to come of its thread, so it is never dropped.
+ */
+const AFTER_FAILURES_MS = LONGEST_NAP_MS;
 
 export const slaTimerHandler = (options: { db: Db; logger: Logger; retryBaseMs: number }): QueueHandler<'sla-timer'> => ({
   queue: SLA_TIMER,
   maxAttempts: ATTEMPTS,
   retryBaseMs: options.retryBaseMs,
   async run(job) {
-    const later = await fireTimer(options.db, job);
-    return later ? { kind: 'later', runAt: later } : { kind: 'finished' };
+    await fireTimer(options.db, job);
+    return { kind: 'finished' };
   },
   async giveUp(job, lastError) {
-    options.logger.error({ jobId: job.id, payload: job.payload, error: lastError }, 'an SLA timer given up');
-    await finishJob(options.db, job);
+    options.logger.error({ jobId: job.id, payload: job.payload, error: lastError }, 'an SLA timer failed on each attempt; it starts again in a minute');
+    await rescheduleJob(options.db, job, AFTER_FAILURES_MS, lastError);
   },
 });
