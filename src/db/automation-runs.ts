@@ -231,14 +231,22 @@ export interface EventRunStart {
    * version it locked; undefined without a thread, or when the lock waited for a change (then read it again).
    */
   context: ThreadContextRow | undefined;
+  /** What the caller's `ahead` said (false without one). */
+  ahead: boolean;
 }
 
 /**
  * In ONE statement (a run's round trips are its cost): the thread locked for the run's transaction
  * with its last message (as startIdleRun), the enabled automations of `trigger`, the event's
- * object and the workspace's settings row.
+ * object and the workspace's settings row; and `ahead`, a boolean SQL expression of the caller's
+ * (whether a run of the thread waits ahead of this one: automations/inline.ts).
  */
-export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
+export async function startEventRun(
+  trx: Db,
+  workspaceId: string,
+  run: { threadId: string | null; trigger: string; eventId: string },
+  ahead: RawBuilder<unknown> = sql`false`,
+): Promise<EventRunStart> {
   const { rows } = await sql<
     LockedRowColumns & {
       thread: LockedThread | null;
@@ -247,6 +255,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
       metric: string | null;
       settings: StoredSettingsRow | null;
       context: ThreadContextRow | null;
+      ahead: boolean;
     }
   >`
     with ${lockedThreadQuery(workspaceId, run.threadId)}
@@ -257,9 +266,9 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
                         and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
            (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
-           ${settingsAndContext(workspaceId, run.threadId)}
+           ${settingsAndContext(workspaceId, run.threadId)}, ${ahead} as ahead
       ${LOCKED_ROW.from}`.execute(trx);
-  const { thread: json, automations, event, metric, settings, context, ...columns } = rows[0]!;
+  const { thread: json, automations, event, metric, settings, context, ahead: waits, ...columns } = rows[0]!;
   const row = { automations, event, metric, settings, context };
   const thread = lockedThreadOf(json);
   return {
@@ -270,6 +279,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     metric: row.metric,
     settings: rowToStoredSettings(row.settings ?? undefined),
     context: row.context ?? undefined,
+    ahead: waits,
   };
 }
 

@@ -15,7 +15,17 @@ import { listPage, listSource, type Condition, type PageText } from '../db/pagin
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database, EventRow, EventSource, SlaMetric } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
-import { bindInputs, fanOut, placeholder, recordingStatement, registerEventConsumer, statementTemplate, type EventConsumer } from './fan-out.js';
+import {
+  bindInputs,
+  fanOut,
+  placeholder,
+  recordingStatement,
+  registerEventConsumer,
+  runInlineConsumers,
+  statementTemplate,
+  type EventConsumer,
+  type InlineParts,
+} from './fan-out.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -45,6 +55,12 @@ export interface RecordOptions {
   /** The contacts a contact.merged folded into its object. */
   mergedIds?: string[] | undefined;
   /**
+   * The consumers' inline parts prepared for `trx`, a transaction (fan-out.ts prepareInline): they run
+   * right after the event's statement, in it, instead of queueing what they do. The automations a
+   * customer's message triggers run with the message this way (automations/inline.ts).
+   */
+  inline?: InlineParts | undefined;
+  /**
    * Send the statement with the transaction's next one, or with its COMMIT (db/pg-driver.ts
    * runAtCommit), instead of on its own: no round trip of its own. Its error then fails that
    * statement or the COMMIT, and so the transaction. Outside a transaction it runs at once.
@@ -70,7 +86,8 @@ export async function recordEvent(
 ): Promise<string> {
   const id = uuidv7();
   const answered = options.answered ?? false;
-  const template = recordingStatement(type, actor.type, answered, (consumers) =>
+  const inline = options.inline !== undefined && options.inline.size > 0 && trx.isTransaction;
+  const template = recordingStatement(type, actor.type, { answered, inline }, (consumers) =>
     sql`
     with event_source as (
       select ${placeholder('data')}::jsonb as data, ${placeholder('contactId')}::uuid as contact_id
@@ -84,6 +101,8 @@ export async function recordEvent(
   });
   if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, { compile: () => statement });
   else await trx.executeQuery(statement);
+  if (inline)
+    await runInlineConsumers(trx as Transaction<Database>, options.inline!, { workspaceId, type, id, object: object as Record<string, unknown>, now });
   return id;
 }
 
@@ -106,7 +125,7 @@ export async function recordChangeEvent(
   { withNext = false } = {},
 ): Promise<boolean> {
   const id = uuidv7();
-  const consumers = fanOut(type, actor.type, false);
+  const consumers = fanOut(type, actor.type, false, false);
   const template = statementTemplate(
     sql`
     with ${change.with}, event_source as (${change.source}), ${recording()}${consumers.with}
