@@ -156,7 +156,7 @@ export async function receiveEvents(
   await transact(db, async (trx) => {
     const stored = confirmChannel ? await channelWithNext(trx, channel.id) : undefined;
     // Whether the workspace has automations to run inline, read with the first statement too.
-    const inline = await prepareInline(trx, channel.workspace_id);
+    const inline = events.some((event) => event.kind === 'message') ? await prepareInline(trx, channel.workspace_id) : undefined;
     /** A delivery checked against an older row of its channel stores nothing. */
     const confirm = async (): Promise<void> => {
       const current = stored && (await stored.rows())[0];
