@@ -19,16 +19,27 @@ export type AutomationRunAction = components['schemas']['AutomationRunAction'];
 /** How long runs are kept. */
 export const RUN_RETENTION_DAYS = 30;
 
+/** A run's values as insertRunQuery's statement takes them: its fields, its actions as JSON text, its keys. */
+export type RunValues = { [F in Exclude<keyof AutomationRun, 'actions'>]: AutomationRun[F] } & { actions: string; triggerKey: string; rootKey: string };
+
+/** `run` as insertRunQuery takes it; `keys.root` is the event or silence that began the run's chain. */
+export const runValues = (run: AutomationRun, keys: { trigger: string; root: string }): RunValues => ({
+  ...run,
+  actions: JSON.stringify(run.actions),
+  triggerKey: keys.trigger,
+  rootKey: keys.root,
+});
+
 /**
- * Statement builder: the WITH query `run` that inserts `run` (ids and instant given), returning a
- * row only when the automation had no run for this trigger key: embed it in the statement that
- * records its event. `rootKey` is the event or silence that began the run's chain.
+ * Statement builder: the WITH query `run` that inserts the run of `values` (ids and instant given:
+ * values, or placeholders of them), returning a row only when the automation had no run for this
+ * trigger key: embed it in the statement that records its event.
  */
-export function insertRunQuery(workspaceId: string, run: AutomationRun, keys: { trigger: string; root: string }): RawBuilder<unknown> {
+export function insertRunQuery(workspaceId: string, run: Record<keyof RunValues, unknown>): RawBuilder<unknown> {
   return sql`run as (
       insert into automation_runs (workspace_id, id, automation_id, trigger_key, root_key, event_id, thread_id, status, reason, actions, created_at)
-      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${keys.trigger}, ${keys.root}, ${run.eventId}::uuid, ${run.threadId}::uuid,
-              ${run.status}, ${run.reason}, ${JSON.stringify(run.actions)}::jsonb, ${run.createdAt}::timestamptz)
+      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${run.triggerKey}::text, ${run.rootKey}::text, ${run.eventId}::uuid, ${run.threadId}::uuid,
+              ${run.status}::text, ${run.reason}::text, ${run.actions}::jsonb, ${run.createdAt}::timestamptz)
       on conflict (workspace_id, automation_id, trigger_key) do nothing
       returning id
     )`;

@@ -198,10 +198,10 @@ const MAX_STATEMENTS = 1_000;
 export function recordingStatement(
   type: EventType,
   actorType: Actor['type'],
-  shape: { answered: boolean; inline: boolean },
+  shape: { answered: boolean; inline: boolean; change?: string },
   compile: (parts: FanOut) => CompiledQuery,
 ): StatementTemplate {
-  const key = `${type}|${actorType}|${shape.answered}|${shape.inline}`;
+  const key = `${type}|${actorType}|${shape.answered}|${shape.inline}|${shape.change ?? ''}`;
   let template = statements.get(key);
   if (!template) {
     template = statementTemplate(compile(fanOut(type, actorType, shape.answered, shape.inline)));

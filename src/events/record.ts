@@ -24,6 +24,8 @@ import {
   runInlineConsumers,
   statementTemplate,
   type EventConsumer,
+  type EventInputs,
+  type FanOut,
   type InlineParts,
 } from './fan-out.js';
 
@@ -111,7 +113,9 @@ export async function recordEvent(
  * own: `change` is the statement's first WITH queries (`name as (...)`, comma-separated, data-
  * modifying ones run whether read or not), `source` a select over them giving the event's object as
  * `data` (jsonb) and its `contact_id`: no row, no event (the change did not apply). The event is
- * fanned out as recordEvent does (the change's own text is compiled on each call). True when it was recorded.
+ * fanned out as recordEvent does. The change's own text is compiled on each call, unless it is
+ * named (`shape`): its values are then placeholders (fan-out.ts placeholder()) of `inputs`, and
+ * the statement is compiled once per shape. True when it was recorded.
  * `withNext` as recordEvent's: the answer is then true unread, for a caller whose `source` fails
  * the statement when the change did not apply (its error fails the transaction).
  */
@@ -122,16 +126,18 @@ export async function recordChangeEvent(
   change: { with: RawBuilder<unknown>; source: RawBuilder<unknown> },
   actor: Actor,
   now: Date = new Date(),
-  { withNext = false } = {},
+  { withNext = false, shape, inputs = {} }: { withNext?: boolean; shape?: string; inputs?: EventInputs } = {},
 ): Promise<boolean> {
   const id = uuidv7();
-  const consumers = fanOut(type, actor.type, false, false);
-  const template = statementTemplate(
+  const compile = (consumers: FanOut) =>
     sql`
     with ${change.with}, event_source as (${change.source}), ${recording()}${consumers.with}
-    select exists (select 1 from event) as recorded${consumers.notify}`.compile(db),
-  );
-  const statement = bindInputs(template, eventInputs(workspaceId, id, type, actor, now));
+    select exists (select 1 from event) as recorded${consumers.notify}`.compile(db);
+  const template =
+    shape === undefined
+      ? statementTemplate(compile(fanOut(type, actor.type, false, false)))
+      : recordingStatement(type, actor.type, { answered: false, inline: false, change: shape }, compile);
+  const statement = bindInputs(template, { ...inputs, ...eventInputs(workspaceId, id, type, actor, now) });
   if (withNext && db.isTransaction) {
     await runAtCommit(db as Transaction<Database>, { compile: () => statement });
     return true;
