@@ -5,7 +5,10 @@
 // queries (and NOTIFYs: the queues it fed, the stream) to the one statement that records the event,
 // so an event, its deliveries and its jobs commit together, in the change's transaction, and cost no
 // round trip of their own. Every event is recorded through it (events/record.ts recording(): no
-// trigger on `events` since migration 0030). The log imports no consumer.
+// trigger on `events` since migration 0030). The log imports no consumer. A consumer may also have
+// an inline part (InlineConsumer): for an event its recorder offers it (recordEvent's `inline`: a
+// customer's message), what the consumer would have queued is done in the change's own transaction
+// instead, right after the event's statement, and its statement part leaves it out.
 //
 // The recording statement's text depends only on the event's shape (its type, its actor's type,
 // whether it was answered) and on the registered consumers: a consumer sees the event's values as
