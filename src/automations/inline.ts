@@ -33,6 +33,7 @@ import type { Database } from '../db/schema.js';
 import type { InlineConsumer, InlineEvent } from '../events/fan-out.js';
 import type { AutomationEventPayload } from '../jobs/kinds.js';
 import { enqueueQuery, queuedJobsQuery } from '../jobs/queue.js';
+import { metrics } from '../metrics/registry.js';
 import { runStartedEvent } from './engine.js';
 
 /** The run of a message recorded inline (triggers.ts queues none for it): its job's payload, were it queued. */
@@ -72,13 +73,18 @@ async function runMessageAutomations(trx: Transaction<Database>, event: InlineEv
   // Outside the savepoint: it only reads (and locks the thread the inbound holds already).
   const start = await startEventRun(trx, event.workspaceId, run, runAhead(event.workspaceId, run));
   if (start.automations.length === 0) return;
-  if (start.ahead) return queueRun(trx, event, run);
+  if (start.ahead) {
+    metrics.automationsInline.inc({ outcome: 'behind' });
+    return queueRun(trx, event, run);
+  }
   await runAtCommit(trx, sql`savepoint automations_inline`);
   try {
     if (await runStartedEvent(trx, event.workspaceId, run, start, false)) await runAtCommit(trx, sql`release savepoint automations_inline`);
+    metrics.automationsInline.inc({ outcome: 'inline' });
   } catch {
     await rollBackRun(trx);
     await queueRun(trx, event, run);
+    metrics.automationsInline.inc({ outcome: 'failed' });
   }
 }
 
