@@ -5,6 +5,7 @@
 // queued keeps the message's run behind it; the loop guard still ends a chain begun inline.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
+import { metrics } from '../src/metrics/registry.js';
 import { buildPhone, createWorkspace } from './helpers/api.js';
 import { createAutomation as create, events, refunds, runQueuedInOrder, runsOf, stageId, sandboxInbound as inbound, thread } from './helpers/automations.js';
 import { createMetaChannel, postWebhook } from './helpers/channels.js';
@@ -16,6 +17,11 @@ type Schemas = components['schemas'];
 
 let quiet: TestServer;
 let own: OwnDatabase | undefined;
+
+/** How many customers' messages ran their automations with `outcome` so far (this process's counter). */
+async function inlineCount(outcome: 'inline' | 'behind' | 'failed'): Promise<number> {
+  return (await metrics.automationsInline.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
 
 beforeAll(async () => {
   // No workers: the test runs the queued jobs itself (runQueuedInOrder), as a worker would.
@@ -83,6 +89,8 @@ describe('a customer’s message runs its automations inline', () => {
     });
     expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
 
+    const failedBefore = await inlineCount('failed');
+
     const { threadId, messageId } = await inbound(ws, 'Oi', buildPhone());
 
     const { data: messages } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId } } });
@@ -91,6 +99,7 @@ describe('a customer’s message runs its automations inline', () => {
     expect(await thread(ws, threadId)).toMatchObject({ labels: [] });
     expect(await runsOf(ws, automation.id)).toEqual([]);
     expect(await jobsLeft(quiet.db, ws.workspaceId, 'automation-event')).toBe(1);
+    expect(await inlineCount('failed')).toBe(failedBefore + 1);
 
     expect(await runQueuedInOrder(quiet)).toEqual(['message.received']);
 
@@ -131,6 +140,7 @@ describe('a customer’s message runs its automations inline', () => {
     });
     await ws.api.PATCH('/threads/{id}', { params: { path: { id: threadId } }, body: { labels: ['urgente'] } });
     expect(await jobsLeft(quiet.db, ws.workspaceId, 'automation-event')).toBe(1);
+    const behindBefore = await inlineCount('behind');
 
     await inbound(ws, 'Alguém aí?', phone);
 
@@ -138,6 +148,7 @@ describe('a customer’s message runs its automations inline', () => {
     expect(await thread(ws, threadId)).toMatchObject({ labels: ['urgente'] });
     expect(await runsOf(ws, received.id)).toEqual([]);
     expect(await jobsLeft(quiet.db, ws.workspaceId, 'automation-event')).toBe(2);
+    expect(await inlineCount('behind')).toBe(behindBefore + 1);
 
     expect(await runQueuedInOrder(quiet)).toEqual(['thread.updated', 'message.received', 'thread.updated', 'thread.updated']);
 
