@@ -6,7 +6,12 @@
 // `none`: no automation; `idle`: 10 silences and a 1-minute thread.idle rule that closes them (the
 // statements a timer's run takes). Prints the averages and the last run's statements. Unlike a
 // rate, the count does not depend on what else the machine is doing.
+// BENCH_EXACT=1: no workers; each inbound's queued automation-event jobs are claimed and run by the
+// bench itself, one at a time, so that the turns counted are the request's and the runs' alone
+// (with workers, their claims for other queues, woken by the same commit, land in either window).
 import pg from 'pg';
+import { runEventAutomations } from '../src/automations/engine.js';
+import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { createWorkspace, request } from '../test/helpers/api.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
 import { startCountingProxy } from './lib/pg-proxy.js';
@@ -22,8 +27,12 @@ const orig = Reflect.get(pg.Client.prototype, 'query') as (this: unknown, ...a: 
   return orig.apply(this, args);
 };
 const own = await ownDatabase();
-const server = await startServer({ databaseUrl: proxy.via(own.url), redisUrl: false, jobs: true });
+const exact = process.env.BENCH_EXACT === '1';
+const server = await startServer({ databaseUrl: proxy.via(own.url), redisUrl: false, jobs: !exact });
 const db = server.db;
+// The bench's own polls of the queue go around the proxy: the turns counted are the service's alone.
+const direct = new pg.Client({ connectionString: own.url });
+await direct.connect();
 const mode = process.argv[2] ?? 'matching';
 try {
   const ws = await createWorkspace(server);
@@ -60,8 +69,7 @@ try {
     });
   const channels = (await request(server, 'GET', '/v1/channels', k)).body as { data: Array<{ id: string; type: string }> };
   const ch = channels.data.find((c) => c.type === 'whatsapp')!.id;
-  const { sql } = await import('kysely');
-  const left = async () => Number((await sql<{ n: number }>`select count(*)::int as n from jobs where queue like 'automation%'`.execute(db)).rows[0]!.n);
+  const left = async () => Number((await direct.query<{ n: number }>(`select count(*)::int as n from jobs where queue like 'automation%'`)).rows[0]!.n);
   const send = async (i: number) => {
     const res = await request(server, 'POST', `/v1/channels/${ch}/sandbox/inbound`, {
       ...k,
@@ -69,8 +77,17 @@ try {
     });
     if (res.status >= 300) throw new Error(String(res.status));
   };
+  /** The queued automation-event jobs claimed and run one by one, as a worker would (BENCH_EXACT). */
+  const runQueued = async () => {
+    for (;;) {
+      const { jobs } = await claimJobs(db, { queue: 'automation-event', workerId: 'bench', limit: 1, leaseMs: 60_000 });
+      if (jobs.length === 0) return;
+      await runEventAutomations(db, jobs[0] as Job<'automation-event'>);
+    }
+  };
   for (let i = 0; i < 5; i++) {
     await send(i);
+    if (exact) await runQueued();
     while ((await left()) > 0) await new Promise((r) => setTimeout(r, 20));
   }
   await new Promise((r) => setTimeout(r, 1500));
@@ -89,8 +106,9 @@ try {
     const reqLog = log;
     log = [];
     const t1 = proxy.turns();
+    if (exact) await runQueued();
     while ((await left()) > 0) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 300));
+    if (!exact) await new Promise((r) => setTimeout(r, 300));
     const runLog = log.filter((s) => (!s.includes('from jobs where queue like') && !s.includes('claim_jobs')) || s.includes('claim_jobs'));
     runStmts += runLog.filter((s) => !s.includes('from jobs where queue like')).length;
     runTurns += proxy.turns() - t1;
@@ -98,10 +116,11 @@ try {
   }
   log = undefined;
   console.log(
-    `${mode}: request ${(reqStmts / N).toFixed(1)} statements, ${(reqTurns / N).toFixed(1)} turns; after (run + workers + polling) ${(runStmts / N).toFixed(1)} statements, ${(runTurns / N).toFixed(1)} turns (incl. bench polls)`,
+    `${mode}: request ${(reqStmts / N).toFixed(1)} statements, ${(reqTurns / N).toFixed(1)} turns; after (run + workers) ${(runStmts / N).toFixed(1)} statements, ${(runTurns / N).toFixed(1)} turns; ${((reqTurns + runTurns) / N).toFixed(1)} turns an inbound in all`,
   );
   console.log(sample.join('\n'));
 } finally {
+  await direct.end();
   await server.close();
   await own.drop();
   proxy.close();

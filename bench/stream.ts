@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   try {
     await migrateToLatest(db);
     // This process records the events: as a writer of the service does, it runs the log's consumers.
-    registerEventConsumers({ aiBaseUrl: undefined, aiReplyDelayMs: 0 });
+    registerEventConsumers({ aiBaseUrl: undefined, aiReplyDelayMs: 0, automationsInline: true });
     const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench' });
     const hook = profile ? ['--import', './bench/cpu-profile-hook.ts'] : [];
     const service = await startBenchService(

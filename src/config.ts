@@ -87,6 +87,11 @@ export interface Config {
   readonly aiConcurrency: number;
   /** Automation jobs of each kind (an event's automations, a thread.idle timer) one process runs at once. */
   readonly automationConcurrency: number;
+  /**
+   * Whether a customer's message runs its automations in its own transaction (AUTOMATIONS_INLINE,
+   * default true: automations/inline.ts); false queues each run as a job, as every other trigger's.
+   */
+  readonly automationsInline: boolean;
   /** The waits (ms) after the 1st, 2nd, ... failed webhook attempt (WEBHOOK_RETRY_DELAYS, in seconds); then the delivery is failed. */
   readonly webhookRetryDelaysMs: readonly number[];
   /**
@@ -311,6 +316,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     aiReplyDelayMs: integer(env, 'AI_REPLY_DELAY_MS', 50, 0, 600_000),
     aiConcurrency: integer(env, 'AI_CONCURRENCY', 16, 1, 1_000),
     automationConcurrency: integer(env, 'AUTOMATION_CONCURRENCY', 8, 1, 1_000),
+    automationsInline: boolean(env, 'AUTOMATIONS_INLINE', true),
     webhookRetryDelaysMs: Object.freeze(retryDelays(env)),
     outboundAllowPrivateUrls: boolean(env, 'OUTBOUND_ALLOW_PRIVATE_URLS', !env.DATABASE_URL),
     webhookConcurrency: integer(env, 'WEBHOOK_CONCURRENCY', 64, 1, 1_000),

@@ -46,6 +46,7 @@ export type WorkersConfig = Pick<
   | 'aiConcurrency'
   | 'aiReplyDelayMs'
   | 'automationConcurrency'
+  | 'automationsInline'
   | 'webhookRetryDelaysMs'
   | 'outboundAllowPrivateUrls'
   | 'webhookConcurrency'

@@ -109,7 +109,10 @@ describe.skipIf(!databaseUrl)('an automation run killed with SIGKILL (needs DATA
     await own?.drop();
   });
 
+  // The run a job's (a customer's message runs its automations in its own transaction otherwise,
+  // where a kill leaves nothing of either: test/automation-inline.test.ts).
   const env = (): Record<string, string> => ({
+    AUTOMATIONS_INLINE: 'false',
     DATABASE_URL: own.url,
     SECRETS_KEY: testSecretsKey.toString('base64'),
     JOB_LEASE_MS: '2000',

@@ -11,7 +11,7 @@ import { runEventAutomations } from '../src/automations/engine.js';
 import { resetIdleTimers } from '../src/automations/triggers.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { buildContact, buildHuman, createWorkspace, UUID, type TestWorkspace } from './helpers/api.js';
-import { createAutomation as create, refunds, stageId, sandboxInbound as inbound } from './helpers/automations.js';
+import { createAutomation as create, events, refunds, runQueuedInOrder, runsOf, stageId, sandboxInbound as inbound, thread } from './helpers/automations.js';
 import { createMetaChannel } from './helpers/channels.js';
 import { GraphDouble } from './helpers/graph.js';
 import { waitFor } from './helpers/processes.js';
@@ -37,25 +37,9 @@ afterAll(async () => {
   await own?.drop();
 });
 
-async function runsOf(ws: TestWorkspace, automationId: string): Promise<Run[]> {
-  const { data, response } = await ws.api.GET('/automations/{id}/runs', { params: { path: { id: automationId }, query: { limit: 100 } } });
-  expect(response.status).toBe(200);
-  return data!.data;
-}
-
 async function threadRuns(ws: TestWorkspace, threadId: string): Promise<Run[]> {
   const { data, response } = await ws.api.GET('/threads/{id}/automation-runs', { params: { path: { id: threadId }, query: { limit: 100 } } });
   expect(response.status).toBe(200);
-  return data!.data;
-}
-
-async function thread(ws: TestWorkspace, id: string): Promise<Schemas['Thread']> {
-  const { data } = await ws.api.GET('/threads/{id}', { params: { path: { id } } });
-  return data!;
-}
-
-async function events(ws: TestWorkspace, type: Schemas['EventType']): Promise<Schemas['Event'][]> {
-  const { data } = await ws.api.GET('/events', { params: { query: { type, limit: 100 } } });
   return data!.data;
 }
 
@@ -613,15 +597,8 @@ describe('thread.idle', () => {
   });
 });
 
-/** Runs the server's queued automation-event jobs one by one, in the queue's order (a server without workers). */
-async function runQueuedInOrder(quiet: TestServer): Promise<void> {
-  for (;;) {
-    const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'late', limit: 1, leaseMs: 60_000 });
-    if (jobs.length === 0) return;
-    await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);
-  }
-}
-
+// A job's run, whatever its trigger (a customer's message runs its automations inline, in its own
+// transaction: test/automation-inline.test.ts), so contact.created's here.
 describe('exactly once', () => {
   let quiet: TestServer;
   let quietDb: OwnDatabase | undefined;
@@ -639,13 +616,13 @@ describe('exactly once', () => {
     const ws = await createWorkspace(quiet);
     const automation = await create(ws, {
       name: 'Rótulo',
-      trigger: { event: 'message.received' },
+      trigger: { event: 'contact.created' },
       actions: [
         { type: 'add_labels', target: 'contact', labels: ['uma vez'] },
         { type: 'set_attribute', key: 'vezes', value: 1 },
       ],
     });
-    const { threadId } = await inbound(ws, 'Oi', '+5511900000001');
+    const { data: created } = await ws.api.POST('/contacts', { body: buildContact() });
     const first = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'first', limit: 1, leaseMs: 1 });
     expect(first.jobs).toHaveLength(1);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -659,7 +636,7 @@ describe('exactly once', () => {
 
     expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'fulfilled']);
     expect(await runsOf(ws, automation.id)).toHaveLength(1);
-    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: (await thread(ws, threadId)).contactId } } });
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: created!.id } } });
     expect(contact).toMatchObject({ labels: ['uma vez'], attributes: { vezes: 1 } });
     expect((await events(ws, 'contact.updated')).map((e) => e.data.actor)).toEqual([
       { type: 'automation', id: automation.id },
@@ -711,10 +688,10 @@ describe('exactly once', () => {
     const ws = await createWorkspace(quiet);
     const automation = await create(ws, {
       name: 'Rótulo',
-      trigger: { event: 'message.received' },
+      trigger: { event: 'contact.created' },
       actions: [{ type: 'add_labels', target: 'contact', labels: ['uma vez'] }],
     });
-    await inbound(ws, 'Oi', '+5511900000002');
+    await ws.api.POST('/contacts', { body: buildContact() });
     const { jobs } = await claimJobs(quiet.db, { queue: 'automation-event', workerId: 'only', limit: 1, leaseMs: 60_000 });
 
     await runEventAutomations(quiet.db, jobs[0] as Job<'automation-event'>);

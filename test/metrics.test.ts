@@ -58,6 +58,7 @@ describe('GET /metrics', () => {
       sf_job_outcomes_total: 'counter',
       sf_webhook_attempts_total: 'counter',
       sf_automation_runs_total: 'counter',
+      sf_automations_inline_total: 'counter',
       sf_media_fetches_total: 'counter',
       sf_jobs_queued: 'gauge',
       sf_jobs_due: 'gauge',
@@ -133,12 +134,18 @@ describe('GET /metrics', () => {
   it('when an automation runs, then its run is counted by status', async () => {
     const ws: TestWorkspace = await createWorkspace(server);
     await createAutomation(ws, refunds(await stageId(ws, 'Em atendimento')));
-    const before = sampleValue(await scrape(), 'sf_automation_runs_total', { status: 'succeeded' });
+    const scraped = await scrape();
+    const before = sampleValue(scraped, 'sf_automation_runs_total', { status: 'succeeded' });
+    const jobsBefore = sampleValue(scraped, 'sf_job_outcomes_total', { kind: 'automation-event', outcome: 'done' });
+    const inlineBefore = sampleValue(scraped, 'sf_automations_inline_total', { outcome: 'inline' });
 
     await sandboxInbound(ws, 'Quero o reembolso do pedido', '+5511987650002');
 
     await waitForSample('sf_automation_runs_total', { status: 'succeeded' }, before + 1);
-    expect(sampleValue(await scrape(), 'sf_job_outcomes_total', { kind: 'automation-event', outcome: 'done' })).toBeGreaterThanOrEqual(1);
+    // A customer's message runs its automations in its own transaction: no job is spent on it.
+    const after = await scrape();
+    expect(sampleValue(after, 'sf_job_outcomes_total', { kind: 'automation-event', outcome: 'done' })).toBe(jobsBefore);
+    expect(sampleValue(after, 'sf_automations_inline_total', { outcome: 'inline' })).toBe(inlineBefore + 1);
   });
 
   it('when jobs pile up that nobody runs, then the queue gauges show the backlog and how long its oldest has waited', async () => {

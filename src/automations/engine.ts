@@ -1,5 +1,7 @@
 // Running automations: the queue handlers of `automation-event` (the automations an event
-// triggers, in position order) and `automation-idle` (a thread.idle timer falling due). Each job
+// triggers, in position order) and `automation-idle` (a thread.idle timer falling due). A customer's
+// message runs its automations with the same steps (runStartedEvent) in its own transaction instead,
+// when no earlier run of its thread waits (inline.ts); one that fails there is queued here. Each job
 // runs in ONE transaction that holds the thread's row, applies each run's actions, records the run
 // (unique per automation and event or silence) and deletes the job with its COMMIT: a run's effects
 // commit once or not at all, whatever instance runs it, restarts or dies (the job's lease hands it
@@ -14,10 +16,11 @@
 import type { Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { automationActor } from '../actor.js';
-import { countRootRuns, startEventRun, startIdleRun, type AutomationRun } from '../db/automation-runs.js';
+import { countRootRuns, startEventRun, startIdleRun, type AutomationRun, type EventRunStart } from '../db/automation-runs.js';
 import { transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
+import type { AutomationEventPayload } from '../jobs/kinds.js';
 import { finishHeldJobQuery, finishJob, type HeldJob, type Job } from '../jobs/queue.js';
 import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
@@ -88,7 +91,8 @@ function claimLostOr(err: unknown): unknown {
  * its thread or contact over the records as the run found them, loaded once, and again only after
  * an automation acted: each sees the changes of those before it (carryChanges).
  */
-async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Settings): Promise<void> {
+async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Settings): Promise<boolean> {
+  let recorded = false;
   let records: Facts | undefined;
   let seen: Facts | undefined;
   let stale = true;
@@ -105,18 +109,24 @@ async function runAll(trx: Db, workspaceId: string, automations: readonly Prepar
     }
     const context = seen && withHours(seen, settings, new Date());
     const outcome = await runOne(trx, workspaceId, automation, trigger, context);
-    if (outcome.stop) return;
+    recorded ||= outcome.recorded;
+    if (outcome.stop) return recorded;
     stale = outcome.acted;
   }
+  return recorded;
 }
 
-/** What one automation did for a trigger: whether its actions ran (the context changed), and whether one was `stop`. */
+/**
+ * What one automation did for a trigger: whether it ran (a run recorded), whether its actions ran
+ * (the context changed), and whether one was `stop`.
+ */
 interface Outcome {
+  recorded: boolean;
   acted: boolean;
   stop: boolean;
 }
 
-const NOTHING: Outcome = { acted: false, stop: false };
+const NOTHING: Outcome = { recorded: false, acted: false, stop: false };
 
 /**
  * One automation on one trigger: nothing when its conditions do not hold; else a run, skipped by
@@ -150,7 +160,7 @@ async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomati
   if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root }, { atCommit: true })))
     throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
   metrics.automationRuns.inc({ status: outcome.status });
-  return looping ? NOTHING : { acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
+  return looping ? { ...NOTHING, recorded: true } : { recorded: true, acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 
 /**
@@ -161,38 +171,51 @@ function finish(trx: Transaction<Database>, job: HeldJob): Promise<void> {
   return runAtCommit(trx, finishHeldJobQuery(job));
 }
 
-/** The automations an event triggers, in position order, until one runs `stop`. */
+/** The automations an event triggers, in position order, until one runs `stop`: a job's run, in a transaction of its own. */
 export async function runEventAutomations(db: Db, job: Job<'automation-event'>): Promise<void> {
   const { workspace_id: workspaceId, payload } = job;
   await withRetryUnderSavepoints(db, async (trx, savepoints) => {
-    const start = await startEventRun(trx, workspaceId, payload);
-    const { thread } = start;
-    const contactId = thread?.contact_id ?? payload.contactId;
-    if (start.automations.length > 0 && contactId && (thread || !payload.threadId)) {
-      const automations = await prepareAll(trx, workspaceId, start.automations);
-      const object = start.event as { content?: string | null; interactive?: { reply?: { id?: string } } | null } | undefined;
-      const message: MessageSeen = payload.trigger.startsWith('message.')
-        ? { content: object?.content ?? null, replyId: object?.interactive?.reply?.id ?? null }
-        : undefined;
-      // A root event's own job is the first of its chain: only the jobs its automations caused count what ran before.
-      const root = payload.root ?? payload.eventId;
-      const ranBefore = payload.chain.length > 0 ? await countRootRuns(trx, workspaceId, root) : 0;
-      const trigger: Trigger = {
-        key: payload.eventId,
-        eventId: payload.eventId,
-        target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null, locked: start.locked },
-        chain: payload.chain,
-        root,
-        budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
-        facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
-        first: start.context && factsOf(start.context, message),
-        event: eventFacts(payload.trigger, object, start.metric),
-        savepoints,
-      };
-      await runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));
-    }
+    await runStartedEvent(trx, workspaceId, payload, await startEventRun(trx, workspaceId, payload), savepoints);
     await finish(trx, job);
   });
+}
+
+/**
+ * The automations of the event `payload` names, in position order until one runs `stop`, from what
+ * startEventRun read in `trx` (a job's transaction, or the event's own: automations/inline.ts);
+ * whether any run was recorded.
+ */
+export async function runStartedEvent(
+  trx: Db,
+  workspaceId: string,
+  payload: AutomationEventPayload,
+  start: EventRunStart,
+  savepoints: boolean,
+): Promise<boolean> {
+  const { thread } = start;
+  const contactId = thread?.contact_id ?? payload.contactId;
+  if (start.automations.length === 0 || !contactId || (!thread && payload.threadId)) return false;
+  const automations = await prepareAll(trx, workspaceId, start.automations);
+  const object = start.event as { content?: string | null; interactive?: { reply?: { id?: string } } | null } | undefined;
+  const message: MessageSeen = payload.trigger.startsWith('message.')
+    ? { content: object?.content ?? null, replyId: object?.interactive?.reply?.id ?? null }
+    : undefined;
+  // A root event's own run is the first of its chain: only the runs its automations caused count what ran before.
+  const root = payload.root ?? payload.eventId;
+  const ranBefore = payload.chain.length > 0 ? await countRootRuns(trx, workspaceId, root) : 0;
+  const trigger: Trigger = {
+    key: payload.eventId,
+    eventId: payload.eventId,
+    target: { threadId: thread?.id ?? null, contactId, channelId: thread?.channel_id ?? null, locked: start.locked },
+    chain: payload.chain,
+    root,
+    budget: { runs: MAX_ROOT_RUNS - ranBefore, messages: MAX_AUTOMATION_MESSAGES - (thread?.automation_messages ?? 0) },
+    facts: () => (thread ? threadFacts(trx, workspaceId, thread.id, message) : contactFacts(trx, workspaceId, contactId)),
+    first: start.context && factsOf(start.context, message),
+    event: eventFacts(payload.trigger, object, start.metric),
+    savepoints,
+  };
+  return runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));
 }
 
 /**

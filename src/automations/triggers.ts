@@ -6,7 +6,9 @@
 //   direction) queues one `automation-event` job when the workspace has an enabled automation
 //   with that trigger, on the ordering key of its thread (or contact), so one thread's events run
 //   their automations one after another, in order. The job carries the loop guard's chain and
-//   root (the event that began the chain, whose runs are bounded in number).
+//   root (the event that began the chain, whose runs are bounded in number). A message recorded
+//   inline (a customer's: services/receive.ts) queues none: its automations run in its own
+//   transaction right after it (inline.ts), which queues the job itself when they cannot.
 // - thread.idle timers are `automation-idle` jobs due when a silence has lasted its minutes, keyed
 //   `idle:<thread id>` (due time as their place in the key's order, so the earliest fires first):
 //   a message.created (not an automation's: those are no turn in the conversation) cancels the
@@ -71,17 +73,13 @@ function idleScheduledQuery(workspaceId: string, automationId: RawBuilder<unknow
     )`;
 }
 
-/** The automations' consumer of the event log: the runs an event triggers, the idle timers it starts or ends. */
-export const automationTriggers: EventConsumer = ({ workspaceId, type, id: eventId, actorType, now, chain, root }) => {
-  const trigger = triggerOf(type);
-  if (!trigger) return undefined;
-  const contact = type === 'contact.created' ? sql`s.data->>'id'` : sql`s.data->>'contactId'`;
-  const parts = [
-    sql`automation_source as materialized (
-      select ${trigger} as trigger, ${threadOf(type)} as thread_id, ${contact} as contact_id
-        from event_source s
-       where exists (select 1 from event)
-    ), automation_targets as materialized (
+/**
+ * The WITH queries `automation_targets` and `automation_jobs`: the event's run queued (one
+ * `automation-event` job on its thread's, or contact's, ordering key) when the workspace has an
+ * enabled automation of its trigger (the row of `automation_source`).
+ */
+function queuedRuns(workspaceId: string, eventId: string, now: Date, chain: string, root: string): RawBuilder<unknown> {
+  return sql`automation_targets as materialized (
       select t.trigger, t.thread_id, t.contact_id, ${UUID_V7} as job_id
         from automation_source t
        where exists (select 1 from automations a
@@ -103,9 +101,23 @@ export const automationTriggers: EventConsumer = ({ workspaceId, type, id: event
         runAt: now,
         createdAt: now,
       })}
-    )`,
-  ];
-  const notify = [sql`, ${notifyAddedQuery('automation-event', 'automation_jobs')}`];
+    )`;
+}
+
+/** The automations' consumer of the event log: the runs an event triggers, the idle timers it starts or ends. */
+export const automationTriggers: EventConsumer = ({ workspaceId, type, id: eventId, actorType, now, chain, root, inline }) => {
+  const trigger = triggerOf(type);
+  if (!trigger) return undefined;
+  const contact = type === 'contact.created' ? sql`s.data->>'id'` : sql`s.data->>'contactId'`;
+  const source = sql`automation_source as materialized (
+      select ${trigger} as trigger, ${threadOf(type)} as thread_id, ${contact} as contact_id
+        from event_source s
+       where exists (select 1 from event)
+    )`;
+  // A customer's message recorded inline runs its automations itself (inline.ts): no job for it.
+  const runsInline = inline && type === 'message.created';
+  const parts = runsInline ? [source] : [sql`${source}, ${queuedRuns(workspaceId, eventId, now, chain, root)}`];
+  const notify = runsInline ? [] : [sql`, ${notifyAddedQuery('automation-event', 'automation_jobs')}`];
   // Automations' own messages neither start nor end a silence (a reminder must not time the next one).
   if (type === 'message.created' && actorType !== 'automation') {
     // The silence this message begins: the customer's turn after ours (waitingOn customer), ours after theirs (agent).

@@ -19,16 +19,27 @@ export type AutomationRunAction = components['schemas']['AutomationRunAction'];
 /** How long runs are kept. */
 export const RUN_RETENTION_DAYS = 30;
 
+/** A run's values as insertRunQuery's statement takes them: its fields, its actions as JSON text, its keys. */
+export type RunValues = { [F in Exclude<keyof AutomationRun, 'actions'>]: AutomationRun[F] } & { actions: string; triggerKey: string; rootKey: string };
+
+/** `run` as insertRunQuery takes it; `keys.root` is the event or silence that began the run's chain. */
+export const runValues = (run: AutomationRun, keys: { trigger: string; root: string }): RunValues => ({
+  ...run,
+  actions: JSON.stringify(run.actions),
+  triggerKey: keys.trigger,
+  rootKey: keys.root,
+});
+
 /**
- * Statement builder: the WITH query `run` that inserts `run` (ids and instant given), returning a
- * row only when the automation had no run for this trigger key: embed it in the statement that
- * records its event. `rootKey` is the event or silence that began the run's chain.
+ * Statement builder: the WITH query `run` that inserts the run of `values` (ids and instant given:
+ * values, or placeholders of them), returning a row only when the automation had no run for this
+ * trigger key: embed it in the statement that records its event.
  */
-export function insertRunQuery(workspaceId: string, run: AutomationRun, keys: { trigger: string; root: string }): RawBuilder<unknown> {
+export function insertRunQuery(workspaceId: string, run: Record<keyof RunValues, unknown>): RawBuilder<unknown> {
   return sql`run as (
       insert into automation_runs (workspace_id, id, automation_id, trigger_key, root_key, event_id, thread_id, status, reason, actions, created_at)
-      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${keys.trigger}, ${keys.root}, ${run.eventId}::uuid, ${run.threadId}::uuid,
-              ${run.status}, ${run.reason}, ${JSON.stringify(run.actions)}::jsonb, ${run.createdAt}::timestamptz)
+      values (${workspaceId}::uuid, ${run.id}::uuid, ${run.automationId}::uuid, ${run.triggerKey}::text, ${run.rootKey}::text, ${run.eventId}::uuid, ${run.threadId}::uuid,
+              ${run.status}::text, ${run.reason}::text, ${run.actions}::jsonb, ${run.createdAt}::timestamptz)
       on conflict (workspace_id, automation_id, trigger_key) do nothing
       returning id
     )`;
@@ -231,14 +242,22 @@ export interface EventRunStart {
    * version it locked; undefined without a thread, or when the lock waited for a change (then read it again).
    */
   context: ThreadContextRow | undefined;
+  /** What the caller's `ahead` said (false without one). */
+  ahead: boolean;
 }
 
 /**
  * In ONE statement (a run's round trips are its cost): the thread locked for the run's transaction
  * with its last message (as startIdleRun), the enabled automations of `trigger`, the event's
- * object and the workspace's settings row.
+ * object and the workspace's settings row; and `ahead`, a boolean SQL expression of the caller's
+ * (whether a run of the thread waits ahead of this one: automations/inline.ts).
  */
-export async function startEventRun(trx: Db, workspaceId: string, run: { threadId: string | null; trigger: string; eventId: string }): Promise<EventRunStart> {
+export async function startEventRun(
+  trx: Db,
+  workspaceId: string,
+  run: { threadId: string | null; trigger: string; eventId: string },
+  ahead: RawBuilder<unknown> = sql`false`,
+): Promise<EventRunStart> {
   const { rows } = await sql<
     LockedRowColumns & {
       thread: LockedThread | null;
@@ -247,6 +266,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
       metric: string | null;
       settings: StoredSettingsRow | null;
       context: ThreadContextRow | null;
+      ahead: boolean;
     }
   >`
     with ${lockedThreadQuery(workspaceId, run.threadId)}
@@ -257,9 +277,9 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
                         and ${withinStoredBound}), '[]'::json) as automations,
            (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
            (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
-           ${settingsAndContext(workspaceId, run.threadId)}
+           ${settingsAndContext(workspaceId, run.threadId)}, ${ahead} as ahead
       ${LOCKED_ROW.from}`.execute(trx);
-  const { thread: json, automations, event, metric, settings, context, ...columns } = rows[0]!;
+  const { thread: json, automations, event, metric, settings, context, ahead: waits, ...columns } = rows[0]!;
   const row = { automations, event, metric, settings, context };
   const thread = lockedThreadOf(json);
   return {
@@ -270,6 +290,7 @@ export async function startEventRun(trx: Db, workspaceId: string, run: { threadI
     metric: row.metric,
     settings: rowToStoredSettings(row.settings ?? undefined),
     context: row.context ?? undefined,
+    ahead: waits,
   };
 }
 

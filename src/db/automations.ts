@@ -2,11 +2,12 @@
 // positions runs in a transaction that first takes the workspace's automations lock
 // (lockAutomations), so two changes never compute positions from the same state; a deferred unique
 // constraint on (workspace_id, position) checks the result at commit.
-import { sql, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type RawBuilder, type Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
-import type { AutomationRow, ThreadStatus } from './schema.js';
+import { readWithNext, type ReadWithNext } from './pg-driver.js';
+import type { AutomationRow, Database, ThreadStatus } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
 
 export type Automation = components['schemas']['Automation'];
@@ -62,6 +63,20 @@ export async function lockAutomations(trx: Db, workspaceId: string): Promise<num
     .where('workspace_id', '=', workspaceId)
     .executeTakeFirstOrThrow();
   return Number(row.count);
+}
+
+const HAS_ENABLED = `select exists (select 1 from automations where workspace_id = $1 and enabled and trigger->>'event' = any ($2::text[])) as enabled`;
+
+/**
+ * Whether the workspace has an enabled automation of one of `triggers`, read with the transaction's
+ * next statement (pg-driver.ts readWithNext): no round trip of its own.
+ */
+export function enabledAutomationsWithNext(
+  trx: Transaction<Database>,
+  workspaceId: string,
+  triggers: readonly string[],
+): Promise<ReadWithNext<{ enabled: boolean }>> {
+  return readWithNext<{ enabled: boolean }>(trx, CompiledQuery.raw(HAS_ENABLED, [workspaceId, triggers]));
 }
 
 export async function findAutomation(db: Db, workspaceId: string, id: string): Promise<AutomationRow | undefined> {

@@ -5,16 +5,20 @@
 // queries (and NOTIFYs: the queues it fed, the stream) to the one statement that records the event,
 // so an event, its deliveries and its jobs commit together, in the change's transaction, and cost no
 // round trip of their own. Every event is recorded through it (events/record.ts recording(): no
-// trigger on `events` since migration 0030). The log imports no consumer.
+// trigger on `events` since migration 0030). The log imports no consumer. A consumer may also have
+// an inline part (InlineConsumer): for an event its recorder offers it (recordEvent's `inline`: a
+// customer's message), what the consumer would have queued is done in the change's own transaction
+// instead, right after the event's statement, and its statement part leaves it out.
 //
 // The recording statement's text depends only on the event's shape (its type, its actor's type,
 // whether it was answered) and on the registered consumers: a consumer sees the event's values as
 // placeholders, so its part is built and compiled once per shape (recordingStatement) and each
 // event then only fills in its values (Kysely's compile and the statement's assembly were a third of
 // a signed inbound's CPU: BENCHMARKS.md, issue 34).
-import { CompiledQuery, sql, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type RawBuilder, type Transaction } from 'kysely';
 import type { components } from '../../generated/api.js';
 import type { Actor } from '../actor.js';
+import type { Database } from '../db/schema.js';
 
 type EventType = components['schemas']['EventType'];
 
@@ -31,6 +35,11 @@ export interface RecordedEvent {
   actorType: Actor['type'];
   /** A message the service already answered itself (an NPS score, thanked): consumers that answer messages leave it. */
   answered: boolean;
+  /**
+   * The consumer's inline part runs for this event in the change's own transaction, right after its
+   * statement (recordEvent's `inline`, only for a consumer registered with one): leave out what that does.
+   */
+  inline: boolean;
   workspaceId: string;
   id: string;
   /** The event's instant (timestamptz): cast it (`${event.now}::timestamptz`), derive from it in SQL. */
@@ -52,17 +61,62 @@ export interface FanOut {
 /** A consumer: its part of an event's statement, or undefined when the event is none of its business. */
 export type EventConsumer = (event: RecordedEvent) => FanOut | undefined;
 
-const consumers = new Map<string, EventConsumer>();
+/** An event recorded with `inline`, as a consumer's inline part sees it: its values, not placeholders. */
+export interface InlineEvent {
+  workspaceId: string;
+  type: EventType;
+  id: string;
+  /** The event's object, as recorded. */
+  object: Record<string, unknown>;
+  now: Date;
+}
 
 /**
- * Registers (or replaces, or with undefined removes) the consumer `name`. Call it at start-up;
- * consumers run in the order they were first registered.
+ * A consumer's inline part: what it would have queued for an event, done instead in the change's
+ * own transaction right after the event's statement (which its FanOut part then leaves it out of).
+ * `run` must not fail the change for its own sake: it undoes its own work and queues it when that fails.
  */
-export function registerEventConsumer(name: string, consumer: EventConsumer | undefined): void {
-  if (consumer) consumers.set(name, consumer);
+export interface InlineConsumer {
+  /**
+   * Starts, once per transaction and before its events, a read of whether the workspace gives `run`
+   * anything to do (sent with the transaction's next statement: no round trip of its own); its answer.
+   */
+  prepare(trx: Transaction<Database>, workspaceId: string): Promise<() => Promise<boolean>>;
+  run(trx: Transaction<Database>, event: InlineEvent): Promise<void>;
+}
+
+/** The inline parts prepared for a transaction (prepareInline): each one's answer, by consumer. */
+export type InlineParts = ReadonlyMap<string, () => Promise<boolean>>;
+
+const consumers = new Map<string, { consumer: EventConsumer; inline: InlineConsumer | undefined }>();
+
+/**
+ * Registers (or replaces, or with undefined removes) the consumer `name`, with its inline part if it
+ * has one. Call it at start-up; consumers run in the order they were first registered.
+ */
+export function registerEventConsumer(name: string, consumer: EventConsumer | undefined, inline?: InlineConsumer): void {
+  if (consumer) consumers.set(name, { consumer, inline });
   else consumers.delete(name);
   // The statements compiled with the consumers before.
   statements.clear();
+}
+
+/**
+ * Prepares the registered consumers' inline parts for the events a transaction will record with
+ * `inline` (recordEvent): call it before them, best before the transaction's first statement.
+ */
+export async function prepareInline(trx: Transaction<Database>, workspaceId: string): Promise<InlineParts> {
+  const parts = new Map<string, () => Promise<boolean>>();
+  for (const [name, { inline }] of consumers) if (inline) parts.set(name, await inline.prepare(trx, workspaceId));
+  return parts;
+}
+
+/** Runs the prepared inline parts that have something to do for an event recorded with them, in order, in its transaction. */
+export async function runInlineConsumers(trx: Transaction<Database>, parts: InlineParts, event: InlineEvent): Promise<void> {
+  for (const [name, { inline }] of consumers) {
+    const wanted = parts.get(name);
+    if (inline && wanted && (await wanted())) await inline.run(trx, event);
+  }
 }
 
 /** Each event's values: the placeholders' (RecordedEvent), and those of the recording statement itself (events/record.ts). */
@@ -78,7 +132,7 @@ export const placeholder = (name: string): string => `${MARK}${name}`;
 const NOW = new Date(Number.NaN);
 
 /** The placeholders consumers see, with the event's shape. */
-function recordedEvent(type: EventType, actorType: Actor['type'], answered: boolean): RecordedEvent {
+function recordedEvent(type: EventType, actorType: Actor['type'], answered: boolean): Omit<RecordedEvent, 'inline'> {
   return {
     type,
     actorType,
@@ -92,9 +146,9 @@ function recordedEvent(type: EventType, actorType: Actor['type'], answered: bool
 }
 
 /** Every registered consumer's part of the statement recording an event of this shape. */
-export function fanOut(type: EventType, actorType: Actor['type'], answered: boolean): FanOut {
+export function fanOut(type: EventType, actorType: Actor['type'], answered: boolean, inline = false): FanOut {
   const event = recordedEvent(type, actorType, answered);
-  const parts = [...consumers.values()].flatMap((consumer) => consumer(event) ?? []);
+  const parts = [...consumers.values()].flatMap(({ consumer, inline: part }) => consumer({ ...event, inline: inline && part !== undefined }) ?? []);
   return { with: sql.join([sql``, ...parts.map((part) => part.with)], sql``), notify: sql.join([sql``, ...parts.map((part) => part.notify)], sql``) };
 }
 
@@ -144,11 +198,16 @@ const MAX_STATEMENTS = 1_000;
  * The statement recording an event of this shape as a template: `compile` (the statement, built
  * with fanOut's parts and placeholder() inputs) runs once per shape.
  */
-export function recordingStatement(type: EventType, actorType: Actor['type'], answered: boolean, compile: (parts: FanOut) => CompiledQuery): StatementTemplate {
-  const key = `${type}|${actorType}|${answered}`;
+export function recordingStatement(
+  type: EventType,
+  actorType: Actor['type'],
+  shape: { answered: boolean; inline: boolean; change?: string },
+  compile: (parts: FanOut) => CompiledQuery,
+): StatementTemplate {
+  const key = `${type}|${actorType}|${shape.answered}|${shape.inline}|${shape.change ?? ''}`;
   let template = statements.get(key);
   if (!template) {
-    template = statementTemplate(compile(fanOut(type, actorType, answered)));
+    template = statementTemplate(compile(fanOut(type, actorType, shape.answered, shape.inline)));
     if (statements.size >= MAX_STATEMENTS) statements.clear();
     statements.set(key, template);
   }

@@ -15,7 +15,19 @@ import { listPage, listSource, type Condition, type PageText } from '../db/pagin
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database, EventRow, EventSource, SlaMetric } from '../db/schema.js';
 import { enqueueEachQuery, notifyAddedQuery } from '../jobs/queue.js';
-import { bindInputs, fanOut, placeholder, recordingStatement, registerEventConsumer, statementTemplate, type EventConsumer } from './fan-out.js';
+import {
+  bindInputs,
+  fanOut,
+  placeholder,
+  recordingStatement,
+  registerEventConsumer,
+  runInlineConsumers,
+  statementTemplate,
+  type EventConsumer,
+  type EventInputs,
+  type FanOut,
+  type InlineParts,
+} from './fan-out.js';
 
 export type Event = components['schemas']['Event'];
 export type EventType = components['schemas']['EventType'];
@@ -45,6 +57,12 @@ export interface RecordOptions {
   /** The contacts a contact.merged folded into its object. */
   mergedIds?: string[] | undefined;
   /**
+   * The consumers' inline parts prepared for `trx`, a transaction (fan-out.ts prepareInline): they run
+   * right after the event's statement, in it, instead of queueing what they do. The automations a
+   * customer's message triggers run with the message this way (automations/inline.ts).
+   */
+  inline?: InlineParts | undefined;
+  /**
    * Send the statement with the transaction's next one, or with its COMMIT (db/pg-driver.ts
    * runAtCommit), instead of on its own: no round trip of its own. Its error then fails that
    * statement or the COMMIT, and so the transaction. Outside a transaction it runs at once.
@@ -70,7 +88,8 @@ export async function recordEvent(
 ): Promise<string> {
   const id = uuidv7();
   const answered = options.answered ?? false;
-  const template = recordingStatement(type, actor.type, answered, (consumers) =>
+  const inline = options.inline !== undefined && options.inline.size > 0 && trx.isTransaction;
+  const template = recordingStatement(type, actor.type, { answered, inline }, (consumers) =>
     sql`
     with event_source as (
       select ${placeholder('data')}::jsonb as data, ${placeholder('contactId')}::uuid as contact_id
@@ -84,6 +103,8 @@ export async function recordEvent(
   });
   if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, { compile: () => statement });
   else await trx.executeQuery(statement);
+  if (inline)
+    await runInlineConsumers(trx as Transaction<Database>, options.inline!, { workspaceId, type, id, object: object as Record<string, unknown>, now });
   return id;
 }
 
@@ -92,7 +113,9 @@ export async function recordEvent(
  * own: `change` is the statement's first WITH queries (`name as (...)`, comma-separated, data-
  * modifying ones run whether read or not), `source` a select over them giving the event's object as
  * `data` (jsonb) and its `contact_id`: no row, no event (the change did not apply). The event is
- * fanned out as recordEvent does (the change's own text is compiled on each call). True when it was recorded.
+ * fanned out as recordEvent does. The change's own text is compiled on each call, unless it is
+ * named (`shape`): its values are then placeholders (fan-out.ts placeholder()) of `inputs`, and
+ * the statement is compiled once per shape. True when it was recorded.
  * `withNext` as recordEvent's: the answer is then true unread, for a caller whose `source` fails
  * the statement when the change did not apply (its error fails the transaction).
  */
@@ -103,16 +126,18 @@ export async function recordChangeEvent(
   change: { with: RawBuilder<unknown>; source: RawBuilder<unknown> },
   actor: Actor,
   now: Date = new Date(),
-  { withNext = false } = {},
+  { withNext = false, shape, inputs = {} }: { withNext?: boolean; shape?: string; inputs?: EventInputs } = {},
 ): Promise<boolean> {
   const id = uuidv7();
-  const consumers = fanOut(type, actor.type, false);
-  const template = statementTemplate(
+  const compile = (consumers: FanOut) =>
     sql`
     with ${change.with}, event_source as (${change.source}), ${recording()}${consumers.with}
-    select exists (select 1 from event) as recorded${consumers.notify}`.compile(db),
-  );
-  const statement = bindInputs(template, eventInputs(workspaceId, id, type, actor, now));
+    select exists (select 1 from event) as recorded${consumers.notify}`.compile(db);
+  const template =
+    shape === undefined
+      ? statementTemplate(compile(fanOut(type, actor.type, false, false)))
+      : recordingStatement(type, actor.type, { answered: false, inline: false, change: shape }, compile);
+  const statement = bindInputs(template, { ...inputs, ...eventInputs(workspaceId, id, type, actor, now) });
   if (withNext && db.isTransaction) {
     await runAtCommit(db as Transaction<Database>, { compile: () => statement });
     return true;

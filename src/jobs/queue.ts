@@ -55,21 +55,34 @@ const waiting = sql`(jobs.locked_until is null or jobs.locked_until < now())`;
  */
 export async function enqueueJob<Q extends string>(db: Db, job: NewJob<Q>): Promise<string> {
   const id = uuidv7();
+  await addJobQuery(id, job).execute(db);
+  return id;
+}
+
+/** The statement adding the job `id` and notifying its workers. */
+function addJobQuery<Q extends string>(id: string, job: NewJob<Q>): RawBuilder<unknown> {
   const now = new Date();
-  await sql`
+  return sql`
     with added as (
       insert into jobs (workspace_id, id, queue, ordering_key, payload, run_at, created_at)
       values (${job.workspaceId}::uuid, ${id}::uuid, ${job.queue}, ${job.orderingKey ?? null}, ${JSON.stringify(job.payload)}::jsonb,
               ${job.runAt ?? now}::timestamptz, ${job.createdAt ?? now}::timestamptz)
       returning queue
     )
-    select pg_notify(${JOBS_CHANNEL}, queue) from added`.execute(db);
-  return id;
+    select pg_notify(${JOBS_CHANNEL}, queue) from added`;
 }
 
 /** Adds a job of `kind` with its payload (enqueueJob); in the transaction of the change that needs it. */
 export function enqueue<K extends JobKind>(db: Db, kind: K, payload: JobPayloads[K], options: JobOptions): Promise<string> {
   return enqueueJob<JobKind>(db, { ...options, queue: kind, payload });
+}
+
+/**
+ * Statement builder: enqueue's statement, to run as the caller likes (with its transaction's next
+ * statement or COMMIT: db/pg-driver.ts runAtCommit).
+ */
+export function enqueueQuery<K extends JobKind>(kind: K, payload: JobPayloads[K], options: JobOptions): RawBuilder<unknown> {
+  return addJobQuery<JobKind>(uuidv7(), { ...options, queue: kind, payload });
 }
 
 /**
@@ -192,6 +205,14 @@ export function placeKeyedJobQueries<K extends JobKind>(
     sql`${added} as (insert into ${columns} select ${values} where not exists (select 1 from ${moved}) returning 1)`,
     sql`${sql.ref(name)} as (select 1 from ${moved} union all select 1 from ${added})`,
   ];
+}
+
+/**
+ * Statement builder: a select of one row per job of `kind` with `key`, waiting or running, for
+ * `exists (...)` in the caller's statement.
+ */
+export function queuedJobsQuery<K extends JobKind>(kind: K, workspaceId: string, key: JobKey<K>): RawBuilder<unknown> {
+  return sql`select 1 from jobs where ${keyed(kind, workspaceId, key)}`;
 }
 
 /**

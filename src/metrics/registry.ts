@@ -56,6 +56,12 @@ export const metrics = {
     labelNames: ['status'] as const,
     registers: [registry],
   }),
+  automationsInline: new Counter({
+    name: 'sf_automations_inline_total',
+    help: "Customers' messages with automations to run, by how they ran: inline (in the message's transaction), behind (queued after an earlier run of the thread), failed (rolled back and queued for the workers).",
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  }),
   mediaFetches: new Counter({
     name: 'sf_media_fetches_total',
     help: "Attempts to fetch an inbound file from Meta by outcome: stored, retrying (a passing failure), failed (the file's status is failed).",

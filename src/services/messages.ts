@@ -13,6 +13,7 @@ import { contactIsLive } from '../db/threads.js';
 import { ApiError, invalidReference } from '../errors.js';
 import { enqueue } from '../jobs/queue.js';
 import { recordEvent } from '../events/record.js';
+import type { InlineParts } from '../events/fan-out.js';
 import { openThread } from './threads.js';
 import { findStoredMedia, mediaRowToAttachment } from '../db/media.js';
 import type { Attachment, ChannelType } from '../db/schema.js';
@@ -40,7 +41,8 @@ async function enqueueDelivery(db: Db, message: MessageRow): Promise<void> {
  * after its thread's service levels followed it; in its transaction. `answered`: a customer's message
  * the service answered itself (an NPS score); `nps`: the NPS question or thanks (never a response);
  * `threadOpened`: its thread was opened for it in this transaction (its clocks are known);
- * `withNext`: the event's statement travels with the transaction's next one or its COMMIT (recordEvent).
+ * `withNext`: the event's statement travels with the transaction's next one or its COMMIT (recordEvent);
+ * `inline`: the event's inline parts prepared for this transaction (recordEvent): what they do runs in it, right after the event.
  */
 export async function messageCreated(
   trx: Db,
@@ -48,10 +50,14 @@ export async function messageCreated(
   row: MessageRow,
   actor: Actor,
   now: Date,
-  options: { answered?: boolean; nps?: boolean; withNext?: boolean; threadOpened?: boolean } = {},
+  options: { answered?: boolean; nps?: boolean; withNext?: boolean; threadOpened?: boolean; inline?: InlineParts } = {},
 ): Promise<void> {
   await sla.onMessage(trx, row, actor, options);
-  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, { answered: options.answered, withNext: options.withNext });
+  await recordEvent(trx, workspaceId, 'message.created', messageRowToMessage(row), actor, now, {
+    answered: options.answered,
+    withNext: options.withNext,
+    inline: options.inline,
+  });
 }
 
 /**

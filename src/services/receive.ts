@@ -5,7 +5,8 @@
 // message id), its contact (contactOfSender: the one place a sender is matched to a contact), an
 // NPS score answered on its asked thread, else the open thread of (contact, channel) found or
 // opened, the message inserted, its files held for fetching, the thread's inbound times moved and
-// message.created recorded (whose consumers queue automations and an AI agent's reply).
+// message.created recorded (whose consumers run its automations, in this transaction, and queue an
+// AI agent's reply).
 import { SYSTEM } from '../actor.js';
 import type { InboundEvent } from './inbound-events.js';
 import { transact, type Db } from '../db/database.js';
@@ -16,6 +17,7 @@ import type { ChannelRow, MessageRow } from '../db/schema.js';
 import { holdInboundMedia, pendingFiles } from '../media/inbound.js';
 import { phoneForms, storedPhone } from '../phones.js';
 import { changeWhatsappUserId, findOrCreateInboundContact, type SenderSeen } from './contacts.js';
+import { prepareInline, type InlineParts } from '../events/fan-out.js';
 import { messageCreated } from './messages.js';
 import { answerInConversation, scoreOfReply } from './nps-requests.js';
 import { applyStatus, holdEarlyStatus, type ProviderStatus } from './provider-statuses.js';
@@ -63,9 +65,10 @@ async function whatsappContext(trx: Db, channel: ChannelRow, message: ReceivedMe
 
 /**
  * Receives a customer's message on `channel`, in the caller's transaction (the steps above); a
- * provider id already stored on the channel is a duplicate, stored once.
+ * provider id already stored on the channel is a duplicate, stored once. `inline`: the event log's
+ * inline parts prepared for the transaction (its automations run in it).
  */
-export async function receiveMessage(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date): Promise<Received> {
+export async function receiveMessage(trx: Db, channel: ChannelRow, message: ReceivedMessage, now: Date, inline?: InlineParts): Promise<Received> {
   const workspaceId = channel.workspace_id;
   const context = await whatsappContext(trx, channel, message);
   if (context ? context.duplicate : await externalIdExists(trx, workspaceId, channel.id, message.externalId)) return { kind: 'duplicate' };
@@ -106,7 +109,9 @@ export async function receiveMessage(trx: Db, channel: ChannelRow, message: Rece
   if (!row) return { kind: 'duplicate' };
   await holdInboundMedia(trx, workspaceId, { channelId: channel.id, contactId, messageId: row.id }, files, now);
   // Its event travels with the transaction's next statement or its COMMIT: no round trip of its own.
-  await messageCreated(trx, workspaceId, row, SYSTEM, now, { withNext: true, threadOpened: thread.opened });
+  // The automations it triggers run right after it, in this transaction, unless one of the thread's
+  // is still queued (automations/inline.ts).
+  await messageCreated(trx, workspaceId, row, SYSTEM, now, { withNext: true, threadOpened: thread.opened, inline });
   return { kind: 'stored', message: row };
 }
 
@@ -150,6 +155,8 @@ export async function receiveEvents(
   if (events.length === 0) return received;
   await transact(db, async (trx) => {
     const stored = confirmChannel ? await channelWithNext(trx, channel.id) : undefined;
+    // Whether the workspace has automations to run inline, read with the first statement too.
+    const inline = events.some((event) => event.kind === 'message') ? await prepareInline(trx, channel.workspace_id) : undefined;
     /** A delivery checked against an older row of its channel stores nothing. */
     const confirm = async (): Promise<void> => {
       const current = stored && (await stored.rows())[0];
@@ -171,7 +178,7 @@ export async function receiveEvents(
           await applyInboundReaction(trx, channel, event, SYSTEM, now);
           continue;
         }
-        const outcome = await receiveMessage(trx, channel, event, now);
+        const outcome = await receiveMessage(trx, channel, event, now, inline);
         if (outcome.kind === 'duplicate') received.duplicates++;
         else received.messages.push(outcome.message);
       }

@@ -1,8 +1,44 @@
 // Automations as the tests write them: the README's worked refund example, a stage's id by name, an
-// automation created and a customer's message that may trigger it.
+// automation created and a customer's message that may trigger it; their runs, the thread and the
+// events read back; queued runs run as a worker runs them.
 import { expect } from 'vitest';
 import type { components } from '../../generated/api.js';
+import { runEventAutomations } from '../../src/automations/engine.js';
+import { claimJobs, type Job } from '../../src/jobs/queue.js';
 import type { TestWorkspace } from './api.js';
+import type { TestServer } from './server.js';
+
+type Schemas = components['schemas'];
+
+/** The automation's runs, newest first (one page of 100). */
+export async function runsOf(ws: TestWorkspace, automationId: string): Promise<Schemas['AutomationRun'][]> {
+  const { data, response } = await ws.api.GET('/automations/{id}/runs', { params: { path: { id: automationId }, query: { limit: 100 } } });
+  expect(response.status).toBe(200);
+  return data!.data;
+}
+
+export async function thread(ws: TestWorkspace, id: string): Promise<Schemas['Thread']> {
+  const { data } = await ws.api.GET('/threads/{id}', { params: { path: { id } } });
+  return data!;
+}
+
+/** The workspace's events of `type`, newest first (one page of 100). */
+export async function events(ws: TestWorkspace, type: Schemas['EventType']): Promise<Schemas['Event'][]> {
+  const { data } = await ws.api.GET('/events', { params: { query: { type, limit: 100 } } });
+  return data!.data;
+}
+
+/** Runs the server's queued automation-event jobs one by one, in the queue's order, as a worker does (a server without workers); their triggers, in order. */
+export async function runQueuedInOrder(server: Pick<TestServer, 'db'>): Promise<string[]> {
+  const ran: string[] = [];
+  for (;;) {
+    const { jobs } = await claimJobs(server.db, { queue: 'automation-event', workerId: 'test', limit: 1, leaseMs: 60_000 });
+    if (jobs.length === 0) return ran;
+    const job = jobs[0] as Job<'automation-event'>;
+    await runEventAutomations(server.db, job);
+    ran.push(job.payload.trigger);
+  }
+}
 
 /** An automation created (201, else the test fails with the error's body). */
 export async function createAutomation(ws: TestWorkspace, body: components['schemas']['AutomationCreate']): Promise<components['schemas']['Automation']> {
