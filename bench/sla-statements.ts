@@ -3,7 +3,8 @@
 // 3 enabled policies (the first matching a label no thread has, the second every thread, the
 // third never reached), and in one with 2 enabled policies without conditions (as bench:sla-rates'
 // are: the first holds every thread, chosen without reading the thread): a sandbox inbound of a
-// new customer (the thread opened and its inbound message), a key's answer (POST /v1/messages: stops the first-response clock), a stage change
+// new customer (the thread opened and its inbound message), a key's answer (POST /v1/messages:
+// stops the first-response clock), a stage change
 // and a label change (the same policy chosen again), closing, and a known customer's inbound
 // after the closing (reopens nothing: a new thread). Counted by wrapping pg's Client#query in an
 // in-process server without job workers on a database of its own (DATABASE_URL's server). Beside
