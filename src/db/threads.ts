@@ -100,10 +100,10 @@ export interface OpenThreadInput {
 const INSERT_OPEN_THREAD = `
     with opened as (
       insert into threads (workspace_id, id, contact_id, channel_id, agent_id, stage_id, stage_entered_at, status, last_message_at, labels, label_keys,
-                           created_at, updated_at)
+                           sla, created_at, updated_at)
       select $1::uuid, $2::uuid, c.id, $3::uuid, coalesce($4::uuid, ch.default_agent_id),
              (select s.id from stages s where s.workspace_id = $1::uuid order by s.position limit 1),
-             $5::timestamptz, 'open', $6::timestamptz, $7::text[], $8::text[], $5::timestamptz, $5::timestamptz
+             $5::timestamptz, 'open', $6::timestamptz, $7::text[], $8::text[], $16::jsonb, $5::timestamptz, $5::timestamptz
         from contacts c
         left join channels ch on ch.workspace_id = $1::uuid and ch.id = $3::uuid
        where c.workspace_id = $1::uuid and c.id = $9::uuid and c.erased_at is null
@@ -135,15 +135,24 @@ const INSERT_OPEN_THREAD = `
  * partial unique index decides, so concurrent callers cannot both open one) or when the contact
  * does not exist (or was erased): the caller tells which. A channel or agent missing from the
  * workspace fails its composite foreign key (mapped to 422). Its thread.created is the caller's
- * (services/threads.ts openThread).
+ * (services/threads.ts openThread). `stored`: its id and its `sla` when the caller knows them before
+ * it exists (the `sla` is then written with the row, not by a second version of it).
  */
-export async function insertOpenThread(db: Db, workspaceId: string, input: OpenThreadInput, now: Date, actor: Actor): Promise<ThreadRow | undefined> {
+export async function insertOpenThread(
+  db: Db,
+  workspaceId: string,
+  input: OpenThreadInput,
+  now: Date,
+  actor: Actor,
+  stored: { id?: string; sla?: ThreadSla | null } = {},
+): Promise<ThreadRow | undefined> {
   const agentId = input.agentId ?? null;
   const labels = [...(input.labels ?? [])];
+  const sla = stored.sla ?? null;
   const { rows } = await db.executeQuery<ThreadRow>(
     CompiledQuery.raw(INSERT_OPEN_THREAD, [
       workspaceId,
-      uuidv7(),
+      stored.id ?? uuidv7(),
       input.channelId,
       agentId,
       now,
@@ -158,6 +167,7 @@ export async function insertOpenThread(db: Db, workspaceId: string, input: OpenT
       uuidv7(),
       actor.type,
       actor.id,
+      sla && JSON.stringify(sla),
     ]),
   );
   return rows[0];

@@ -2,6 +2,7 @@
 // thread.updated are recorded here only, in the change's transaction. What a change does is pure
 // (tested without HTTP or a database); applying it holds under concurrent changes. Fields sent with
 // their current value change nothing and record nothing.
+import { v7 as uuidv7 } from 'uuid';
 import type { Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import type { FieldChange } from '../db/history.js';
@@ -90,9 +91,12 @@ export async function openThread(
   actor: Actor,
   { withNext = false } = {},
 ): Promise<ThreadRow | undefined> {
-  const inserted = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor);
+  // Its `sla` stored with the row when its policy is known before it exists (one version of the row).
+  const id = uuidv7();
+  const cycle = await sla.openingCycle(trx, workspaceId, id, now);
+  const inserted = await insertOpenThread(trx, workspaceId, { ...input, labels: normalizeLabels(input.labels ?? []) }, now, actor, { id, sla: cycle?.sla });
   if (!inserted) return undefined;
-  const opened = await sla.onThreadOpened(trx, inserted);
+  const opened = await sla.onThreadOpened(trx, inserted, cycle);
   await recordEvent(trx, workspaceId, 'thread.created', threadRowToThread(opened), actor, now, { withNext });
   return opened;
 }

@@ -18,7 +18,7 @@ import type { Db } from '../db/database.js';
 import type { MessageRow, SlaClockRow, SlaMetric, SlaMetricTable, SlaPolicyRow, ThreadRow, ThreadSla } from '../db/schema.js';
 import { loadSettings, type Settings } from '../services/settings.js';
 import { businessMsBetween, dueAfter } from './business-time.js';
-import { choosePolicy, enabledPolicy } from './policies.js';
+import { choosePolicy, enabledPolicy, policyForAnyThread } from './policies.js';
 import { timerQueries } from './timers.js';
 import { setThreadSla } from '../db/threads.js';
 
@@ -219,22 +219,56 @@ function metricOf(
   };
 }
 
-/** Clocks started at `at` under the policy that applies now (opening, reopening): first response and resolution. */
-async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly SlaClockRow[] | 'none'): Promise<ThreadRow> {
+/** A cycle's clocks as they start (first response and resolution) and the thread's `sla` with them. */
+export interface Cycle {
+  clocks: SlaClockRow[];
+  sla: ThreadSla | null;
+}
+
+/** The clocks of a cycle started at `at` under `policy`. */
+async function cycleUnder(
+  workspaceId: string,
+  threadId: string,
+  at: Date,
+  policy: SlaPolicyRow | undefined,
+  settings: () => Promise<Settings>,
+): Promise<Cycle> {
+  const loaded = await hoursFor(policy, settings);
+  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(workspaceId, threadId, metric, at, policy, loaded));
+  return { clocks, sla: slaOf(policy?.id ?? null, clocks, []) };
+}
+
+/** The clocks of a cycle started at `at` under the policy that applies to the thread now. */
+async function cycleChosenNow(trx: Db, thread: ThreadRow, at: Date): Promise<Cycle> {
   const settings = lazySettings(trx, thread.workspace_id);
   const policy = await choosePolicy(trx, thread.workspace_id, thread.id, settings, at);
-  const loaded = await hoursFor(policy, settings);
-  const clocks = (['firstResponse', 'resolution'] as const).map((metric) => timedClock(thread.workspace_id, thread.id, metric, at, policy, loaded));
+  return cycleUnder(thread.workspace_id, thread.id, at, policy, settings);
+}
+
+/** Clocks started at `at` under the policy that applies now (opening, reopening), or as `cycle` computed them. */
+async function startCycle(trx: Db, thread: ThreadRow, at: Date, before: readonly SlaClockRow[] | 'none', cycle?: Cycle): Promise<ThreadRow> {
+  const { clocks, sla } = cycle ?? (await cycleChosenNow(trx, thread, at));
   const old = before === 'none' ? [] : before;
-  return writeClocks(trx, thread, old, clocks, slaOf(policy?.id ?? null, clocks, []), { opened: before === 'none' });
+  return writeClocks(trx, thread, old, clocks, sla, { opened: before === 'none' });
 }
 
 /**
- * A thread just opened (no clocks, no timers yet, `sla` null): its first-response and resolution
- * clocks start at its creation. Returns the thread with its `sla`.
+ * The cycle of thread `threadId` opening at `at`, before it is stored, when its policy is chosen
+ * without its facts (policies.ts policyForAnyThread); undefined when conditions must see the thread.
+ * Its `sla` goes into the thread's insert, so the opening writes the thread's row once.
  */
-export async function onThreadOpened(trx: Db, thread: ThreadRow): Promise<ThreadRow> {
-  return startCycle(trx, thread, thread.created_at, 'none');
+export async function openingCycle(trx: Db, workspaceId: string, threadId: string, at: Date): Promise<Cycle | undefined> {
+  const known = await policyForAnyThread(trx, workspaceId);
+  return known && cycleUnder(workspaceId, threadId, at, known.policy, lazySettings(trx, workspaceId));
+}
+
+/**
+ * A thread just opened (no clocks, no timers yet; its `sla` null, or `cycle`'s when openingCycle
+ * computed it for the insert): its first-response and resolution clocks start at its creation.
+ * Returns the thread with its `sla`.
+ */
+export async function onThreadOpened(trx: Db, thread: ThreadRow, cycle?: Cycle): Promise<ThreadRow> {
+  return startCycle(trx, thread, thread.created_at, 'none', cycle);
 }
 
 const breachedOf = (thread: ThreadRow): SlaMetric[] => thread.sla?.breached ?? [];

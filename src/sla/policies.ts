@@ -263,3 +263,15 @@ export async function choosePolicy(
   }
   return undefined;
 }
+
+/**
+ * The policy choosePolicy chooses for any thread, when the workspace's policies tell it without the
+ * thread's facts: `{ policy: undefined }` when it has no enabled policy, the first when it has no
+ * conditions. Undefined when conditions are to be evaluated on the thread (choosePolicy, once it is
+ * stored). A thread's opening asks it first, to store its `sla` with the thread's row.
+ */
+export async function policyForAnyThread(db: Db, workspaceId: string): Promise<{ policy: SlaPolicyRow | undefined } | undefined> {
+  const first = (await enabledPolicies(db, workspaceId))[0];
+  if (!first) return { policy: undefined };
+  return holdAlways(first.conditions) ? { policy: first.row } : undefined;
+}
