@@ -19,18 +19,33 @@ const INTL_WEEKDAYS: Record<string, Weekday> = { Mon: 'mon', Tue: 'tue', Wed: 'w
 const ZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+)*$/;
 
 const MAX_CACHED_ZONES = 1000;
-const formatters = new Map<string, Intl.DateTimeFormat>();
 
-/** A formatter of weekday, hour and minute in the zone, made once per zone (making one costs far more than using it). */
-function formatterOf(timeZone: string): Intl.DateTimeFormat {
-  let formatter = formatters.get(timeZone);
-  if (!formatter) {
-    formatter = new Intl.DateTimeFormat('en-US', { timeZone, weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+/** The weekday and the minute of the day (0..1439) on a zone's wall clocks. */
+export interface LocalTime {
+  weekday: Weekday;
+  minute: number;
+}
+
+/** A zone's formatter, and the local time of the last UTC second read in it. */
+interface Zone {
+  formatter: Intl.DateTimeFormat;
+  second: number;
+  time: Readonly<LocalTime> | undefined;
+}
+
+const zones = new Map<string, Zone>();
+
+/** A zone with its formatter of weekday, hour and minute, made once per zone (making one costs far more than using it). */
+function zoneOf(timeZone: string): Zone {
+  let zone = zones.get(timeZone);
+  if (!zone) {
+    const formatter = new Intl.DateTimeFormat('en-US', { timeZone, weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+    zone = { formatter, second: NaN, time: undefined };
     // Names differ by case only as often as clients write them so: a bound keeps the cache small anyway.
-    if (formatters.size >= MAX_CACHED_ZONES) formatters.clear();
-    formatters.set(timeZone, formatter);
+    if (zones.size >= MAX_CACHED_ZONES) zones.clear();
+    zones.set(timeZone, zone);
   }
-  return formatter;
+  return zone;
 }
 
 /**
@@ -41,7 +56,7 @@ function formatterOf(timeZone: string): Intl.DateTimeFormat {
 export function isTimeZoneName(name: string): boolean {
   if (name.length > 64 || !ZONE_NAME.test(name)) return false;
   try {
-    formatterOf(name);
+    zoneOf(name);
     return true;
   } catch {
     return false;
@@ -59,11 +74,24 @@ export function minutesOf(time: string | undefined): number {
 }
 
 /** The weekday and the minute of the day (0..1439) on the wall clocks of the zone at `instant`. */
-export function localTime(timeZone: string, instant: Date | number): { weekday: Weekday; minute: number } {
+export function localTime(timeZone: string, instant: Date | number): Readonly<LocalTime> {
+  // Every zone's offset is whole seconds, so one UTC second is one local minute: the last second
+  // read is answered again without formatting (a message's automations ask once each).
+  const zone = zoneOf(timeZone);
+  const second = Math.floor(Number(instant) / 1000);
+  if (zone.time && zone.second === second) return zone.time;
+  const time = Object.freeze(formattedTime(zone.formatter, timeZone, instant));
+  zone.second = second;
+  zone.time = time;
+  return time;
+}
+
+/** The local time as the zone's formatter writes it. */
+function formattedTime(formatter: Intl.DateTimeFormat, timeZone: string, instant: Date | number): LocalTime {
   let weekday: Weekday | undefined;
   let hour = NaN;
   let minute = NaN;
-  for (const part of formatterOf(timeZone).formatToParts(instant)) {
+  for (const part of formatter.formatToParts(instant)) {
     if (part.type === 'weekday') weekday = INTL_WEEKDAYS[part.value];
     else if (part.type === 'hour') hour = Number(part.value) % 24;
     else if (part.type === 'minute') minute = Number(part.value);

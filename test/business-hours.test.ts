@@ -148,6 +148,14 @@ describe('isBusinessHours: across a change of the clocks elsewhere', () => {
 
     expect(isBusinessHours({ timezone: 'America/Sao_Paulo', businessHours: DEFAULT_SETTINGS.businessHours }, instant)).toBe(true);
   });
+
+  it("when asked again within one second and then at the next, in a zone whose offset has seconds (Monrovia, -00:44:30 until 1972), then each answer is the wall clock's", () => {
+    // The last second read is answered again without formatting: the local minute changes only on a whole UTC second.
+    expect(localTime('Africa/Monrovia', at('1971-06-01T12:44:29.000Z'))).toEqual({ weekday: 'tue', minute: 11 * 60 + 59 });
+    expect(localTime('Africa/Monrovia', at('1971-06-01T12:44:29.999Z'))).toEqual({ weekday: 'tue', minute: 11 * 60 + 59 });
+    expect(localTime('Africa/Monrovia', at('1971-06-01T12:44:30.000Z'))).toEqual({ weekday: 'tue', minute: 12 * 60 });
+    expect(localTime('Africa/Monrovia', at('1971-06-01T12:44:29.500Z'))).toEqual({ weekday: 'tue', minute: 11 * 60 + 59 });
+  });
 });
 
 describe('isTimeZoneName', () => {

@@ -217,57 +217,84 @@ export async function writeThreadChange(
   db: Db,
   workspaceId: string,
   read: VersionedThread,
-  set: Partial<Pick<ThreadRow, 'status' | 'closed_at' | 'stage_id' | 'stage_entered_at' | 'agent_id' | 'labels'>>,
+  set: ThreadColumns,
   changes: readonly FieldChange[],
   who: { actor: Actor; reason: string | null },
   now: Date,
 ): Promise<ThreadRow | undefined> {
-  const rows = historyRows(workspaceId, read.row.id, changes, who, now).map(
-    (h) =>
-      sql`(${h.id}::uuid, ${h.field}, ${h.from_status}, ${h.to_status}, ${h.from_id}::uuid, ${h.to_id}::uuid, ${h.from_labels}::jsonb, ${h.to_labels}::jsonb,
-           ${h.stay_ms}::bigint, ${h.actor_type}, ${h.actor_id}::uuid, ${h.reason}::text)`,
+  const values: ThreadColumns & { label_keys?: string[] } = { ...set, ...(set.labels && { label_keys: labelKeys(workspaceId, set.labels) }) };
+  const columns = CHANGED_COLUMNS.filter((column) => values[column] !== undefined);
+  const entries = historyRows(workspaceId, read.row.id, changes, who, now).flatMap((h) => [
+    h.id,
+    h.field,
+    h.from_status,
+    h.to_status,
+    h.from_id,
+    h.to_id,
+    h.from_labels,
+    h.to_labels,
+    h.stay_ms,
+    h.actor_type,
+    h.actor_id,
+    h.reason,
+  ]);
+  const { rows } = await db.executeQuery<ThreadRow>(
+    CompiledQuery.raw(threadChangeText(columns, changes.length), [
+      workspaceId,
+      read.row.id,
+      read.version,
+      now,
+      ...columns.map((column) => values[column]),
+      ...entries,
+    ]),
   );
-  const result = await db
-    .with('changed', (qb) =>
-      qb
-        .updateTable('threads')
-        .set({ ...set, ...(set.labels && { label_keys: labelKeys(workspaceId, set.labels) }), updated_at: now })
-        .where('workspace_id', '=', workspaceId)
-        .where('id', '=', read.row.id)
-        .where(sql<boolean>`xmin = ${read.version}::xid`)
-        .returningAll(),
-    )
-    .with('recorded', (qb) =>
-      qb
-        .insertInto('thread_history')
-        .columns([
-          'workspace_id',
-          'id',
-          'thread_id',
-          'field',
-          'from_status',
-          'to_status',
-          'from_id',
-          'to_id',
-          'from_labels',
-          'to_labels',
-          'stay_ms',
-          'actor_type',
-          'actor_id',
-          'reason',
-          'created_at',
-        ])
-        .expression(
-          sql`select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.from_labels, v.to_labels, v.stay_ms, v.actor_type,
-                     v.actor_id, v.reason, ${now}::timestamptz
-                from changed c
-               cross join (values ${sql.join(rows)}) v(id, field, from_status, to_status, from_id, to_id, from_labels, to_labels, stay_ms, actor_type, actor_id, reason)`,
-        ),
-    )
-    .selectFrom('changed')
-    .selectAll()
-    .executeTakeFirst();
-  return result;
+  return rows[0];
+}
+
+/** The columns a change sets. */
+type ThreadColumns = Partial<Pick<ThreadRow, 'status' | 'closed_at' | 'stage_id' | 'stage_entered_at' | 'agent_id' | 'labels'>>;
+
+/** The columns a change may set (label_keys with labels), in the order its statement sets them. */
+const CHANGED_COLUMNS = ['status', 'closed_at', 'stage_id', 'stage_entered_at', 'agent_id', 'labels', 'label_keys'] as const;
+
+/** The values of a history row, as threadChangeText's VALUES list takes them. */
+const HISTORY_VALUES = ['uuid', '', '', '', 'uuid', 'uuid', 'jsonb', 'jsonb', 'bigint', '', 'uuid', 'text'];
+
+const changeTexts = new Map<string, string>();
+
+/**
+ * The text of a change setting `columns` with `entries` history rows: $1 the workspace, $2 the
+ * thread, $3 the version read, $4 the instant, then the columns' values, then the rows' (12 each).
+ * Built once per shape, and the shapes are few (subsets of seven columns, at most one history row per
+ * field): Kysely compiled it on every change, 38% of the CPU a matching automation's stage move and
+ * label spent writing (BENCHMARKS.md, issue 34).
+ */
+function threadChangeText(columns: readonly (typeof CHANGED_COLUMNS)[number][], entries: number): string {
+  const shape = `${columns.join(',')}|${entries}`;
+  let text = changeTexts.get(shape);
+  if (text === undefined) {
+    const assignments = columns.map((column, i) => `"${column}" = $${5 + i}, `).join('');
+    const first = 5 + columns.length;
+    const rows = Array.from({ length: entries }, (_, row) => {
+      const at = first + row * HISTORY_VALUES.length;
+      return `(${HISTORY_VALUES.map((type, i) => `$${at + i}${type && `::${type}`}`).join(', ')})`;
+    });
+    text = `with "changed" as (
+        update "threads" set ${assignments}"updated_at" = $4
+         where "workspace_id" = $1 and "id" = $2 and xmin = $3::xid
+        returning *
+      ), "recorded" as (
+        insert into "thread_history" ("workspace_id", "id", "thread_id", "field", "from_status", "to_status", "from_id", "to_id", "from_labels", "to_labels",
+                                      "stay_ms", "actor_type", "actor_id", "reason", "created_at")
+        select c.workspace_id, v.id, c.id, v.field, v.from_status, v.to_status, v.from_id, v.to_id, v.from_labels, v.to_labels, v.stay_ms, v.actor_type,
+               v.actor_id, v.reason, $4::timestamptz
+          from changed c
+         cross join (values ${rows.join(', ')}) v(id, field, from_status, to_status, from_id, to_id, from_labels, to_labels, stay_ms, actor_type, actor_id, reason)
+      )
+      select * from "changed"`;
+    changeTexts.set(shape, text);
+  }
+  return text;
 }
 
 export async function findOpenThreadId(db: Db, workspaceId: string, contactId: string, channelId: string): Promise<string | undefined> {
