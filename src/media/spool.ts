@@ -91,7 +91,8 @@ export class CutShortError extends Error {}
 /**
  * Writes `source` to a new file under `dir`, at most `limit` bytes. Rejects with TooLargeError past
  * the limit (the source is paused and its listeners removed, so the caller can still answer an HTTP
- * request before closing it) or CutShortError when it errs or closes before its end; then no file is left.
+ * request before closing it) or CutShortError when it errs or closes before its end, even before
+ * spool listens to it; then no file is left.
  */
 export async function spool(source: Readable, dir: string, limit: number): Promise<Spooled> {
   await fs.mkdir(dir, { recursive: true });
@@ -131,6 +132,10 @@ export async function spool(source: Readable, dir: string, limit: number): Promi
       out.on('drain', onDrain);
       out.on('error', (err) => finish(err));
       source.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+      // Cut before it was listened to (its socket closed, or an idle or deadline limit destroyed it,
+      // while the directory above was being made on a busy thread pool): its close came and went, and
+      // no event is left to end the wait. A stream is only destroyed before its end when cut short.
+      if (source.destroyed) return source.errored ? onError(source.errored) : onClose();
       source.resume();
     });
   } catch (err) {
