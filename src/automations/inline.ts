@@ -18,7 +18,7 @@
 //   for its automations' sake. The run's last statements (its record, its events: inserts of new
 //   rows that no constraint refuses) travel with the COMMIT, the savepoint's release with them: what
 //   could fail those (the database gone, out of space) fails the message's own statements alike.
-// - Cost: the workspace's enabled message automations are looked up with the inbound's first
+// - Cost: the workspace's enabled message.received automations are looked up with the inbound's first
 //   statement (prepare: a workspace without any pays no round trip); a run reads what it starts from
 //   in one statement (startEventRun's, after the message's own), and its actions' writes as a job's do.
 // Only a customer's message is recorded inline (message.received, services/receive.ts: Meta's webhook
@@ -91,7 +91,9 @@ async function runMessageAutomations(trx: Transaction<Database>, event: InlineEv
 /** The automations' inline part (registered by src/event-consumers.ts). */
 export const messageAutomationsInline: InlineConsumer = {
   async prepare(trx, workspaceId) {
-    const read = await enabledAutomationsWithNext(trx, workspaceId, ['message.received', 'message.sent']);
+    // Only a customer's message is recorded inline, and it triggers message.received alone: a workspace
+    // whose message automations are all message.sent has nothing to run here (no read of the run's start).
+    const read = await enabledAutomationsWithNext(trx, workspaceId, ['message.received']);
     return async () => (await read.rows())[0]?.enabled ?? false;
   },
   run: runMessageAutomations,
