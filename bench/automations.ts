@@ -42,7 +42,7 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES, type Provisioned } from '../src/provisioning.js';
 import { createScratchDatabase } from '../scripts/lib/real-server.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
-import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
+import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, postgresPids } from './lib/cpu.js';
 import { connectClient } from './lib/pg-client.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
 import { median } from './lib/report.js';
@@ -56,7 +56,10 @@ const latencySeconds = Number(process.env.BENCH_AUTOMATIONS_SECONDS || 30);
 const pendingTimers = Number(process.env.BENCH_AUTOMATIONS_PENDING || 100_000);
 const dueTimers = Number(process.env.BENCH_AUTOMATIONS_DUE || 1_000);
 const spreadS = Number(process.env.BENCH_AUTOMATIONS_SPREAD_S || 60);
-/** BENCH_AUTOMATIONS_PROFILE=<file>: a CPU profile of the service over run (1) (bench/profile.ts reads it). */
+/**
+ * BENCH_AUTOMATIONS_PROFILE=<file>.cpuprofile: a CPU profile of the service over run (1), and one of each mode's last ingest
+ * run (<file>-ingest-<mode>.cpuprofile); bench/profile.ts reads them.
+ */
 const profile = process.env.BENCH_AUTOMATIONS_PROFILE ? path.resolve(process.env.BENCH_AUTOMATIONS_PROFILE) : undefined;
 /**
  * VACUUM ANALYZE the scratch database before each ingest run of (2) and before run (1), as
@@ -67,6 +70,21 @@ const profile = process.env.BENCH_AUTOMATIONS_PROFILE ? path.resolve(process.env
 const vacuumFirst = process.env.BENCH_AUTOMATIONS_VACUUM !== '0';
 /** Which measurements to run (default all): ingest, latency, timers. */
 const only = new Set((process.env.BENCH_AUTOMATIONS_ONLY || 'ingest,latency,timers').split(','));
+
+/** Starts the service's profiler (bench/cpu-profile-hook.ts, writing to `output`) and waits until it runs. */
+async function startProfile(pid: number, output: string): Promise<void> {
+  fs.rmSync(`${output}.started`, { force: true });
+  fs.rmSync(output, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 100 && !fs.existsSync(`${output}.started`); i++) await sleep(50);
+}
+
+/** Stops it and moves its profile to `to`. */
+async function stopProfile(pid: number, output: string, to: string): Promise<void> {
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 300 && !fs.existsSync(output); i++) await sleep(100);
+  if (to !== output) fs.renameSync(output, to);
+}
 
 type Row = [what: string, result: string, target: string, met: string];
 const rows: Row[] = [];
@@ -197,7 +215,7 @@ async function main(): Promise<void> {
       // Three conditions a round, rotated: none enabled; the 20 enabled, the last one matching (the
       // target); the 20 enabled and no message matching any (the triggers' and conditions' own cost).
       type Mode = 'none' | 'matching' | 'unmatched';
-      const runs: Array<{ round: number; mode: Mode; rps: number; errors: number; drainMs: number; cpuUs: number }> = [];
+      const runs: Array<{ round: number; mode: Mode; rps: number; errors: number; drainMs: number; cpuUs: number; pgUs: number }> = [];
       const modes: Mode[] = ['none', 'matching', 'unmatched'];
       for (let round = 0; round < rounds; round++) {
         const order = modes.map((_, k) => modes[(k + round) % modes.length]!);
@@ -206,14 +224,20 @@ async function main(): Promise<void> {
           await drained(db, keyA.workspaceId);
           if (vacuumFirst) await sql`vacuum analyze`.execute(db);
           await sleep(1_000);
-          const cpu0 = groupCpuMs(servicePid);
+          // The last round's runs profiled, one file a mode (bench/profile.ts reads them; compare two).
+          const profiled = profile && round === rounds - 1 ? `${profile.replace(/\.cpuprofile$/, '')}-ingest-${mode}.cpuprofile` : undefined;
+          if (profiled) await startProfile(servicePid, profile!);
+          const postgres = postgresPids();
+          const [cpu0, pg0] = [groupCpuMs(servicePid), pidsCpuMs(postgres)];
           const run = await fullSpeed(durationS, 50, () => webhook(mode === 'unmatched' ? 'Oi, qual o prazo de entrega?' : undefined));
+          if (profiled) await stopProfile(servicePid, profile!, profiled);
           const drainMs = await drained(db, keyA.workspaceId);
-          const cpuUs = ((groupCpuMs(servicePid) - cpu0) * 1000) / Math.max(1, run.done);
-          runs.push({ round, mode, rps: run.rps, errors: run.errors, drainMs, cpuUs });
+          const perWebhook = (ms: number) => (ms * 1000) / Math.max(1, run.done);
+          const [cpuUs, pgUs] = [perWebhook(groupCpuMs(servicePid) - cpu0), perWebhook(pidsCpuMs(postgres) - pg0)];
+          runs.push({ round, mode, rps: run.rps, errors: run.errors, drainMs, cpuUs, pgUs });
           log(
             `ingest round ${round + 1}, ${mode}: ${run.rps.toFixed(0)}/s, ${run.errors} errors, ` +
-              `automation jobs drained ${(drainMs / 1000).toFixed(1)} s after the window, service CPU ${cpuUs.toFixed(0)} µs a webhook (runs included)`,
+              `automation jobs drained ${(drainMs / 1000).toFixed(1)} s after the window, CPU µs a webhook (runs included): service ${cpuUs.toFixed(0)}, PostgreSQL ${pgUs.toFixed(0)}`,
           );
         }
       }
@@ -261,6 +285,13 @@ async function main(): Promise<void> {
         '',
         '',
       ]);
+      const pgCpu = (list: typeof runs) => median(list.map((r) => r.pgUs));
+      rows.push([
+        "(2) PostgreSQL's CPU a webhook (all its processes), none / 20 with 1 matching / 20 none matching (median); none / 1 matching",
+        `${pgCpu(none).toFixed(0)} / ${pgCpu(withAll).toFixed(0)} / ${pgCpu(unmatched).toFixed(0)} µs; ${(pgCpu(none) / pgCpu(withAll)).toFixed(2)}x`,
+        '',
+        '',
+      ]);
     }
 
     // (1) Inbound -> the matching automation's change committed, at a fixed rate.
@@ -289,7 +320,7 @@ async function main(): Promise<void> {
       await probe.query('listen events_added');
 
       const inlineBefore = await inlineRuns(service.base);
-      if (profile) process.kill(servicePid, 'SIGUSR2');
+      if (profile) await startProfile(servicePid, profile);
       const tag = `lat${stamp}`;
       const total = Math.round(rate * latencySeconds);
       const sentAt = new Map<number, number>();
@@ -316,8 +347,7 @@ async function main(): Promise<void> {
       await Promise.all(pending);
       await drained(db, keyA.workspaceId);
       if (profile) {
-        process.kill(servicePid, 'SIGUSR2');
-        for (let i = 0; i < 300 && !fs.existsSync(profile); i++) await sleep(100);
+        await stopProfile(servicePid, profile, profile);
         note(`CPU profile of the service over run (1): ${profile} (npx tsx bench/profile.ts ${profile})`);
       }
       await sleep(500);

@@ -30,19 +30,10 @@ import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
 import { agent, benchDatabase, durationS, fullSpeed, log, post, stamp, startBenchService } from './lib/service-bench.js';
-import { execFileSync } from 'node:child_process';
-import { groupCpuMs, pidsCpuMs } from './lib/cpu.js';
+import { groupCpuMs, pidsCpuMs, postgresPids } from './lib/cpu.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
 
-/** The PostgreSQL server's processes (backends and background ones): the policies' cost is partly the server's (timers' jobs, clocks). */
-function postgresPids(): number[] {
-  try {
-    return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
 const CONTACTS = 500;
 /** BENCH_SLA_PROFILE=<prefix>: CPU profiles of the first measured round of each mode (bench/cpu-profile-hook.ts). */
 const profile = process.env.BENCH_SLA_PROFILE ? path.resolve(process.env.BENCH_SLA_PROFILE) : undefined;

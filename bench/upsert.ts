@@ -10,8 +10,7 @@ import os from 'node:os';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { sql } from 'kysely';
-import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, pidsWakeups } from './lib/cpu.js';
-import { execFileSync } from 'node:child_process';
+import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, pidsWakeups, postgresPids } from './lib/cpu.js';
 import { makeWorkDir, runLoad, type LoadSpec } from './lib/load.js';
 import { stopAll, stopProcess } from './lib/processes.js';
 import { benchDatabase, durationS, log, startBenchService, stamp, writeReport } from './lib/service-bench.js';
@@ -113,14 +112,6 @@ async function main(): Promise<void> {
   writeReport('upsert', `# Upsert bench ${stamp}\n\n${machine}\n\n${table}\n`);
 }
 
-/** The PostgreSQL server's processes (the backends and the background ones). */
-function postgresPids(): number[] {
-  try {
-    return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench:upsert failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -55,6 +55,15 @@ export function groupCpuMs(pgid: number): number {
   return total;
 }
 
+/** The PostgreSQL server's processes on this machine (the backends and the background ones): a request's cost is partly the server's. */
+export function postgresPids(): number[] {
+  try {
+    return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 export function pidsCpuMs(pids: number[]): number {
   return pids.reduce((sum, pid) => sum + (readProcStat(pid)?.cpuMs ?? 0), 0);
 }
