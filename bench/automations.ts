@@ -31,7 +31,6 @@
 //   the run's automation_runs.created_at - due.
 // Exits 1 when a target is missed. Prints a table and writes bench/results/runs/automations-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,7 +45,7 @@ import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, postgresPids } from '
 import { connectClient } from './lib/pg-client.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
 import { median } from './lib/report.js';
-import { agent, durationS, fullSpeed, log, ms, pct, post, startBenchService, stamp, writeReport } from './lib/service-bench.js';
+import { agent, durationS, fullSpeed, log, ms, pct, post, profiledWindow, startBenchService, stamp, writeReport } from './lib/service-bench.js';
 
 const serverUrl = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres';
 /** Three, so that with three modes rotated each mode runs once first, once second and once last (runs speed up as the service warms, or slow as dead rows pile up without autovacuum). */
@@ -70,21 +69,6 @@ const profile = process.env.BENCH_AUTOMATIONS_PROFILE ? path.resolve(process.env
 const vacuumFirst = process.env.BENCH_AUTOMATIONS_VACUUM !== '0';
 /** Which measurements to run (default all): ingest, latency, timers. */
 const only = new Set((process.env.BENCH_AUTOMATIONS_ONLY || 'ingest,latency,timers').split(','));
-
-/** Starts the service's profiler (bench/cpu-profile-hook.ts, writing to `output`) and waits until it runs. */
-async function startProfile(pid: number, output: string): Promise<void> {
-  fs.rmSync(`${output}.started`, { force: true });
-  fs.rmSync(output, { force: true });
-  process.kill(pid, 'SIGUSR2');
-  for (let i = 0; i < 100 && !fs.existsSync(`${output}.started`); i++) await sleep(50);
-}
-
-/** Stops it and moves its profile to `to`. */
-async function stopProfile(pid: number, output: string, to: string): Promise<void> {
-  process.kill(pid, 'SIGUSR2');
-  for (let i = 0; i < 300 && !fs.existsSync(output); i++) await sleep(100);
-  if (to !== output) fs.renameSync(output, to);
-}
 
 type Row = [what: string, result: string, target: string, met: string];
 const rows: Row[] = [];
@@ -226,11 +210,10 @@ async function main(): Promise<void> {
           await sleep(1_000);
           // The last round's runs profiled, one file a mode (bench/profile.ts reads them; compare two).
           const profiled = profile && round === rounds - 1 ? `${profile.replace(/\.cpuprofile$/, '')}-ingest-${mode}.cpuprofile` : undefined;
-          if (profiled) await startProfile(servicePid, profile!);
           const postgres = postgresPids();
           const [cpu0, pg0] = [groupCpuMs(servicePid), pidsCpuMs(postgres)];
-          const run = await fullSpeed(durationS, 50, () => webhook(mode === 'unmatched' ? 'Oi, qual o prazo de entrega?' : undefined));
-          if (profiled) await stopProfile(servicePid, profile!, profiled);
+          const load = () => fullSpeed(durationS, 50, () => webhook(mode === 'unmatched' ? 'Oi, qual o prazo de entrega?' : undefined));
+          const run = profiled ? await profiledWindow(servicePid, profile!, profiled, load) : await load();
           const drainMs = await drained(db, keyA.workspaceId);
           const perWebhook = (ms: number) => (ms * 1000) / Math.max(1, run.done);
           const [cpuUs, pgUs] = [perWebhook(groupCpuMs(servicePid) - cpu0), perWebhook(pidsCpuMs(postgres) - pg0)];
@@ -320,36 +303,37 @@ async function main(): Promise<void> {
       await probe.query('listen events_added');
 
       const inlineBefore = await inlineRuns(service.base);
-      if (profile) await startProfile(servicePid, profile);
       const tag = `lat${stamp}`;
       const total = Math.round(rate * latencySeconds);
       const sentAt = new Map<number, number>();
       const answers: number[] = [];
       let errors = 0;
       let lateness = 0;
-      const start = performance.now() + 100;
       const pending: Array<Promise<void>> = [];
-      for (let i = 0; i < total; i++) {
-        const due = start + (i * 1000) / rate;
-        const wait = due - performance.now();
-        if (wait > 0) await sleep(wait);
-        lateness = Math.max(lateness, performance.now() - due);
-        const r = webhook(`Oi, quero saber do meu pedido ${tag}-${i}`);
-        const sent = Date.now();
-        sentAt.set(i, sent);
-        pending.push(
-          post(r.url, r.body, r.headers).then((answer) => {
-            if (answer.status >= 200 && answer.status < 300) answers.push(Date.now() - sent);
-            else errors++;
-          }),
-        );
-      }
-      await Promise.all(pending);
-      await drained(db, keyA.workspaceId);
+      const paced = async () => {
+        const start = performance.now() + 100;
+        for (let i = 0; i < total; i++) {
+          const due = start + (i * 1000) / rate;
+          const wait = due - performance.now();
+          if (wait > 0) await sleep(wait);
+          lateness = Math.max(lateness, performance.now() - due);
+          const r = webhook(`Oi, quero saber do meu pedido ${tag}-${i}`);
+          const sent = Date.now();
+          sentAt.set(i, sent);
+          pending.push(
+            post(r.url, r.body, r.headers).then((answer) => {
+              if (answer.status >= 200 && answer.status < 300) answers.push(Date.now() - sent);
+              else errors++;
+            }),
+          );
+        }
+        await Promise.all(pending);
+        await drained(db, keyA.workspaceId);
+      };
       if (profile) {
-        await stopProfile(servicePid, profile, profile);
+        await profiledWindow(servicePid, profile, profile, paced);
         note(`CPU profile of the service over run (1): ${profile} (npx tsx bench/profile.ts ${profile})`);
-      }
+      } else await paced();
       await sleep(500);
       const inlineAfter = await inlineRuns(service.base);
       const ranBy = (outcome: string) => (inlineAfter.get(outcome) ?? 0) - (inlineBefore.get(outcome) ?? 0);

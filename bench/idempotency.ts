@@ -7,15 +7,18 @@
 // bench/results/runs/idempotency-<stamp>.md (bench/results/ with BENCH_KEEP=1, or BENCH_RESULTS_DIR).
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
+import path from 'node:path';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { sql } from 'kysely';
 import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, pidsWakeups, postgresPids } from './lib/cpu.js';
 import { makeWorkDir, runLoad, type LoadSpec } from './lib/load.js';
 import { stopAll, stopProcess } from './lib/processes.js';
-import { benchDatabase, durationS, log, startBenchService, stamp, writeReport } from './lib/service-bench.js';
+import { benchDatabase, durationS, log, profiledWindow, startBenchService, stamp, writeReport } from './lib/service-bench.js';
 
 const rounds = Number(process.env.BENCH_ROUNDS || 3);
+/** BENCH_IDEMPOTENCY_PROFILE=<prefix>: CPU profiles of the service over the last round, <prefix>-plain.cpuprofile and <prefix>-key.cpuprofile. */
+const profile = process.env.BENCH_IDEMPOTENCY_PROFILE ? path.resolve(process.env.BENCH_IDEMPOTENCY_PROFILE) : undefined;
 const connections = Number(process.env.BENCH_CONNECTIONS || 50);
 
 const median = (values: number[]): number => {
@@ -30,7 +33,12 @@ async function main(): Promise<void> {
   try {
     await migrateToLatest(db);
     const key = await provision(db, { plan: 'enterprise', scopes: [...SCOPES], workspaceName: 'Bench idempotency' });
-    const service = await startBenchService('idempotency', { DATABASE_URL: databaseUrl });
+    const hookOutput = profile && `${profile}.hook.cpuprofile`;
+    const service = await startBenchService(
+      'idempotency',
+      { DATABASE_URL: databaseUrl, ...(hookOutput && { BENCH_CPU_PROFILE: hookOutput }) },
+      hookOutput ? ['--import', './bench/cpu-profile-hook.ts'] : [],
+    );
     const spec = (withKey: boolean, d: number): LoadSpec => ({
       url: `${service.base}/v1/contacts`,
       method: 'POST',
@@ -62,7 +70,9 @@ async function main(): Promise<void> {
           pidsWakeups(own),
           machineCpuMs(),
         ];
-        const result = await runLoad(spec(kind === 'key', durationS), workDir);
+        const load = () => runLoad(spec(kind === 'key', durationS), workDir);
+        const result =
+          hookOutput && round === rounds ? await profiledWindow(service.child.pid!, hookOutput, `${profile}-${kind}.cpuprofile`, load) : await load();
         const perRequest = (ms: number) => ((ms * 1000) / result.requests).toFixed(0);
         const machine1 = machineCpuMs();
         const cpu = `CPU µs a request: service ${perRequest(groupCpuMs(service.child.pid!) - service0)}, PostgreSQL ${perRequest(pidsCpuMs(postgres) - postgres0)} (the service's backends ${perRequest(pidsCpuMs(own) - own0)}, ${((pidsWakeups(own) - wakeups0) / result.requests).toFixed(2)} wake-ups), machine ${perRequest(machine1.busy - machine0.busy)}`;
@@ -89,7 +99,6 @@ async function main(): Promise<void> {
   const machine = `${connections} connections, ${durationS} s a run, ${rounds} rounds, ${os.cpus().length} cores, load average at the end ${loadAverage().toFixed(1)}`;
   writeReport('idempotency', `# Idempotency bench ${stamp}\n\n${machine}\n\n${table}\n`);
 }
-
 
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench:idempotency failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -29,7 +29,7 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { sleep, stopAll, stopProcess } from './lib/processes.js';
-import { agent, benchDatabase, durationS, fullSpeed, log, post, stamp, startBenchService } from './lib/service-bench.js';
+import { agent, benchDatabase, durationS, fullSpeed, log, post, profiledWindow, stamp, startBenchService } from './lib/service-bench.js';
 import { groupCpuMs, pidsCpuMs, postgresPids } from './lib/cpu.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 2);
@@ -105,15 +105,7 @@ try {
   /** Runs `load` under the service's CPU profiler when `name` is given; the profile goes to <prefix>-<name>.cpuprofile. */
   const profiled = async <T>(name: string | undefined, load: () => Promise<T>): Promise<T> => {
     if (!profileFile || !name) return load();
-    const pid = service.child.pid!;
-    fs.rmSync(profileFile, { force: true });
-    fs.rmSync(`${profileFile}.started`, { force: true });
-    process.kill(pid, 'SIGUSR2');
-    for (let i = 0; i < 100 && !fs.existsSync(`${profileFile}.started`); i++) await sleep(50);
-    const result = await load();
-    process.kill(pid, 'SIGUSR2');
-    for (let i = 0; i < 300 && !fs.existsSync(profileFile); i++) await sleep(100);
-    fs.renameSync(profileFile, `${profile}-${name}.cpuprofile`);
+    const result = await profiledWindow(service.child.pid!, profileFile, `${profile}-${name}.cpuprofile`, load);
     log(`CPU profile: ${profile}-${name}.cpuprofile`);
     return result;
   };

@@ -142,3 +142,20 @@ export async function startBenchService(name: string, env: NodeJS.ProcessEnv, no
   }
   return { ...started, base };
 }
+
+/**
+ * Runs `load` under the service's CPU profiler (the service started with
+ * `--import ./bench/cpu-profile-hook.ts` and BENCH_CPU_PROFILE=`output`), and moves the profile of
+ * that window alone to `to` (bench/profile.ts reads it).
+ */
+export async function profiledWindow<T>(pid: number, output: string, to: string, load: () => Promise<T>): Promise<T> {
+  fs.rmSync(output, { force: true });
+  fs.rmSync(`${output}.started`, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 100 && !fs.existsSync(`${output}.started`); i++) await sleep(50);
+  const result = await load();
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 300 && !fs.existsSync(output); i++) await sleep(100);
+  if (to !== output) fs.renameSync(output, to);
+  return result;
+}

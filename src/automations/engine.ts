@@ -26,7 +26,7 @@ import type { QueueHandler } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { metrics } from '../metrics/registry.js';
 import { recordRun } from '../services/automation-runs.js';
-import { withDefaults, type Settings } from '../services/settings.js';
+import { settingsToRead, type Settings } from '../services/settings.js';
 import { ActionsNeedSavepoints, applyActions, MAX_AUTOMATION_MESSAGES, type RunBudget, type RunTarget } from './actions.js';
 import { conditionsHold, type ConditionContext } from './conditions.js';
 import { prepareAll, timerAutomation, type PreparedAutomation } from './prepared.js';
@@ -91,23 +91,27 @@ function claimLostOr(err: unknown): unknown {
  * its thread or contact over the records as the run found them, loaded once, and again only after
  * an automation acted: each sees the changes of those before it (carryChanges).
  */
-async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Settings): Promise<boolean> {
+async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Readonly<Settings>): Promise<boolean> {
   let recorded = false;
   let records: Facts | undefined;
   let seen: Facts | undefined;
   let stale = true;
   let computingSince = performance.now();
+  // The context the conditions see: made again when the records changed or time passed (a yield).
+  let context: ConditionContext | undefined;
   for (const automation of automations) {
     if (performance.now() - computingSince > YIELD_AFTER_MS) {
       await yieldToLoop();
       computingSince = performance.now();
+      context = undefined;
     }
     if (stale) {
       const now = records === undefined ? (trigger.first ?? (await trigger.facts())) : await trigger.facts();
       seen = now && (records === undefined || seen === undefined ? { ...now, ...trigger.event } : carryChanges(seen, records, now));
       records = now;
+      context = undefined;
     }
-    const context = seen && withHours(seen, settings, new Date());
+    context ??= seen && withHours(seen, settings, new Date());
     const outcome = await runOne(trx, workspaceId, automation, trigger, context);
     recorded ||= outcome.recorded;
     if (outcome.stop) return recorded;
@@ -133,8 +137,8 @@ const NOTHING: Outcome = { recorded: false, acted: false, stop: false };
  * the loop guard or with its actions applied.
  */
 async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomation, trigger: Trigger, context: ConditionContext | undefined): Promise<Outcome> {
-  const now = new Date();
   if (!context || !conditionsHold(automation.conditions, context)) return NOTHING;
+  const now = new Date();
   const looping = trigger.chain.length >= MAX_CAUSATION_DEPTH || trigger.chain.includes(automation.id) || trigger.budget.runs <= 0;
   if (!looping) trigger.budget.runs--;
   const run: AutomationRun = {
@@ -215,7 +219,7 @@ export async function runStartedEvent(
     event: eventFacts(payload.trigger, object, start.metric),
     savepoints,
   };
-  return runAll(trx, workspaceId, automations, trigger, withDefaults(start.settings));
+  return runAll(trx, workspaceId, automations, trigger, settingsToRead(start.settings));
 }
 
 /**
@@ -256,7 +260,7 @@ export async function runIdleAutomation(db: Db, job: Job<'automation-idle'>): Pr
           first: start.context && factsOf(start.context, undefined),
           savepoints,
         },
-        withDefaults(start.settings),
+        settingsToRead(start.settings),
       );
     }
     await finish(trx, job);

@@ -24,7 +24,22 @@ const LOAD_BATCH = 8;
 const cache = new Map<string, { prepared: PreparedAutomation; bytes: number; fits?: boolean }>();
 let cachedBytes = 0;
 
-const versionKey = (id: string, updatedAt: Date | string): string => `${id}@${new Date(updatedAt).getTime()}`;
+/** A version's time as JSON text, parsed once (an event's run lists every enabled automation's version): bounded, cleared when full. */
+const parsedTimes = new Map<string, number>();
+const MAX_PARSED_TIMES = 10_000;
+
+function timeOf(updatedAt: Date | string): number {
+  if (updatedAt instanceof Date) return updatedAt.getTime();
+  let time = parsedTimes.get(updatedAt);
+  if (time === undefined) {
+    time = new Date(updatedAt).getTime();
+    if (parsedTimes.size >= MAX_PARSED_TIMES) parsedTimes.clear();
+    parsedTimes.set(updatedAt, time);
+  }
+  return time;
+}
+
+const versionKey = (id: string, updatedAt: Date | string): string => `${id}@${timeOf(updatedAt)}`;
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -51,7 +66,8 @@ export function prepare(automation: RunnableAutomation): PreparedAutomation {
  * since is left out) and compiled one at a time between yields.
  */
 export async function prepareAll(db: Db, workspaceId: string, versions: readonly AutomationVersion[]): Promise<PreparedAutomation[]> {
-  const missing = versions.filter((v) => !cache.has(versionKey(v.id, v.updated_at))).map((v) => v.id);
+  const keys = versions.map((v) => versionKey(v.id, v.updated_at));
+  const missing = versions.filter((_, i) => !cache.has(keys[i]!)).map((v) => v.id);
   const loaded = new Map<string, PreparedAutomation>();
   for (let i = 0; i < missing.length; i += LOAD_BATCH) {
     const rows = await loadRunnableAutomations(db, workspaceId, missing.slice(i, i + LOAD_BATCH));
@@ -60,8 +76,8 @@ export async function prepareAll(db: Db, workspaceId: string, versions: readonly
       await yieldToLoop();
     }
   }
-  return versions.flatMap((v) => {
-    const prepared = loaded.get(v.id) ?? cache.get(versionKey(v.id, v.updated_at))?.prepared;
+  return versions.flatMap((v, i) => {
+    const prepared = loaded.get(v.id) ?? cache.get(keys[i]!)?.prepared;
     return prepared ? [prepared] : [];
   });
 }

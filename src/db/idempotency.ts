@@ -1,5 +1,5 @@
 // The stored results of POSTs sent with an Idempotency-Key (kept 24 hours).
-import { sql, type Transaction } from 'kysely';
+import { CompiledQuery, sql, type Transaction } from 'kysely';
 import type { Db } from './database.js';
 import { readWithNext, runAtCommit, type ReadWithNext } from './pg-driver.js';
 import type { Database } from './schema.js';
@@ -48,14 +48,17 @@ const HELD_ELSEWHERE = 'idempotency key held by another transaction';
 
 type LookupRow = { locked: boolean } & { [K in keyof StoredResult]: StoredResult[K] | null };
 
-const lookupStatement = (scope: IdempotencyScope) => sql<LookupRow>`
-    select cast(case when pg_try_advisory_xact_lock(hashtextextended(${`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`}, 7)) then 'true'
-                     else ${sql.lit(HELD_ELSEWHERE)} end as boolean) as locked,
+/** The lookup's fixed text (compiled once, prepared once per connection). $1 the lock's key, $2 workspace, $3 API key, $4 the key. */
+const LOOKUP = `
+    select cast(case when pg_try_advisory_xact_lock(hashtextextended($1, 7)) then 'true' else '${HELD_ELSEWHERE}' end as boolean) as locked,
            k.method, k.path, k.body_sha256 as "bodySha256", k.status, k.response, k.response_sealed as "responseSealed"
       from (select 1) as one
       left join idempotency_keys k
-        on k.workspace_id = ${scope.workspaceId} and k.api_key_id = ${scope.apiKeyId} and k.key = ${scope.key}
-       and k.created_at > now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`;
+        on k.workspace_id = $2 and k.api_key_id = $3 and k.key = $4
+       and k.created_at > now() - interval '${IDEMPOTENCY_TTL_HOURS} hours'`;
+
+const lookupStatement = (scope: IdempotencyScope): CompiledQuery =>
+  CompiledQuery.raw(LOOKUP, [`${scope.workspaceId}/${scope.apiKeyId}/${scope.key}`, scope.workspaceId, scope.apiKeyId, scope.key]);
 
 const isHeldElsewhere = (err: unknown): boolean => {
   const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
@@ -88,9 +91,9 @@ async function answerOf(rows: Promise<LookupRow[]>): Promise<KeyAnswer> {
  * the two is not seen here, and storeResult then finds its result in the way.
  */
 export async function lockAndFindResult(trx: Transaction<Database>, scope: IdempotencyScope, { withNext = false } = {}): Promise<KeyLookup> {
-  const compiled = lookupStatement(scope).compile(trx);
+  const compiled = lookupStatement(scope);
   const known = (answer: KeyAnswer): KeyLookup => ({ known: answer, answer: () => Promise.resolve(answer) });
-  if (!withNext) return known(await answerOf(trx.executeQuery(compiled).then((result) => result.rows)));
+  if (!withNext) return known(await answerOf(trx.executeQuery<LookupRow>(compiled).then((result) => result.rows)));
   let read: ReadWithNext<LookupRow>;
   try {
     read = await readWithNext<LookupRow>(trx, compiled);
@@ -109,21 +112,23 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
  * commit, with a unique violation: isResultInTheWay says so; roll back and look again.
  */
 export async function storeResult(trx: Transaction<Database>, scope: IdempotencyScope, result: StoredResult): Promise<void> {
-  await runAtCommit(
-    trx,
-    sql`
+  const parameters = [scope.workspaceId, scope.apiKeyId, scope.key, result.method, result.path, result.bodySha256, result.status, result.response, result.responseSealed];
+  await runAtCommit(trx, { compile: () => CompiledQuery.raw(STORE, parameters) });
+}
+
+/**
+ * The store's fixed text. $1 workspace, $2 API key, $3 the key, $4 method, $5 path, $6 the body's
+ * SHA-256, $7 status, $8 response, $9 sealed.
+ */
+const STORE = `
     with expired as (
       delete from idempotency_keys
-       where workspace_id = ${scope.workspaceId} and api_key_id = ${scope.apiKeyId} and key = ${scope.key}
-         and created_at <= now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})
+       where workspace_id = $1 and api_key_id = $2 and key = $3 and created_at <= now() - interval '${IDEMPOTENCY_TTL_HOURS} hours'
       returning 1
     )
     insert into idempotency_keys (workspace_id, api_key_id, key, method, path, body_sha256, status, response, response_sealed)
-    select ${scope.workspaceId}::uuid, ${scope.apiKeyId}::uuid, ${scope.key}, ${result.method}, ${result.path}, ${result.bodySha256}, ${result.status}::smallint, ${result.response},
-           ${result.responseSealed}::boolean
-      from (select count(*) from expired) as cleared`,
-  );
-}
+    select $1::uuid, $2::uuid, $3, $4, $5, $6, $7::smallint, $8, $9::boolean
+      from (select count(*) from expired) as cleared`;
 
 /** The error of a store that found a fresh result under its key (see storeResult). */
 export function isResultInTheWay(err: unknown): boolean {

@@ -36,6 +36,14 @@ export function withDefaults(stored: Partial<Settings>): Settings {
 }
 
 /**
+ * Every key for reading only (a run's business hours): the workspace's own keys over the frozen
+ * defaults, nothing copied (withDefaults' deep copy cost an automation run more than its conditions).
+ */
+export function settingsToRead(stored: Partial<Settings>): Readonly<Settings> {
+  return Object.keys(stored).length === 0 ? DEFAULT_SETTINGS : { ...DEFAULT_SETTINGS, ...stored };
+}
+
+/**
  * The workspace's settings, defaults included: one indexed read, no write. Load them once, then ask
  * isBusinessHours (src/business-hours.ts) or read `nps` as often as needed.
  */
