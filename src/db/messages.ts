@@ -243,9 +243,11 @@ const INBOUND_CONTEXT = `
            (select c.id from contacts c where c.workspace_id = $1 and c.phone in ($3::text, $7::text, $8::text)
              order by c.phone = $4::text desc, c.id limit 1) as by_phone
   ), sender as (
+    -- The id as a value (an init plan), not a join: the contact is then read by its key whatever
+    -- the statistics say (with stale ones the planner joined every contact of the workspace).
     select c.id, c.phone, c.whatsapp_user_id, c.whatsapp_username
-      from contacts c, found f
-     where c.workspace_id = $1 and c.id = coalesce(f.by_bsuid, f.by_phone) and c.erased_at is null
+      from contacts c
+     where c.workspace_id = $1 and c.id = (select coalesce(f.by_bsuid, f.by_phone) from found f) and c.erased_at is null
        for key share of c
   )
   select exists (select 1 from messages m where m.workspace_id = $1 and m.channel_id = $5 and m.external_id = $6::text) as duplicate,
