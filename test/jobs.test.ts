@@ -20,7 +20,7 @@ import {
   type Job,
 } from '../src/jobs/queue.js';
 import { batcher } from '../src/jobs/batch.js';
-import { startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
+import { ABORTED_JOBS_WAIT_MS, startWorker, type JobResult, type QueueHandler } from '../src/jobs/worker.js';
 import { createLogger } from '../src/logger.js';
 import { LEVEL, LogCapture, waitFor } from './helpers/processes.js';
 import { databaseUrl, openDatabase } from './helpers/server.js';
@@ -449,6 +449,38 @@ describe('the worker', () => {
     await worker.stop(AbortSignal.timeout(100));
 
     expect(await storedJobs(queue)).toEqual([expect.objectContaining({ locked_by: null, locked_until: null, attempts: 0 })]);
+  });
+
+  it('when it stops with a job that ignores its abort, then the stop ends soon after its deadline and leaves the job to its lease', async () => {
+    const queue = queueName();
+    let started = false;
+    let release: () => void = () => {};
+    const worker = startWorker(
+      handler(queue, () => {
+        started = true;
+        // The scenario: a job stuck on something its abort signal does not reach.
+        return new Promise<JobResult>((resolve) => (release = () => resolve({ kind: 'done' })));
+      }),
+      { ...options, db, leaseMs: 1_500 },
+    );
+    await enqueueJob(db, { workspaceId, queue, payload: {} });
+    await waitFor('running', () => started);
+
+    const stopping = Date.now();
+    await worker.stop(AbortSignal.timeout(100));
+    const took = Date.now() - stopping;
+    // The job ends after the stop: its outcome is not recorded (the lease decides who runs it).
+    release();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+
+    expect(took).toBeGreaterThanOrEqual(100 + ABORTED_JOBS_WAIT_MS - 50);
+    expect(took).toBeLessThan(100 + ABORTED_JOBS_WAIT_MS + 2_000);
+    const [stored] = await storedJobs(queue);
+    expect(stored).toEqual(expect.objectContaining({ attempts: 1, locked_by: expect.any(String) }));
+    // Not renewed since the stop: the lease runs out, and another worker may claim the job.
+    const { jobs } = await claimJobs(db, { queue, workerId: 'next', limit: 1, leaseMs: 60_000 });
+    expect(jobs).toEqual([]);
+    await waitFor('the lease ran out', async () => (await claimJobs(db, { queue, workerId: 'next', limit: 1, leaseMs: 60_000 })).jobs.length === 1, 5_000);
   });
 
   it('when it stops with a job that finishes within the deadline, then the job is finished, not released', async () => {

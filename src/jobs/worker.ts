@@ -104,6 +104,13 @@ const FINISH_GATHER_MS = 2;
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * How long a stop waits, past its deadline, for the jobs it aborted. A job that ignores its abort
+ * (stuck on something the signal does not reach) would otherwise hold the process's stop forever:
+ * it is left to its lease instead, no longer renewed, and another instance takes it when it runs out.
+ */
+export const ABORTED_JOBS_WAIT_MS = 2_000;
+
+/**
  * The worker's wake-up: poke() ends the current nap at once, or the next one if none runs (a poke
  * during a claim is not lost). Plain callbacks: an AbortController's abort() builds a DOMException,
  * with its stack, on every notification and finished job.
@@ -381,7 +388,13 @@ export function startWorker<Q extends string>(handler: QueueHandler<Q>, options:
       await Promise.race([all, timedOut]);
       if (inFlight.size > 0) {
         for (const entry of inFlight.values()) entry.abort.abort();
-        await all;
+        const ended = await Promise.race([all.then(() => true), delay(ABORTED_JOBS_WAIT_MS).then(() => false)]);
+        if (!ended) {
+          // Their outcomes, should they ever come, are not recorded: the lease decides who runs them.
+          for (const entry of inFlight.values()) entry.lost = true;
+          stopRenewing();
+          log.warn({ jobIds: [...inFlight.keys()] }, 'jobs ignored their abort; left to their leases');
+        }
       }
     },
   };
