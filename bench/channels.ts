@@ -10,7 +10,6 @@
 // (whose delivery job, run by the same process, is counted with it); BENCH_CHANNELS_PROFILE=<file>
 // writes a CPU profile of the service over the first round's webhooks (bench/profile.ts reads it).
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
@@ -20,12 +19,12 @@ import { NO_WORKSPACE } from '../src/jobs/recurring.js';
 import { provision, SCOPES } from '../src/provisioning.js';
 import { GraphDouble, metaSignature, sentAnswer, whatsappDelivery, whatsappText } from '../test/helpers/graph.js';
 import { freePort, httpStatus, sleep, startProcess, stopAll, stopProcess } from './lib/processes.js';
-import { agent, benchDatabase, durationS, fullSpeed, log, ms, pct, post, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
+import { agent, benchDatabase, durationS, fullSpeed, log, ms, pct, post, profiledWindow, redisUrl, ROOT, stamp, writeReport } from './lib/service-bench.js';
 
 /** The template of a recorded Graph send request, as the bench reads it. */
 const templateOf = (body: unknown) =>
   (body as { template?: { name?: string; components?: Array<{ parameters?: Array<{ text: string }> }> } } | undefined)?.template;
-import { groupCpuMs, loadAverage, machineCpuMs } from './lib/cpu.js';
+import { groupCpuMs, loadAverage, machineCpuMs, pidsCpuMs, postgresPids } from './lib/cpu.js';
 
 const concurrency = process.env.BENCH_DELIVERY_CONCURRENCY || '64';
 /** Which measurements to run (default all): inbound, fixed, outbound, backlog. */
@@ -137,14 +136,16 @@ async function main(): Promise<void> {
     await fullSpeed(2, 20, () => outbound());
     if (only.has('inbound')) {
       const servicePid = service.child.pid!;
-      /** A closed-loop run with the service's CPU (µs) per answered request. */
+      /** A closed-loop run with the service's and PostgreSQL's CPU (µs) per answered request. */
       const measured = async (next: Parameters<typeof fullSpeed>[2]) => {
-        const cpu0 = groupCpuMs(servicePid);
+        const postgres = postgresPids();
+        const [cpu0, pg0] = [groupCpuMs(servicePid), pidsCpuMs(postgres)];
         const run = await fullSpeed(durationS, 50, next);
-        return { ...run, cpuUs: ((groupCpuMs(servicePid) - cpu0) * 1000) / Math.max(1, run.rps * durationS) };
+        const perRequest = (ms: number) => (ms * 1000) / Math.max(1, run.rps * durationS);
+        return { ...run, cpuUs: perRequest(groupCpuMs(servicePid) - cpu0), pgUs: perRequest(pidsCpuMs(postgres) - pg0) };
       };
-      const inboundRuns: Array<{ rps: number; cpuUs: number }> = [];
-      const messageRuns: Array<{ rps: number; cpuUs: number }> = [];
+      const inboundRuns: Array<{ rps: number; cpuUs: number; pgUs: number }> = [];
+      const messageRuns: Array<{ rps: number; cpuUs: number; pgUs: number }> = [];
       const load0 = loadAverage();
       /** The service's CPU ms a second with no request (its timers, polls and recurring jobs), over the pauses between runs. */
       const idle = { ms: 0, s: 0 };
@@ -158,15 +159,8 @@ async function main(): Promise<void> {
       for (let round = 0; round < 2; round++) {
         messageRuns.push(await measured(() => outbound()));
         await pause();
+        inboundRuns.push(profile && round === 0 ? await profiledWindow(servicePid, profile, profile, () => measured(webhook)) : await measured(webhook));
         if (profile && round === 0) {
-          fs.rmSync(profile, { force: true });
-          process.kill(servicePid, 'SIGUSR2');
-          for (let i = 0; i < 100 && !fs.existsSync(`${profile}.started`); i++) await sleep(50);
-        }
-        inboundRuns.push(await measured(webhook));
-        if (profile && round === 0) {
-          process.kill(servicePid, 'SIGUSR2');
-          for (let i = 0; i < 300 && !fs.existsSync(profile); i++) await sleep(100);
           notes.push(
             `CPU profile of the service over round 1's webhooks: ${profile} (npx tsx bench/profile.ts ${profile} ${Math.round(inboundRuns[0]!.rps * durationS)})`,
           );
@@ -178,12 +172,13 @@ async function main(): Promise<void> {
       const mean = (list: Array<{ cpuUs: number }>) => list.reduce((sum, r) => sum + r.cpuUs, 0) / list.length;
       const inboundCpu = mean(inboundRuns);
       const messagesCpu = mean(messageRuns);
-      const runs = (list: Array<{ rps: number; cpuUs: number }>) => list.map((r) => `${r.rps.toFixed(0)}/s ${r.cpuUs.toFixed(0)} µs`).join(', ');
+      const runs = (list: Array<{ rps: number; cpuUs: number; pgUs: number }>) =>
+        list.map((r) => `${r.rps.toFixed(0)}/s ${r.cpuUs.toFixed(0)} µs (PostgreSQL ${r.pgUs.toFixed(0)} µs)`).join(', ');
       const idleMsPerS = idle.ms / idle.s;
       /** CPU a request less the service's idle CPU over the run (which weighs on each request the more, the lower the rate). */
       const net = (list: Array<{ rps: number; cpuUs: number }>) => mean(list.map((r) => ({ cpuUs: r.cpuUs - (idleMsPerS * 1000) / r.rps })));
       const cpuNote =
-        `full speed (rate, service CPU a request): signed webhooks ${runs(inboundRuns)}; POST /v1/messages ${runs(messageRuns)}; ` +
+        `full speed (rate, service CPU a request, PostgreSQL's): signed webhooks ${runs(inboundRuns)}; POST /v1/messages ${runs(messageRuns)}; ` +
         `the service idle: ${idleMsPerS.toFixed(1)} ms of CPU a second, so net of idle ${net(inboundRuns).toFixed(0)} µs a signed webhook, ` +
         `${net(messageRuns).toFixed(0)} µs a POST /v1/messages; load average ${load0.toFixed(1)} -> ${loadAverage().toFixed(1)}`;
       log(cpuNote);
