@@ -199,6 +199,33 @@ describe('claiming', () => {
     expect(none).toEqual({ jobs: [], nextRunAt: later, leftBehind: false });
   });
 
+  it.skipIf(!databaseUrl)(
+    "when a job commits after the claim's statement began, then the claim takes it, though the statement's own reads do not see it",
+    async () => {
+      const queue = queueName();
+      const lock = [33, Math.floor(Math.random() * 2 ** 31)] as const;
+      await db.connection().execute(async (holder) => {
+        await sql`select pg_advisory_lock(${lock[0]}, ${lock[1]})`.execute(holder);
+        // The statement's snapshot is taken as it starts; it then waits for the lock before calling claim_jobs.
+        const claiming = sql<{ id: string | null; seen: number }>`
+        select (c.job).id, (select count(*)::int from jobs where queue = ${queue}) as seen
+          from (select pg_advisory_xact_lock(${lock[0]}, ${lock[1]}) as locked, ${queue}::text as queue offset 0) s,
+               lateral claim_jobs(s.queue, 'w1', 1, 60000, null, null, 1, 1) c`.execute(db);
+        await waitFor('the claim to wait for the lock', async () => {
+          const { rows } = await sql<{ waiting: boolean }>`
+          select exists (select 1 from pg_locks where locktype = 'advisory' and not granted and classid = ${lock[0]} and objid = ${lock[1]}) as waiting`.execute(
+            holder,
+          );
+          return rows[0]!.waiting;
+        });
+        const id = await enqueueJob(holder, { workspaceId, queue, payload: {}, runAt: new Date(Date.now() - 60_000) });
+        await sql`select pg_advisory_unlock(${lock[0]}, ${lock[1]})`.execute(holder);
+
+        expect((await claiming).rows).toEqual([{ id, seen: 0 }]);
+      });
+    },
+  );
+
   it.skipIf(!databaseUrl)('when 8 claimers race over 200 jobs of 20 keys, then no job is claimed twice and no key runs two at once', async () => {
     const queue = queueName();
     for (let i = 0; i < 200; i++) await enqueueJob(db, { workspaceId, queue, orderingKey: `k${i % 20}`, payload: { i } });

@@ -8,6 +8,7 @@ import { createDatabase, type Db } from '../src/db/database.js';
 import { migrateToLatest, migrations } from '../src/db/migrate.js';
 import { countNpsGroups } from '../src/db/nps-groups.js';
 import { countNpsAnswers } from '../src/db/threads.js';
+import { claimJobs, enqueueJob } from '../src/jobs/queue.js';
 import { parseInstant } from '../src/time.js';
 import { databaseUrl } from './helpers/server.js';
 import { entryArgs } from './build.js';
@@ -74,6 +75,7 @@ const ALL_MIGRATIONS = [
   '0029_conversation',
   '0030_stream_consumer',
   '0032_response_time_rollups',
+  '0033_claim_jobs_plan_cached',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -437,6 +439,58 @@ describe('migrations', () => {
 
         expect((await migrator.migrateTo('0025_automation_bounds')).error).toBeUndefined();
         expect(await columns()).toEqual([]);
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0033_claim_jobs_plan_cached', () => {
+    it("when a database at 0032 is migrated, then claim_jobs is PL/pgSQL with the same options and claims, and going back restores 0008's function exactly", async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      const claimFunction = async () =>
+        (
+          await sql<{ language: string; config: string[]; definition: string }>`
+            select l.lanname as language, p.proconfig as config, pg_get_functiondef(p.oid) as definition
+              from pg_proc p join pg_language l on l.oid = p.prolang where p.proname = 'claim_jobs'`.execute(db)
+        ).rows;
+      /** Adds a job to a queue of its own and claims it, with a group allowance: the job's id and the claim. */
+      const claimOne = async (queue: string) => {
+        const id = await enqueueJob(db, { workspaceId: workspace, queue, payload: { to: 'a' } });
+        const claim = await claimJobs(db, { queue, workerId: 'w', limit: 1, leaseMs: 60_000, groups: { field: 'to', allowance: { a: 1 }, otherwise: 0 } });
+        return { expected: id, claim };
+      };
+      const workspace = '01900000-0000-7000-8000-000000000033';
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0032_response_time_rollups')).error).toBeUndefined();
+        await sql`insert into workspaces (id, name) values (${workspace}, 'Loja')`.execute(db);
+        const before = await claimFunction();
+
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0033_claim_jobs_plan_cached')));
+        const cached = await claimOne('after-0033');
+        expect(await claimFunction()).toEqual([
+          {
+            language: 'plpgsql',
+            config: ['enable_bitmapscan=off', 'enable_seqscan=off', 'plan_cache_mode=force_generic_plan'],
+            definition: expect.stringContaining('RETURNS TABLE(job jobs, left_behind boolean, next_run_at timestamp with time zone)'),
+          },
+        ]);
+        expect(cached.claim).toEqual({
+          jobs: [expect.objectContaining({ id: cached.expected, locked_by: 'w', attempts: 1 })],
+          nextRunAt: undefined,
+          leftBehind: false,
+        });
+
+        expect((await migrator.migrateTo('0032_response_time_rollups')).error).toBeUndefined();
+        const restored = await claimOne('back-at-0032');
+        expect(before).toEqual([{ language: 'sql', config: ['enable_bitmapscan=off', 'enable_seqscan=off'], definition: expect.any(String) }]);
+        expect(await claimFunction()).toEqual(before);
+        expect(restored.claim).toEqual({
+          jobs: [expect.objectContaining({ id: restored.expected, locked_by: 'w', attempts: 1 })],
+          nextRunAt: undefined,
+          leftBehind: false,
+        });
       } finally {
         await db.destroy();
       }

@@ -32,6 +32,7 @@ import * as m0028 from './migrations/0028_service_levels.js';
 import * as m0029 from './migrations/0029_conversation.js';
 import * as m0030 from './migrations/0030_stream_consumer.js';
 import * as m0032 from './migrations/0032_response_time_rollups.js';
+import * as m0033 from './migrations/0033_claim_jobs_plan_cached.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -65,6 +66,7 @@ export const migrations: Record<string, Migration> = {
   '0029_conversation': m0029,
   '0030_stream_consumer': m0030,
   '0032_response_time_rollups': m0032,
+  '0033_claim_jobs_plan_cached': m0033,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -298,7 +298,8 @@ const CLAIMED: ClaimedJobColumns = {
 /**
  * Claims up to `limit` due jobs of `queue` for `workerId` until `leaseMs` from now, and counts the
  * attempt, in one statement (the claim_jobs function of migration 0008, which says what is due and
- * why the planner is told to read jobs_due_idx in order). A key's jobs run one at a time, in order,
+ * why the planner is told to read jobs_due_idx in order; PL/pgSQL since 0033, so that each
+ * connection plans it once). A key's jobs run one at a time, in order,
  * across every instance; SKIP LOCKED lets concurrent claimers pass over each other's rows. Only the
  * first `limit` due jobs are considered or, with `groups`, the first GROUP_WINDOW (or 4 x limit),
  * each group's within its allowance: finding a due job can mean passing over many that wait behind
