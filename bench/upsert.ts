@@ -112,7 +112,6 @@ async function main(): Promise<void> {
   writeReport('upsert', `# Upsert bench ${stamp}\n\n${machine}\n\n${table}\n`);
 }
 
-
 main().catch(async (err: unknown) => {
   process.stderr.write(`bench:upsert failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   await stopAll();

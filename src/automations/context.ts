@@ -93,7 +93,10 @@ export function carryChanges(seen: Facts, before: Facts, after: Facts): Facts {
 }
 
 /** The context of `facts` at `now`: whether it is inside the workspace's business hours, in its time zone. */
-export const withHours = (facts: Facts, settings: Readonly<Settings>, now: Date): ConditionContext => ({ ...facts, businessHours: isBusinessHours(settings, now) });
+export const withHours = (facts: Facts, settings: Readonly<Settings>, now: Date): ConditionContext => ({
+  ...facts,
+  businessHours: isBusinessHours(settings, now),
+});
 
 /** The dry run's context: the thread now, its latest inbound message. */
 export async function loadThreadContext(db: Db, workspaceId: string, threadId: string, now: Date): Promise<ConditionContext | undefined> {

@@ -91,7 +91,13 @@ function claimLostOr(err: unknown): unknown {
  * its thread or contact over the records as the run found them, loaded once, and again only after
  * an automation acted: each sees the changes of those before it (carryChanges).
  */
-async function runAll(trx: Db, workspaceId: string, automations: readonly PreparedAutomation[], trigger: Trigger, settings: Readonly<Settings>): Promise<boolean> {
+async function runAll(
+  trx: Db,
+  workspaceId: string,
+  automations: readonly PreparedAutomation[],
+  trigger: Trigger,
+  settings: Readonly<Settings>,
+): Promise<boolean> {
   let recorded = false;
   let records: Facts | undefined;
   let seen: Facts | undefined;

@@ -112,7 +112,17 @@ export async function lockAndFindResult(trx: Transaction<Database>, scope: Idemp
  * commit, with a unique violation: isResultInTheWay says so; roll back and look again.
  */
 export async function storeResult(trx: Transaction<Database>, scope: IdempotencyScope, result: StoredResult): Promise<void> {
-  const parameters = [scope.workspaceId, scope.apiKeyId, scope.key, result.method, result.path, result.bodySha256, result.status, result.response, result.responseSealed];
+  const parameters = [
+    scope.workspaceId,
+    scope.apiKeyId,
+    scope.key,
+    result.method,
+    result.path,
+    result.bodySha256,
+    result.status,
+    result.response,
+    result.responseSealed,
+  ];
   await runAtCommit(trx, { compile: () => CompiledQuery.raw(STORE, parameters) });
 }
 
