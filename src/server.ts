@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { createDatabase, type Db } from './db/database.js';
+import { autovacuumOff, createDatabase, type Db } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { ensureDemoKey } from './demo.js';
 import { createLogger, type Logger } from './logger.js';
@@ -53,6 +53,19 @@ async function secretBox(config: Config, db: Db): Promise<SecretBox | undefined>
   return box;
 }
 
+/**
+ * What the operator must hear of the PostgreSQL server at start. The statements are planned on
+ * the tables' statistics, which autovacuum's ANALYZE keeps fresh: without it, lookups of one row
+ * by its key turn into scans of a workspace's rows as the tables grow (README, operations).
+ */
+async function warnOfServerSettings(db: Db, logger: Logger): Promise<void> {
+  if (await autovacuumOff(db)) {
+    logger.warn(
+      "PostgreSQL runs with autovacuum off: the tables' statistics go stale as they grow and lookups turn into scans; turn it on, or run ANALYZE regularly",
+    );
+  }
+}
+
 async function runWorker(config: Config, logger: Logger, migrate: boolean): Promise<void> {
   const db = createDatabase({
     databaseUrl: config.databaseUrl,
@@ -67,6 +80,7 @@ async function runWorker(config: Config, logger: Logger, migrate: boolean): Prom
     const direct = config.databaseDirectUrl ? createDatabase({ databaseUrl: config.databaseDirectUrl, pgliteDir: config.pgliteDir, poolSize: 1 }) : db;
     const applied = await migrateToLatest(direct).finally(() => (direct === db ? undefined : direct.destroy()));
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    await warnOfServerSettings(db, logger);
   }
   // What a killed process was spooling (an upload, a download from Meta) is not left to fill the disk.
   const spoolDir = openMediaStore(config.mediaStore).spoolDir;
@@ -147,6 +161,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<void> {
   const db = createDatabase({ databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, pgliteDir: config.pgliteDir, poolSize: 1 });
   const applied = await migrateToLatest(db);
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  await warnOfServerSettings(db, logger);
   await db.destroy();
   let stopping = false;
   let started = false;

@@ -214,4 +214,41 @@ describe.skipIf(!bin && !process.env.CI)('PostgreSQL restarts under writes (a pr
     },
     START_MS + 90_000,
   );
+
+  it(
+    'when PostgreSQL runs with autovacuum off, then the service says so at start, and not when it runs with it on',
+    async () => {
+      const admin = new pg.Client({ connectionString: postgres.url() });
+      await admin.connect();
+      const database = `sf_vacuum_${Date.now()}`;
+      await admin.query(`create database ${database}`);
+      const startedOn = async (): Promise<Service> => {
+        const service = new Service(await freePort(), { DATABASE_URL: postgres.url(database), REDIS_URL: '' });
+        services.push(service);
+        await service.waitForListening(1);
+        return service;
+      };
+      const warnings = (service: Service) => service.logs.lines.filter((line) => line.level === 40 && String(line.msg).includes('autovacuum off'));
+      try {
+        const withIt = await startedOn();
+        await withIt.kill();
+        await admin.query('alter system set autovacuum = off');
+        await admin.query('select pg_reload_conf()');
+        const without = await startedOn();
+        await without.kill();
+
+        expect(warnings(withIt)).toEqual([]);
+        expect(warnings(without)).toEqual([
+          expect.objectContaining({
+            msg: "PostgreSQL runs with autovacuum off: the tables' statistics go stale as they grow and lookups turn into scans; turn it on, or run ANALYZE regularly",
+          }),
+        ]);
+      } finally {
+        await admin.query('alter system reset autovacuum');
+        await admin.query('select pg_reload_conf()');
+        await admin.end();
+      }
+    },
+    2 * START_MS,
+  );
 });

@@ -105,3 +105,13 @@ export async function isDatabaseReachable(db: Db, timeoutMs = 2_000): Promise<bo
     clearTimeout(timer);
   }
 }
+
+/**
+ * Whether the PostgreSQL server behind `db` runs with autovacuum off. The embedded database is
+ * one process of the service's own, with no autovacuum to run: false.
+ */
+export async function autovacuumOff(db: Db): Promise<boolean> {
+  if (embedded.has(db)) return false;
+  const { rows } = await sql<{ off: boolean }>`select current_setting('autovacuum') = 'off' as off`.execute(db);
+  return rows[0]?.off ?? false;
+}
