@@ -78,6 +78,7 @@ async function main(): Promise<void> {
       }
     });
     process.stdout.write(output);
+    for (const notice of server.notices) process.stdout.write(`generated client: the server warned about this machine: ${notice}\n`);
     if (server.problems.length > 0) throw new Error(`the server logged warnings or errors:\n${server.problems.join('\n')}`);
   } finally {
     if (server) await stop(server.child);

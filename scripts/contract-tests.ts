@@ -328,6 +328,7 @@ async function main(): Promise<number> {
       console.log(`  - ${failure.source?.name ?? '?'} (${request?.method ?? ''} ${request?.url?.toString() ?? ''})`);
       console.log(`      ${failure.error.test ? `${failure.error.test}: ` : ''}${failure.error.name ?? ''}: ${failure.error.message ?? ''}`);
     }
+    for (const line of server.notices) console.log(`the server warned about this machine: ${line}`);
     if (server.problems.length > 0) {
       console.log(`server warnings and errors (${server.problems.length}):`);
       for (const line of server.problems) console.log(`  ${line}`);

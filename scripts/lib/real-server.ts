@@ -109,9 +109,17 @@ export interface RealServer {
   child: ChildProcess;
   /** The API's base URL, ending in /v1. */
   baseUrl: string;
-  /** Log lines at warn level or above. */
+  /** Log lines at warn level or above, but those about the machine it runs on (ENVIRONMENT_WARNINGS). */
   problems: string[];
+  /** The warnings about the machine it runs on, not about the code. */
+  notices: string[];
 }
+
+/**
+ * Warnings the server logs about the machine it runs on, not about its code: a check of the code
+ * reports them and goes on. PostgreSQL without autovacuum is this workplace's server as configured.
+ */
+const ENVIRONMENT_WARNINGS = [/^PostgreSQL runs with autovacuum off/];
 
 /** `node --import tsx src/server.ts` on 127.0.0.1 and a port of the kernel's choosing, as shipped (production). */
 export async function startRealServer(options: { databaseUrl: string | undefined; pgliteDir: string; env?: NodeJS.ProcessEnv }): Promise<RealServer> {
@@ -138,6 +146,7 @@ export async function startRealServer(options: { databaseUrl: string | undefined
   }
   const child = start(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: root, env });
   const problems: string[] = [];
+  const notices: string[] = [];
   let stderr = '';
   let partial = '';
   const baseUrl = await new Promise<string>((resolve, reject) => {
@@ -153,7 +162,7 @@ export async function startRealServer(options: { databaseUrl: string | undefined
         } catch {
           continue;
         }
-        if ((entry.level ?? 0) >= 40) problems.push(line);
+        if ((entry.level ?? 0) >= 40) (ENVIRONMENT_WARNINGS.some((warning) => warning.test(entry.msg ?? '')) ? notices : problems).push(line);
         if (entry.msg === 'listening' && entry.url) {
           clearTimeout(timer);
           resolve(entry.url);
@@ -165,5 +174,5 @@ export async function startRealServer(options: { databaseUrl: string | undefined
       reject(new Error(`the server exited (${code ?? signal}) before listening:\n${stderr}`));
     });
   });
-  return { child, baseUrl: `${baseUrl}/v1`, problems };
+  return { child, baseUrl: `${baseUrl}/v1`, problems, notices };
 }
