@@ -11,10 +11,10 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { Migrator } from 'kysely/migration';
-import pg from 'pg';
 import { createDatabase } from '../src/db/database.js';
 import { migrations } from '../src/db/migrate.js';
 import { claimJobs, enqueueJob, finishJobs } from '../src/jobs/queue.js';
+import { createScratchDatabase } from '../scripts/lib/real-server.js';
 
 const serverUrl = process.env.DATABASE_URL;
 if (!serverUrl) throw new Error('bench/claim-statements.ts needs DATABASE_URL');
@@ -41,13 +41,8 @@ async function report(title: string): Promise<void> {
   await sql`select pg_stat_statements_reset()`.execute(db);
 }
 
-const name = `sf_claim_${randomUUID().replace(/-/g, '')}`;
-const admin = new pg.Client({ connectionString: serverUrl });
-await admin.connect();
-await admin.query(`create database ${name}`);
-const url = new URL(serverUrl);
-url.pathname = `/${name}`;
-const db = createDatabase({ databaseUrl: url.toString(), pgliteDir: 'memory://', poolSize: 1 });
+const scratch = await createScratchDatabase(serverUrl, 'sf_claim');
+const db = createDatabase({ databaseUrl: scratch.url, pgliteDir: 'memory://', poolSize: 1 });
 try {
   const migrated = await new Migrator({ db, provider: { getMigrations: () => Promise.resolve(migrations) } }).migrateTo(target);
   if (migrated.error) throw new Error(`migrating to ${target} failed`, { cause: migrated.error });
@@ -76,6 +71,5 @@ try {
   await report(`${idleClaims} claims of the empty queue`);
 } finally {
   await db.destroy();
-  await admin.query(`drop database if exists ${name} with (force)`);
-  await admin.end();
+  await scratch.drop();
 }

@@ -123,7 +123,7 @@ export async function storeResult(trx: Transaction<Database>, scope: Idempotency
     result.response,
     result.responseSealed,
   ];
-  await runAtCommit(trx, { compile: () => CompiledQuery.raw(STORE, parameters) });
+  await runAtCommit(trx, CompiledQuery.raw(STORE, parameters));
 }
 
 /**

@@ -57,7 +57,7 @@ export function pipelinedPostgresDialect(pool: pg.Pool, prepared: boolean): Dial
 const atCommit = new WeakSet<CompiledQuery>();
 
 /**
- * Runs `query` as the transaction's last statement: on PostgreSQL it is held back and sent with the
+ * Runs `query` (a builder, or a statement of fixed text already compiled) as the transaction's last statement: on PostgreSQL it is held back and sent with the
  * COMMIT, in one round trip, so its result is not returned and its error fails the commit (the
  * transaction then rolls back, and `transact` rejects with that error). On the embedded database it
  * runs at once. Nothing may run in the transaction after it (a statement that does sends it first);
@@ -65,8 +65,8 @@ const atCommit = new WeakSet<CompiledQuery>();
  * The compiled query is recognised by identity: were Kysely ever to hand the driver a copy, the
  * statement would simply run at once, one round trip more.
  */
-export async function runAtCommit(trx: Transaction<Database>, query: { compile(trx: Transaction<Database>): CompiledQuery }): Promise<void> {
-  const compiled = query.compile(trx);
+export async function runAtCommit(trx: Transaction<Database>, query: CompiledQuery | { compile(trx: Transaction<Database>): CompiledQuery }): Promise<void> {
+  const compiled = 'compile' in query ? query.compile(trx) : query;
   atCommit.add(compiled);
   await trx.executeQuery(compiled);
 }

@@ -101,7 +101,7 @@ export async function recordEvent(
     data: JSON.stringify(object),
     contactId: contactOf(type, object as Record<string, unknown>),
   });
-  if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, { compile: () => statement });
+  if (options.withNext && trx.isTransaction) await runAtCommit(trx as Transaction<Database>, statement);
   else await trx.executeQuery(statement);
   if (inline)
     await runInlineConsumers(trx as Transaction<Database>, options.inline!, { workspaceId, type, id, object: object as Record<string, unknown>, now });
@@ -139,7 +139,7 @@ export async function recordChangeEvent(
       : recordingStatement(type, actor.type, { answered: false, inline: false, change: shape }, compile);
   const statement = bindInputs(template, { ...inputs, ...eventInputs(workspaceId, id, type, actor, now) });
   if (withNext && db.isTransaction) {
-    await runAtCommit(db as Transaction<Database>, { compile: () => statement });
+    await runAtCommit(db as Transaction<Database>, statement);
     return true;
   }
   const result = await db.executeQuery<{ recorded: boolean }>(statement);
