@@ -70,8 +70,13 @@ async function rollBackRun(trx: Db): Promise<void> {
 async function runMessageAutomations(trx: Transaction<Database>, event: InlineEvent): Promise<void> {
   const run = messageRun(event);
   if (!run) return;
-  // Outside the savepoint: it only reads (and locks the thread the inbound holds already).
-  const start = await startEventRun(trx, event.workspaceId, run, runAhead(event.workspaceId, run));
+  // Outside the savepoint: it only reads. The inbound moved the thread's times with its message, so
+  // its transaction holds the thread already; the message's object is the event's, as recorded.
+  const start = await startEventRun(trx, event.workspaceId, run, {
+    ahead: runAhead(event.workspaceId, run),
+    recorded: { object: event.object, metric: null },
+    held: true,
+  });
   if (start.automations.length === 0) return;
   if (start.ahead) {
     metrics.automationsInline.inc({ outcome: 'behind' });

@@ -24,6 +24,10 @@ const LOAD_BATCH = 8;
 const cache = new Map<string, { prepared: PreparedAutomation; bytes: number; fits?: boolean }>();
 let cachedBytes = 0;
 
+/** Versions over the size bound (their definitions never loaded), remembered so that each event's run does not ask again: bounded, cleared when full. */
+const oversize = new Set<string>();
+const MAX_OVERSIZE = 10_000;
+
 /** A version's time as JSON text, parsed once (an event's run lists every enabled automation's version): bounded, cleared when full. */
 const parsedTimes = new Map<string, number>();
 const MAX_PARSED_TIMES = 10_000;
@@ -63,15 +67,21 @@ export function prepare(automation: RunnableAutomation): PreparedAutomation {
 /**
  * The automations of `versions`, in their order, prepared: those the cache lacks are loaded
  * LOAD_BATCH at a time (a version changed since it was listed loads as it is now; one deleted
- * since is left out) and compiled one at a time between yields.
+ * since is left out) and compiled one at a time between yields. One over the size bound is left
+ * out too (it runs no more until changed to fit), and its version remembered as such.
  */
 export async function prepareAll(db: Db, workspaceId: string, versions: readonly AutomationVersion[]): Promise<PreparedAutomation[]> {
   const keys = versions.map((v) => versionKey(v.id, v.updated_at));
-  const missing = versions.filter((_, i) => !cache.has(keys[i]!)).map((v) => v.id);
+  const missing = versions.filter((_, i) => !cache.has(keys[i]!) && !oversize.has(keys[i]!)).map((v) => v.id);
   const loaded = new Map<string, PreparedAutomation>();
   for (let i = 0; i < missing.length; i += LOAD_BATCH) {
     const rows = await loadRunnableAutomations(db, workspaceId, missing.slice(i, i + LOAD_BATCH));
     for (const row of rows) {
+      if (!row.fits) {
+        if (oversize.size >= MAX_OVERSIZE) oversize.clear();
+        oversize.add(versionKey(row.id, row.updated_at));
+        continue;
+      }
       loaded.set(row.id, prepare(row));
       await yieldToLoop();
     }

@@ -142,40 +142,43 @@ export interface AutomationVersion {
   updated_at: Date | string;
 }
 
-/** The automations of `ids` (the workspace's, still there) as a run reads them. */
-export function loadRunnableAutomations(db: Db, workspaceId: string, ids: readonly string[]): Promise<RunnableAutomation[]> {
-  return db
-    .selectFrom('automations')
-    .select((eb) => [
-      'id',
-      'actions',
-      'updated_at',
-      eb.fn.coalesce('folded_conditions', 'conditions').as('conditions'),
-      sql<boolean>`folded_conditions is not null`.as('folded'),
-    ])
-    .where('workspace_id', '=', workspaceId)
-    .where('id', 'in', ids)
-    .execute();
-}
-
 /**
  * SQL over the automation `a`: not one stored over the size bound before it existed (those run no
- * more until changed to fit; never loaded, so a workspace of them cannot exhaust the memory).
- * jsonb's text has a space after each separator, at most half again the compact JSON the bound
- * measures: everything stored within the bound passes.
+ * more until changed to fit). Checked when a version is loaded (automations/prepared.ts remembers
+ * it), not in each run's list of versions: it turns three jsonb values into text. jsonb's text has
+ * a space after each separator, at most half again the compact JSON the bound measures: everything
+ * stored within the bound passes.
  */
 const withinStoredBound = sql`octet_length(a.trigger::text) + octet_length(a.conditions::text) + octet_length(a.actions::text) <= ${2 * MAX_DEFINITION_BYTES}`;
+
+/** An automation as loaded for a run: runnable, or over the size bound and without its definition. */
+export type LoadedAutomation = (RunnableAutomation & { fits: true }) | (AutomationVersion & { fits: false });
+
+/**
+ * The automations of `ids` (the workspace's, still there) as a run reads them; one stored over the
+ * size bound before it existed comes without its definition: never loaded, so a workspace of them
+ * cannot exhaust the memory.
+ */
+export async function loadRunnableAutomations(db: Db, workspaceId: string, ids: readonly string[]): Promise<LoadedAutomation[]> {
+  const { rows } = await sql<LoadedAutomation>`
+    select a.id, a.updated_at, b.fits, case when b.fits then a.actions end as actions,
+           case when b.fits then coalesce(a.folded_conditions, a.conditions) end as conditions, a.folded_conditions is not null as folded
+      from automations a
+     cross join lateral (select ${withinStoredBound} as fits) b
+     where a.workspace_id = ${workspaceId} and a.id in (${sql.join(ids)})`.execute(db);
+  return rows;
+}
 
 /**
  * The WITH query `locked`: the run's thread locked for its transaction (none when `threadId` is
  * null or the thread is gone), with the version the lock saw.
  */
-function lockedThreadQuery(workspaceId: string, threadId: string | null): RawBuilder<unknown> {
+function lockedThreadQuery(workspaceId: string, threadId: string | null, lock = true): RawBuilder<unknown> {
   return sql`locked as (
       select t.*, t.xmin::text as version
         from threads t
        where t.workspace_id = ${workspaceId} and t.id = ${threadId}::uuid
-         for update of t
+         ${lock ? sql`for update of t` : sql``}
     )`;
 }
 
@@ -229,7 +232,7 @@ export interface EventRunStart {
   thread: LockedThread | undefined;
   /** The same thread's row and version, as the lock holds them (what a change of it reads first). */
   locked: VersionedThread | undefined;
-  /** The versions of the workspace's enabled automations of the trigger, in position order. */
+  /** The versions of the workspace's enabled automations of the trigger, in position order (over the size bound included: prepared.ts leaves those out). */
   automations: AutomationVersion[];
   /** The triggering event's object; undefined when it is gone (purged). */
   event: unknown;
@@ -246,50 +249,59 @@ export interface EventRunStart {
   ahead: boolean;
 }
 
+/** What startEventRun's caller may know or want besides the run. */
+export interface EventRunOptions {
+  /** Whether a run of the thread waits ahead of this one: a boolean SQL expression (automations/inline.ts); false without. */
+  ahead?: RawBuilder<unknown>;
+  /** The event as the caller's transaction just recorded it: its object and metric, not read back. */
+  recorded?: { object: unknown; metric: string | null };
+  /**
+   * The caller's transaction wrote the thread already (a customer's message moved its times), so it
+   * holds the row against every other change and run of it: the read locks it no second time (a
+   * lock taken again is one more write of the row's header, and its WAL record).
+   */
+  held?: boolean;
+}
+
 /**
  * In ONE statement (a run's round trips are its cost): the thread locked for the run's transaction
  * with its last message (as startIdleRun), the enabled automations of `trigger`, the event's
- * object and the workspace's settings row; and `ahead`, a boolean SQL expression of the caller's
- * (whether a run of the thread waits ahead of this one: automations/inline.ts).
+ * object and the workspace's settings row; and what `options` asks.
  */
 export async function startEventRun(
   trx: Db,
   workspaceId: string,
   run: { threadId: string | null; trigger: string; eventId: string },
-  ahead: RawBuilder<unknown> = sql`false`,
+  { ahead = sql`false`, recorded, held = false }: EventRunOptions = {},
 ): Promise<EventRunStart> {
   const { rows } = await sql<
     LockedRowColumns & {
       thread: LockedThread | null;
       automations: AutomationVersion[];
-      event: unknown;
-      metric: string | null;
+      event: { data: unknown; metric: string | null } | null;
       settings: StoredSettingsRow | null;
       context: ThreadContextRow | null;
       ahead: boolean;
     }
   >`
-    with ${lockedThreadQuery(workspaceId, run.threadId)}
+    with ${lockedThreadQuery(workspaceId, run.threadId, !held)}
     select ${LOCKED_ROW.columns}, ${lockedThreadJson(workspaceId)} as thread,
            coalesce((select json_agg(json_build_object('id', a.id, 'updated_at', a.updated_at) order by a.position)
                        from automations a
-                      where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}
-                        and ${withinStoredBound}), '[]'::json) as automations,
-           (select e.data from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as event,
-           (select e.metric from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid) as metric,
+                      where a.workspace_id = ${workspaceId} and a.enabled and a.trigger->>'event' = ${run.trigger}), '[]'::json) as automations,
+           ${recorded ? sql`null::json` : sql`(select json_build_object('data', e.data, 'metric', e.metric) from events e where e.workspace_id = ${workspaceId} and e.id = ${run.eventId}::uuid)`} as event,
            ${settingsAndContext(workspaceId, run.threadId)}, ${ahead} as ahead
       ${LOCKED_ROW.from}`.execute(trx);
-  const { thread: json, automations, event, metric, settings, context, ahead: waits, ...columns } = rows[0]!;
-  const row = { automations, event, metric, settings, context };
+  const { thread: json, automations, event, settings, context, ahead: waits, ...columns } = rows[0]!;
   const thread = lockedThreadOf(json);
   return {
     thread: thread ?? undefined,
     locked: thread ? lockedRowOf(columns) : undefined,
-    automations: row.automations,
-    event: row.event ?? undefined,
-    metric: row.metric,
-    settings: rowToStoredSettings(row.settings ?? undefined),
-    context: row.context ?? undefined,
+    automations,
+    event: recorded ? recorded.object : (event?.data ?? undefined),
+    metric: recorded ? recorded.metric : (event?.metric ?? null),
+    settings: rowToStoredSettings(settings ?? undefined),
+    context: context ?? undefined,
     ahead: waits,
   };
 }
