@@ -23,6 +23,11 @@ async function inlineCount(outcome: 'inline' | 'behind' | 'failed'): Promise<num
   return (await metrics.automationsInline.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 }
 
+/** How many automation runs this process counted with `status` so far (sf_automation_runs_total). */
+async function runsCounted(status: 'succeeded' | 'failed'): Promise<number> {
+  return (await metrics.automationRuns.get()).values.find((v) => v.labels.status === status)?.value ?? 0;
+}
+
 beforeAll(async () => {
   // No workers: the test runs the queued jobs itself (runQueuedInOrder), as a worker would.
   own = databaseUrl ? await ownDatabase() : undefined;
@@ -121,6 +126,33 @@ describe('a customer’s message runs its automations inline', () => {
     // Nothing of the inline attempt committed: each change has one event, the worker's.
     expect((await events(ws, 'thread.updated')).map((e) => e.data.actor)).toEqual([{ type: 'automation', id: automation.id }]);
     expect((await events(ws, 'contact.updated')).map((e) => e.data.actor)).toEqual([{ type: 'automation', id: automation.id }]);
+  });
+
+  it('when a later automation’s action fails, then each run is counted once in sf_automation_runs_total, by the attempt that committed it', async () => {
+    const ws = await createWorkspace(quiet);
+    const { data: gone } = await ws.api.POST('/stages', { body: { name: 'Provisória' } });
+    const first = await create(ws, {
+      name: 'Primeira',
+      trigger: { event: 'message.received' },
+      actions: [{ type: 'add_labels', target: 'thread', labels: ['primeira'] }],
+    });
+    await create(ws, { name: 'Segunda', trigger: { event: 'message.received' }, actions: [{ type: 'move_stage', stageId: gone!.id }] });
+    expect((await ws.api.DELETE('/stages/{id}', { params: { path: { id: gone!.id } } })).response.status).toBe(204);
+    const before = { succeeded: await runsCounted('succeeded'), failed: await runsCounted('failed') };
+
+    // Inline, the first run is recorded and the second fails: both rolled back, queued for the worker.
+    const { threadId } = await inbound(ws, 'Oi', buildPhone());
+    const afterInline = { succeeded: await runsCounted('succeeded'), failed: await runsCounted('failed') };
+    // The worker's run goes without savepoints, fails on the second, and goes again with them.
+    expect(await runQueuedInOrder(quiet)).toEqual(['message.received']);
+
+    expect(afterInline).toEqual(before);
+    expect((await runsOf(ws, first.id)).map((r) => r.status)).toEqual(['succeeded']);
+    expect(await thread(ws, threadId)).toMatchObject({ labels: ['primeira'] });
+    expect({ succeeded: await runsCounted('succeeded'), failed: await runsCounted('failed') }).toEqual({
+      succeeded: before.succeeded + 1,
+      failed: before.failed + 1,
+    });
   });
 
   it('when a run of the thread is still queued, then the message’s run waits behind it (not inline), and they run in order', async () => {

@@ -17,7 +17,7 @@ import type { Transaction } from 'kysely';
 import { v7 as uuidv7 } from 'uuid';
 import { automationActor } from '../actor.js';
 import { countRootRuns, startEventRun, startIdleRun, type AutomationRun, type EventRunStart } from '../db/automation-runs.js';
-import { transact, type Db } from '../db/database.js';
+import { afterCommit, transact, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
 import type { AutomationEventPayload } from '../jobs/kinds.js';
@@ -169,7 +169,8 @@ async function runOne(trx: Db, workspaceId: string, automation: PreparedAutomati
   // here). The run's record travels with the next statement or the COMMIT, which that then fails (22012: claimLostOr).
   if (!(await recordRun(trx, workspaceId, outcome, { trigger: trigger.key, root: trigger.root }, { atCommit: true })))
     throw new ClaimLost(`automation ${automation.id} already ran for ${trigger.key}`);
-  metrics.automationRuns.inc({ status: outcome.status });
+  // Counted once the run's record is committed: a run rolled back (and run again) is counted by the attempt that commits.
+  afterCommit(trx, () => metrics.automationRuns.inc({ status: outcome.status }));
   return looping ? { ...NOTHING, recorded: true } : { recorded: true, acted: true, stop: automation.actions.some((action) => action.type === 'stop') };
 }
 

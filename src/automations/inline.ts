@@ -27,7 +27,7 @@
 import { sql, type Transaction } from 'kysely';
 import { startEventRun } from '../db/automation-runs.js';
 import { enabledAutomationsWithNext } from '../db/automations.js';
-import type { Db } from '../db/database.js';
+import { afterCommitSince, type Db } from '../db/database.js';
 import { runAtCommit } from '../db/pg-driver.js';
 import type { Database } from '../db/schema.js';
 import type { InlineConsumer, InlineEvent } from '../events/fan-out.js';
@@ -83,11 +83,13 @@ async function runMessageAutomations(trx: Transaction<Database>, event: InlineEv
     return queueRun(trx, event, run);
   }
   await runAtCommit(trx, sql`savepoint automations_inline`);
+  const counted = afterCommitSince(trx);
   try {
     if (await runStartedEvent(trx, event.workspaceId, run, start, false)) await runAtCommit(trx, sql`release savepoint automations_inline`);
     metrics.automationsInline.inc({ outcome: 'inline' });
   } catch {
     await rollBackRun(trx);
+    counted.forget();
     await queueRun(trx, event, run);
     metrics.automationsInline.inc({ outcome: 'failed' });
   }

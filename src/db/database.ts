@@ -10,12 +10,43 @@ import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
 
+/** What runs once a transaction begun by transact has committed (afterCommit), by transaction. */
+const onCommit = new WeakMap<Transaction<Database>, Array<() => void>>();
+
 /**
  * Runs `fn` in a transaction: a new one, or the caller's when `db` already is one (a request with
- * an Idempotency-Key runs whole inside the transaction that stores its result).
+ * an Idempotency-Key runs whole inside the transaction that stores its result). What afterCommit
+ * registered runs once it has committed.
  */
-export function transact<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-  return db.isTransaction ? fn(db as Transaction<Database>) : db.transaction().execute(fn);
+export async function transact<T>(db: Db, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  if (db.isTransaction) return fn(db as Transaction<Database>);
+  const committed: Array<() => void> = [];
+  const result = await db.transaction().execute((trx) => {
+    onCommit.set(trx, committed);
+    return fn(trx);
+  });
+  for (const callback of committed) callback();
+  return result;
+}
+
+/**
+ * Runs `callback` once `trx`'s transaction has committed, never when it rolls back: what counts
+ * only what committed (a metric of recorded rows). At once outside a transaction begun by transact.
+ */
+export function afterCommit(trx: Db, callback: () => void): void {
+  const committed = trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined;
+  if (committed) committed.push(callback);
+  else callback();
+}
+
+/**
+ * For work under a savepoint, taken when it is set: `forget()`, once the work is rolled back to it,
+ * forgets what afterCommit registered for `trx` since.
+ */
+export function afterCommitSince(trx: Db): { forget(): void } {
+  const committed = trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined;
+  const mark = committed?.length ?? 0;
+  return { forget: () => void committed?.splice(mark) };
 }
 
 export interface DatabaseOptions {

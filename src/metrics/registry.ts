@@ -52,7 +52,7 @@ export const metrics = {
   }),
   automationRuns: new Counter({
     name: 'sf_automation_runs_total',
-    help: 'Automation runs recorded, by status: succeeded, failed (an action failed), skipped (the loop guard).',
+    help: 'Automation runs recorded, counted once committed, by status: succeeded, failed (an action failed), skipped (the loop guard).',
     labelNames: ['status'] as const,
     registers: [registry],
   }),
