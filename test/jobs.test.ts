@@ -417,10 +417,14 @@ describe('the worker', () => {
       await enqueueJob(db, { workspaceId, queue, payload: {} });
       await waitFor('running', () => started);
       // As when the database was out of reach for longer than the lease: the lease runs out and another instance claims the job.
-      await sql`update jobs set locked_until = now() - interval '1 second' where queue = ${queue}`.execute(db);
+      // In one transaction: the worker's renewal of its lease, due every 100 ms, must not come in between (it then waits, and
+      // finds the job taken).
       const {
         jobs: [taken],
-      } = await claimJobs(db, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 });
+      } = await db.transaction().execute(async (trx) => {
+        await sql`update jobs set locked_until = now() - interval '1 second' where queue = ${queue}`.execute(trx);
+        return claimJobs(trx, { queue, workerId: 'other', limit: 1, leaseMs: 60_000 });
+      });
 
       await waitFor('aborted', () => aborted && worker.running() === 0, 5_000);
 
