@@ -32,6 +32,7 @@ export async function transact<T>(db: Db, fn: (trx: Transaction<Database>) => Pr
 /**
  * Runs `callback` once `trx`'s transaction has committed, never when it rolls back: what counts
  * only what committed (a metric of recorded rows). At once outside a transaction begun by transact.
+ * It must not throw: its transaction's caller would see a failure of what has committed.
  */
 export function afterCommit(trx: Db, callback: () => void): void {
   const committed = trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined;
