@@ -29,13 +29,16 @@ export async function transact<T>(db: Db, fn: (trx: Transaction<Database>) => Pr
   return result;
 }
 
+/** What afterCommit holds for `trx`: undefined outside a transaction begun by transact. */
+const committedOf = (trx: Db): Array<() => void> | undefined => (trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined);
+
 /**
  * Runs `callback` once `trx`'s transaction has committed, never when it rolls back: what counts
  * only what committed (a metric of recorded rows). At once outside a transaction begun by transact.
  * It must not throw: its transaction's caller would see a failure of what has committed.
  */
 export function afterCommit(trx: Db, callback: () => void): void {
-  const committed = trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined;
+  const committed = committedOf(trx);
   if (committed) committed.push(callback);
   else callback();
 }
@@ -45,7 +48,7 @@ export function afterCommit(trx: Db, callback: () => void): void {
  * forgets what afterCommit registered for `trx` since.
  */
 export function afterCommitSince(trx: Db): { forget(): void } {
-  const committed = trx.isTransaction ? onCommit.get(trx as Transaction<Database>) : undefined;
+  const committed = committedOf(trx);
   const mark = committed?.length ?? 0;
   return { forget: () => void committed?.splice(mark) };
 }

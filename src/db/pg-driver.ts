@@ -57,11 +57,12 @@ export function pipelinedPostgresDialect(pool: pg.Pool, prepared: boolean): Dial
 const atCommit = new WeakSet<CompiledQuery>();
 
 /**
- * Runs `query` (a builder, or a statement of fixed text already compiled) as the transaction's last statement: on PostgreSQL it is held back and sent with the
- * COMMIT, in one round trip, so its result is not returned and its error fails the commit (the
- * transaction then rolls back, and `transact` rejects with that error). On the embedded database it
- * runs at once. Nothing may run in the transaction after it (a statement that does sends it first);
- * several held this way are sent in the order they were held.
+ * Runs `query` (a builder, or a statement of fixed text already compiled) as the transaction's
+ * last statement: on PostgreSQL it is held back and sent with the COMMIT, in one round trip, so its
+ * result is not returned and its error fails the commit (the transaction then rolls back, and
+ * `transact` rejects with that error). On the embedded database it runs at once. Nothing may run in
+ * the transaction after it (a statement that does sends it first); several held this way are sent
+ * in the order they were held.
  * The compiled query is recognised by identity: were Kysely ever to hand the driver a copy, the
  * statement would simply run at once, one round trip more.
  */
