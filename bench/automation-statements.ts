@@ -9,12 +9,17 @@
 // BENCH_EXACT=1: no workers; each inbound's queued automation-event jobs are claimed and run by the
 // bench itself, one at a time, so that the turns counted are the request's and the runs' alone
 // (with workers, their claims for other queues, woken by the same commit, land in either window).
+// Also the WAL an inbound writes, its run's included (bytes, from the WAL's insert position), and
+// the last one's records by table (by relation and kind with BENCH_WAL_RECORDS=1) when pg_waldump
+// and the server's WAL files are readable here (bench/lib/wal.ts). BENCH_AUTOMATIONS_MATCHING=label:
+// the matching automation only labels the thread (as bench:automations' option).
 import pg from 'pg';
 import { runEventAutomations } from '../src/automations/engine.js';
 import { claimJobs, type Job } from '../src/jobs/queue.js';
 import { createWorkspace, request } from '../test/helpers/api.js';
 import { ownDatabase, startServer } from '../test/helpers/server.js';
 import { startCountingProxy } from './lib/pg-proxy.js';
+import { indexTables, walByRelation, walByTable, walBytes, walPosition, type WalRecords } from './lib/wal.js';
 
 const proxy = await startCountingProxy();
 let log: string[] | undefined;
@@ -62,7 +67,7 @@ try {
         trigger: { event: 'message.received' },
         conditions: { any: [{ field: 'message.content', operator: 'contains', value: 'pedido' }] },
         actions: [
-          { type: 'move_stage', stageId: stage },
+          ...(process.env.BENCH_AUTOMATIONS_MATCHING === 'label' ? [] : [{ type: 'move_stage', stageId: stage }]),
           { type: 'add_labels', target: 'thread', labels: ['pedido'] },
         ],
       },
@@ -97,7 +102,10 @@ try {
     reqStmts = 0,
     runStmts = 0;
   let sample: string[] = [];
+  let wal = 0;
+  let lastWal: WalRecords[] | undefined;
   for (let i = 0; i < N; i++) {
+    const walFrom = await walPosition(direct);
     log = [];
     const t0 = proxy.turns();
     await send(100 + i);
@@ -113,12 +121,22 @@ try {
     runStmts += runLog.filter((s) => !s.includes('from jobs where queue like')).length;
     runTurns += proxy.turns() - t1;
     if (i === N - 1) sample = [...reqLog.map((s) => 'REQ ' + s), ...runLog.map((s) => 'RUN ' + s)];
+    log = undefined;
+    const walTo = await walPosition(direct);
+    wal += await walBytes(direct, walFrom, walTo);
+    if (i === N - 1) lastWal = await walByRelation(direct, walFrom, walTo);
   }
-  log = undefined;
   console.log(
     `${mode}: request ${(reqStmts / N).toFixed(1)} statements, ${(reqTurns / N).toFixed(1)} turns; after (run + workers) ${(runStmts / N).toFixed(1)} statements, ${(runTurns / N).toFixed(1)} turns; ${((reqTurns + runTurns) / N).toFixed(1)} turns an inbound in all`,
   );
   console.log(sample.join('\n'));
+  console.log(`WAL an inbound (its run included): ${(wal / N).toFixed(0)} B (mean of ${N})`);
+  if (lastWal) {
+    const byTable = walByTable(lastWal, await indexTables(direct));
+    console.log(`the last inbound's WAL by table (its indexes included), ${lastWal.reduce((sum, r) => sum + r.records, 0)} records:`);
+    for (const t of byTable) console.log(`  ${t.table}: ${t.bytes} B, ${t.records} records`);
+    if (process.env.BENCH_WAL_RECORDS === '1') for (const r of lastWal) console.log(`  ${r.relation} ${r.kind}: ${r.bytes} B, ${r.records}`);
+  } else console.log('(pg_waldump or the WAL files are not readable here: no records by table)');
 } finally {
   await direct.end();
   await server.close();

@@ -115,6 +115,21 @@ async function inlineRuns(base: string): Promise<Map<string, number>> {
   return counts;
 }
 
+/** The tables a customer's message and its automations write, counted by bench (2). */
+const WRITTEN = ['contacts', 'threads', 'thread_history', 'sla_clocks', 'messages', 'events', 'automation_runs'] as const;
+
+/**
+ * What PostgreSQL has written so far: the WAL's insert position (bytes) and the rows of WRITTEN in
+ * the workspace. Counts, unlike CPU: the same on a busy machine as on a quiet one.
+ */
+async function written(db: Db, workspaceId: string): Promise<{ walBytes: number; rows: Record<string, number> }> {
+  const counts = WRITTEN.map((table) => sql`(select count(*) from ${sql.table(table)} where workspace_id = ${workspaceId})::int as ${sql.ref(table)}`);
+  const { rows: r } = await sql<Record<string, number> & { wal: string }>`
+    select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as wal, ${sql.join(counts)}`.execute(db);
+  const { wal, ...rows } = r[0]!;
+  return { walBytes: Number(wal), rows };
+}
+
 /** Waits until the workspace's automation-event jobs are all done; how long it took (ms). */
 async function drained(db: Db, workspaceId: string, timeoutMs = 300_000): Promise<number> {
   const started = Date.now();
@@ -206,7 +221,17 @@ async function main(): Promise<void> {
       // Three conditions a round, rotated: none enabled; the 20 enabled, the last one matching (the
       // target); the 20 enabled and no message matching any (the triggers' and conditions' own cost).
       type Mode = 'none' | 'matching' | 'unmatched';
-      const runs: Array<{ round: number; mode: Mode; rps: number; errors: number; drainMs: number; cpuUs: number; pgUs: number }> = [];
+      const runs: Array<{
+        round: number;
+        mode: Mode;
+        rps: number;
+        errors: number;
+        drainMs: number;
+        cpuUs: number;
+        pgUs: number;
+        walBytes: number;
+        rows: Record<string, number>;
+      }> = [];
       const modes: Mode[] = ['none', 'matching', 'unmatched'];
       for (let round = 0; round < rounds; round++) {
         const order = modes.map((_, k) => modes[(k + round) % modes.length]!);
@@ -218,13 +243,17 @@ async function main(): Promise<void> {
           // The last round's runs profiled, one file a mode (bench/profile.ts reads them; compare two).
           const profiled = profile && round === rounds - 1 ? `${profile.replace(/\.cpuprofile$/, '')}-ingest-${mode}.cpuprofile` : undefined;
           const postgres = postgresPids();
+          const written0 = await written(db, keyA.workspaceId);
           const [cpu0, pg0] = [groupCpuMs(servicePid), pidsCpuMs(postgres)];
           const load = () => fullSpeed(durationS, 50, () => webhook(mode === 'unmatched' ? 'Oi, qual o prazo de entrega?' : undefined));
           const run = profiled ? await profiledWindow(servicePid, profile!, profiled, load) : await load();
           const drainMs = await drained(db, keyA.workspaceId);
           const perWebhook = (ms: number) => (ms * 1000) / Math.max(1, run.done);
           const [cpuUs, pgUs] = [perWebhook(groupCpuMs(servicePid) - cpu0), perWebhook(pidsCpuMs(postgres) - pg0)];
-          runs.push({ round, mode, rps: run.rps, errors: run.errors, drainMs, cpuUs, pgUs });
+          const written1 = await written(db, keyA.workspaceId);
+          const rowsWritten = Object.fromEntries(WRITTEN.map((table) => [table, (written1.rows[table]! - written0.rows[table]!) / Math.max(1, run.done)]));
+          const walBytes = (written1.walBytes - written0.walBytes) / Math.max(1, run.done);
+          runs.push({ round, mode, rps: run.rps, errors: run.errors, drainMs, cpuUs, pgUs, walBytes, rows: rowsWritten });
           log(
             `ingest round ${round + 1}, ${mode}: ${run.rps.toFixed(0)}/s, ${run.errors} errors, ` +
               `automation jobs drained ${(drainMs / 1000).toFixed(1)} s after the window, CPU µs a webhook (runs included): service ${cpuUs.toFixed(0)}, PostgreSQL ${pgUs.toFixed(0)}`,
@@ -282,6 +311,20 @@ async function main(): Promise<void> {
         '',
         '',
       ]);
+      // Counts: what each message made PostgreSQL write, whatever else the machine was doing.
+      const wal = (list: typeof runs) => median(list.map((r) => r.walBytes));
+      const rowsOf = (list: typeof runs) =>
+        WRITTEN.map((table) => `${table} ${median(list.map((r) => r.rows[table]!)).toFixed(2)}`)
+          .filter((entry) => !entry.endsWith(' 0.00'))
+          .join(', ');
+      rows.push([
+        '(2) WAL bytes a webhook (the window and its drain; full-page images included, so a checkpoint during a run adds to it), none / 20 with 1 matching / 20 none matching (median)',
+        `${wal(none).toFixed(0)} / ${wal(withAll).toFixed(0)} / ${wal(unmatched).toFixed(0)} B; none / 1 matching ${(wal(none) / wal(withAll)).toFixed(2)}x`,
+        '',
+        '',
+      ]);
+      rows.push(['(2) rows inserted a webhook, none (median)', rowsOf(none), '', '']);
+      rows.push(['(2) rows inserted a webhook, 20 with 1 matching (median)', rowsOf(withAll), '', '']);
     }
 
     // (1) Inbound -> the matching automation's change committed, at a fixed rate.
