@@ -4362,7 +4362,23 @@ export interface operations {
     upsertContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4392,6 +4408,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -4425,6 +4442,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -4466,7 +4484,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description The keys find two different contacts (`details` names each key's contact in `existingId`); nothing changed. */
+            /** @description The keys find two different contacts (`conflict`; `details` names each key's contact in `existingId`), or a request with the same `Idempotency-Key` is still running (`idempotency_key_in_progress`); nothing changed. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4499,6 +4517,7 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -4507,7 +4526,23 @@ export interface operations {
     mergeContact: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the POST safe to retry: a unique value of the client's (a UUID is best), 1 to 255
+                 *     visible ASCII characters. Within 24 hours, the same key from the same API key with the same
+                 *     path and body answers the first request's stored result (status and body) with
+                 *     `Idempotent-Replayed: true`, and changes nothing. The same key with another path or body is
+                 *     a 422 `idempotency_key_reused`; while the first request is still running, a 409
+                 *     `idempotency_key_in_progress` (retry shortly). The result is stored in the same transaction
+                 *     as the change, so either both happen or neither: a request that failed (any 4xx or 5xx)
+                 *     stores nothing and may be retried with the same key. A result whose answer holds a secret
+                 *     (`POST /webhook-endpoints`) is stored encrypted and replayed whole, secret included; an
+                 *     instance that cannot decrypt it (during a rotation of the service's encryption key) answers
+                 *     503 `service_unavailable`, showing nothing of it: retry later.
+                 * @example 5f1d7c2e-8b4a-4c1e-9d3f-2a6b8c0e4f71
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The record's id. */
                 id: components["parameters"]["Id"];
@@ -4524,6 +4559,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -4570,9 +4606,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            409: components["responses"]["IdempotencyKeyInProgress"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description The merged contact would have more than 20 labels (`limit_reached`); nothing changes. */
+            /** @description The merged contact would have more than 20 labels (`limit_reached`), or this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`); nothing changes. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7884,7 +7921,8 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        /** @description Optional; no body is `{}` (mark read, no typing). */
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["ThreadRead"];
             };

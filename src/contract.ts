@@ -29,6 +29,8 @@ export interface Operation {
   /** Scopes the key must hold (all of them): the operation's `x-scopes`. */
   readonly scopes: readonly string[];
   readonly hasBody: boolean;
+  /** The body must be sent (`requestBody.required`); an optional one left out reads as `{}`. */
+  readonly bodyRequired: boolean;
   /** The body is a file with its own Content-Type (POST /media), not JSON: read as a stream. */
   readonly rawBody: boolean;
 }
@@ -72,7 +74,7 @@ interface ParameterNode {
 interface OperationNode {
   operationId: OperationId;
   'x-scopes'?: unknown;
-  requestBody?: { content?: Record<string, unknown> };
+  requestBody?: { required?: boolean; content?: Record<string, unknown> };
   parameters?: ParameterNode[];
 }
 type PathItemNode = Partial<Record<(typeof METHODS)[number], OperationNode>> & { servers?: unknown; parameters?: ParameterNode[] };
@@ -97,6 +99,7 @@ function listOperations(spec: SpecDocument): Operation[] {
         expressPath: path.replace(/\{(\w+)\}/g, ':$1'),
         scopes: scopes.map(String),
         hasBody: Boolean(op.requestBody),
+        bodyRequired: op.requestBody?.required === true,
         rawBody: Boolean(op.requestBody?.content) && !('application/json' in op.requestBody!.content!),
       });
     }

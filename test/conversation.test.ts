@@ -393,12 +393,17 @@ describe('read and typing', () => {
     await waitFor('the read receipt', async () => graph.to(pair.meta.externalId).length === 1);
     const plain = await pair.ws.api.POST('/threads/{id}/read', { params: { path: { id: latest.threadId } }, body: {} });
     await waitFor('the second read receipt', async () => graph.to(pair.meta.externalId).length === 2);
+    // Every field of the body is optional, and so is the body: none at all reads as {}.
+    const bodiless = await request(server, 'POST', `/v1/threads/${latest.threadId}/read`, { apiKey: pair.ws.apiKey });
+    await waitFor('the third read receipt', async () => graph.to(pair.meta.externalId).length === 3);
 
     expect(res.response.status).toBe(202);
     expect(res.data!.id).toBe(latest.threadId);
     expect(plain.response.status).toBe(202);
+    expect([bodiless.status, bodiless.body.id]).toEqual([202, latest.threadId]);
     expect(graph.to(pair.meta.externalId).map((r) => r.body)).toEqual([
       { messaging_product: 'whatsapp', status: 'read', message_id: latest.externalId, typing_indicator: { type: 'text' } },
+      { messaging_product: 'whatsapp', status: 'read', message_id: latest.externalId },
       { messaging_product: 'whatsapp', status: 'read', message_id: latest.externalId },
     ]);
   });

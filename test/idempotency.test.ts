@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { contractOperations, spec } from '../src/contract.js';
 import { createDatabase } from '../src/db/database.js';
 import { purgeExpiredResults } from '../src/db/idempotency.js';
 import { provision, SCOPES } from '../src/provisioning.js';
@@ -135,6 +136,48 @@ describe('POST with Idempotency-Key', () => {
     // The message opens the contact's thread on the first channel, POST /threads another on the second.
     expect(after).toEqual([before[0]! + 1, before[1]! + 1, before[2]! + 2, before[3]! + 1]);
     expect(await storedKeys(ws.workspaceId)).toBe(calls.length);
+  });
+
+  it('when the contract is read, then every POST of the API takes Idempotency-Key and declares its replays and its 409 and 422', () => {
+    const posts = contractOperations.filter((op) => op.method === 'post');
+    const missing = posts.flatMap((op) => {
+      const item = spec.paths[op.path] as { parameters?: Array<{ $ref?: string }>; post: Record<string, any> };
+      const parameters = [...(item.parameters ?? []), ...((item.post.parameters as Array<{ $ref?: string }> | undefined) ?? [])];
+      const responses = item.post.responses as Record<string, { headers?: Record<string, unknown> }>;
+      const successes = Object.entries(responses).filter(([status]) => status.startsWith('2'));
+      return [
+        ...(parameters.some((p) => p.$ref === '#/components/parameters/IdempotencyKey') ? [] : [`${op.path}: no IdempotencyKey parameter`]),
+        ...successes.filter(([, answer]) => !answer.headers?.['Idempotent-Replayed']).map(([status]) => `${op.path}: ${status} without Idempotent-Replayed`),
+        ...(['409', '422'] as const).filter((status) => !responses[status]).map((status) => `${op.path}: no ${status}`),
+      ];
+    });
+
+    expect(posts.length).toBeGreaterThan(15);
+    expect(missing).toEqual([]);
+  });
+
+  it('when an upsert and a merge are retried with their keys, then each replays its first answer and changes nothing', async () => {
+    const ws = await createWorkspace(server);
+    const target = (await post(ws, '/v1/contacts', buildContact())).body as { id: string };
+    const source = (await post(ws, '/v1/contacts', buildContact())).body as { id: string };
+    const [upsertKey, mergeKey] = [randomUUID(), randomUUID()];
+    const upsert = { externalId: `crm-${randomUUID()}`, name: 'Ana Souza' };
+
+    const created = await post(ws, '/v1/contacts/upsert', upsert, upsertKey);
+    const createdAgain = await post(ws, '/v1/contacts/upsert', upsert, upsertKey);
+    const reused = await post(ws, '/v1/contacts/upsert', { ...upsert, name: 'Ana S.' }, upsertKey);
+    const merged = await post(ws, `/v1/contacts/${target.id}/merge`, { sourceIds: [source.id] }, mergeKey);
+    const mergedAgain = await post(ws, `/v1/contacts/${target.id}/merge`, { sourceIds: [source.id] }, mergeKey);
+
+    expect([created.status, createdAgain.status, createdAgain.headers.get('idempotent-replayed')]).toEqual([201, 201, 'true']);
+    expect(createdAgain.body).toEqual(created.body);
+    expect([reused.status, reused.body.error.code]).toEqual([422, 'idempotency_key_reused']);
+    expect([merged.status, mergedAgain.status, mergedAgain.headers.get('idempotent-replayed')]).toEqual([200, 200, 'true']);
+    expect(mergedAgain.body).toEqual(merged.body);
+    // The target, the upserted contact; the source merged away. The upsert kept its first name.
+    const { body: names } = await request(server, 'GET', '/v1/contacts?limit=100', { apiKey: ws.apiKey });
+    expect((names.data as Array<{ id: string; name: string }>).map((c) => c.id).sort()).toEqual([target.id, created.body.id].sort());
+    expect((names.data as Array<{ id: string; name: string }>).find((c) => c.id === created.body.id)!.name).toBe('Ana Souza');
   });
 
   it('when the key comes back with another body, then 422 idempotency_key_reused and nothing changes', async () => {

@@ -22,7 +22,13 @@ type SuccessStatus<K extends OperationId> = Extract<keyof Op<K>['responses'], 20
 
 export type PathParams<K extends OperationId> = Defined<Op<K>['parameters']['path']>;
 export type Query<K extends OperationId> = Defined<Op<K>['parameters']['query']>;
-export type Body<K extends OperationId> = Op<K> extends { requestBody: { content: { 'application/json': infer B } } } ? B : undefined;
+type RequestBody<K extends OperationId> = NonNullable<Op<K>['requestBody']>;
+/** The JSON body; an optional one (`requestBody.required: false`) left out reads as `{}` (middleware/body.ts). */
+export type Body<K extends OperationId> = [RequestBody<K>] extends [never]
+  ? undefined
+  : RequestBody<K> extends { content: { 'application/json': infer B } }
+    ? B
+    : undefined;
 /**
  * Says whether a body holds a secret shown only in this answer (the contract's `secret` field, as
  * a new webhook endpoint's): its reply must say `holdsSecret: true`, so the result an
