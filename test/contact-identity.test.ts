@@ -173,6 +173,34 @@ describe('inbound WhatsApp: BSUID, then phone', () => {
     expect((await messagesOf(ws.workspaceId)).every((m) => m.contact_id === byBsuid.id)).toBe(true);
   });
 
+  it('when the BSUID comes with a new phone, then the new phone replaces the old; when the phone comes with a new BSUID, then it replaces the old', async () => {
+    const { ws, meta } = await whatsappChannel();
+    const [userId, otherUserId] = [bsuid(), bsuid()];
+    const [before, after] = [brazilianMobile(), brazilianMobile()];
+    await deliver(meta, whatsappBsuidText({ userId, phone: before.full.slice(1) }, 'o número antigo'));
+
+    await deliver(meta, whatsappBsuidText({ userId, phone: after.short.slice(1) }, 'o número novo'));
+    const [moved] = await contactsOf(ws.workspaceId);
+    await deliver(meta, whatsappBsuidText({ userId: otherUserId, phone: after.full.slice(1) }, 'outro BSUID'));
+
+    const contacts = await contactsOf(ws.workspaceId);
+    expect([moved!.phone, moved!.whatsapp_user_id]).toEqual([after.full, userId]);
+    expect(contacts.map((c) => [c.id, c.phone, c.whatsapp_user_id])).toEqual([[moved!.id, after.full, otherUserId]]);
+    expect(new Set((await messagesOf(ws.workspaceId)).map((m) => m.contact_id))).toEqual(new Set([moved!.id]));
+    const updates = await ws.api.GET('/events', { params: { query: { type: 'contact.updated' } } });
+    expect(updates.data!.data).toHaveLength(2);
+  });
+
+  it('when a new customer writes from a 12-digit mobile with no name, then the contact is named and stored in the 13-digit form', async () => {
+    const { ws, meta } = await whatsappChannel();
+    const phone = brazilianMobile();
+
+    await deliver(meta, whatsappBsuidText({ userId: bsuid(), phone: phone.short.slice(1) }, 'sem nome'));
+
+    const [contact] = await contactsOf(ws.workspaceId);
+    expect([contact!.name, contact!.phone]).toEqual([phone.full, phone.full]);
+  });
+
   it('when Meta says user_changed_user_id, then the contact moves to its new BSUID and the next message finds it', async () => {
     const { ws, meta } = await whatsappChannel();
     const [before, after] = [bsuid(), bsuid()];

@@ -392,7 +392,8 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
       id = byBsuid ?? (phone ? await findContactIdByPhone(trx, workspaceId, phone) : undefined);
     }
     if (!id) {
-      const name = normalizeText(sender.name ?? username ?? phone ?? whatsappUserId!);
+      // Named after the phone as it is stored (a Brazilian mobile's 13-digit form), as its `phone` reads.
+      const name = normalizeText(sender.name ?? username ?? (phone && storedPhone(phone)) ?? whatsappUserId!);
       const row = await insertWhatsappContact(trx, workspaceId, { phone, whatsappUserId, username }, name, now);
       // The message's statements follow in this transaction: its event goes with the next of them.
       await contactCreated(trx, workspaceId, contactRowToContact(row), SYSTEM, now, true);
@@ -403,9 +404,12 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
     // already keep two messages of one customer apart.
     const row = first ? first.contact : await lockContact(trx, workspaceId, id, { keyShare: true });
     if (!row) continue;
+    // The delivery's phone and BSUID are stored on the contact found, in place of what it held: the
+    // BSUID is no one else's (it would have found them first), and a phone another contact holds
+    // (in either Brazilian form) is left where it is.
     const values: { phone?: string; whatsappUserId?: string; username?: string } = {};
-    if (whatsappUserId && !row.whatsapp_user_id) values.whatsappUserId = whatsappUserId;
-    if (phone && !row.phone && (!byPhone || byPhone === row.id)) values.phone = phone;
+    if (whatsappUserId && whatsappUserId !== row.whatsapp_user_id && (!byBsuid || byBsuid === row.id)) values.whatsappUserId = whatsappUserId;
+    if (phone && storedPhone(phone) !== row.phone && (!byPhone || byPhone === row.id)) values.phone = phone;
     if (username && username !== row.whatsapp_username) values.username = username;
     if (Object.keys(values).length > 0) {
       const written = await writeWhatsappIdentity(trx, workspaceId, row.id, values, now);
