@@ -94,8 +94,7 @@ async function whatsappPair(ws?: TestWorkspace): Promise<WhatsAppPair> {
 }
 
 /** A WhatsApp delivery of one message object from the pair's contact; its wamid. */
-async function whatsappMessage(pair: WhatsAppPair, message: Record<string, unknown>): Promise<string> {
-  const id = `wamid.HBgM${randomUUID().replaceAll('-', '')}`;
+async function whatsappMessage(pair: WhatsAppPair, message: Record<string, unknown>, id = `wamid.HBgM${randomUUID().replaceAll('-', '')}`): Promise<string> {
   const payload = whatsappDelivery(pair.meta.externalId, {
     contacts: [{ profile: { name: 'Mariana Silva' }, wa_id: pair.phone.slice(1) }],
     messages: [{ from: pair.phone.slice(1), id, timestamp: String(Math.floor(Date.now() / 1000)), ...message }],
@@ -329,6 +328,21 @@ describe('reactions are annotations of the message', () => {
     expect(updates.map((m) => m.reactions.map((r) => r.emoji))).toEqual([[], ['❤️'], []]);
   });
 
+  it('when Meta delivers a reaction again after a newer one, then the repeat is not applied again', async () => {
+    const pair = await whatsappPair();
+    await whatsappInbound(pair);
+    const ours = await waitForSent(pair.ws, await send(pair.ws, { contactId: pair.contactId, channelId: pair.meta.channel.id, content: 'Chegou?' }));
+    const smile = { type: 'reaction', reaction: { message_id: ours.externalId, emoji: '😀' } };
+
+    const first = await whatsappMessage(pair, smile);
+    await whatsappMessage(pair, { type: 'reaction', reaction: { message_id: ours.externalId } });
+    await whatsappMessage(pair, smile, first);
+
+    expect((await byExternalId(pair.ws, ours.externalId!))!.reactions).toEqual([]);
+    const updates = (await messageEvents(pair.ws, 'message.updated')).filter((m) => m.id === ours.id && m.status === 'sent');
+    expect(updates.map((m) => m.reactions.map((r) => r.emoji))).toEqual([[], ['😀'], []]);
+  });
+
   it('when we react and then remove it, then the answer is 202 with the message, Graph gets type reaction on its wamid, and "" removes it', async () => {
     const pair = await whatsappPair();
     const question = await whatsappInbound(pair);
@@ -508,9 +522,12 @@ describe('Instagram', () => {
       reaction: { mid: ours.externalId, action, ...(action === 'react' && { reaction: 'love', emoji: '❤️' }) },
     });
 
-    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [reaction('react')]), { appSecret: meta.appSecret });
+    const react = reaction('react');
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [react]), { appSecret: meta.appSecret });
     const reacted = await byExternalId(ws, ours.externalId!);
     await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [reaction('unreact')]), { appSecret: meta.appSecret });
+    // Meta delivers the reaction again after the unreact: the same time and action, applied once.
+    await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [react]), { appSecret: meta.appSecret });
 
     expect(reacted!.reactions).toMatchObject([{ emoji: '❤️', direction: 'inbound' }]);
     expect((await byExternalId(ws, ours.externalId!))!.reactions).toEqual([]);

@@ -76,6 +76,7 @@ const ALL_MIGRATIONS = [
   '0030_stream_consumer',
   '0032_response_time_rollups',
   '0033_claim_jobs_plan_cached',
+  '0034_reaction_ids',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -491,6 +492,30 @@ describe('migrations', () => {
           nextRunAt: undefined,
           leftBehind: false,
         });
+      } finally {
+        await db.destroy();
+      }
+    });
+  });
+
+  describe('0034_reaction_ids', () => {
+    it('when a database at 0033 is migrated, then messages gain reaction_ids (empty by default), and going back drops it', async () => {
+      const db = createDatabase({ databaseUrl: undefined, pgliteDir: 'memory://' });
+      const columns = async (): Promise<unknown[]> =>
+        (
+          await sql<{ column_name: string; column_default: string | null; is_nullable: string }>`
+            select column_name, column_default, is_nullable from information_schema.columns
+             where table_name = 'messages' and column_name = 'reaction_ids'`.execute(db)
+        ).rows;
+      try {
+        const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+        expect((await migrator.migrateTo('0033_claim_jobs_plan_cached')).error).toBeUndefined();
+
+        expect(await migrateToLatest(db)).toEqual(ALL_MIGRATIONS.slice(ALL_MIGRATIONS.indexOf('0034_reaction_ids')));
+        expect(await columns()).toEqual([{ column_name: 'reaction_ids', column_default: "'{}'::text[]", is_nullable: 'NO' }]);
+
+        expect((await migrator.migrateTo('0033_claim_jobs_plan_cached')).error).toBeUndefined();
+        expect(await columns()).toEqual([]);
       } finally {
         await db.destroy();
       }

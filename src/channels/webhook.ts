@@ -238,6 +238,7 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
         out.events.push({
           kind: 'reaction',
           targetExternalId: target,
+          externalId: id,
           from: { ...(phoneDigits && { phone: `+${phoneDigits}` }), ...(whatsappUserId && { whatsappUserId }) },
           emoji: storableOrNone(text(part.emoji)) ?? null,
         });
@@ -299,7 +300,10 @@ function instagramReaction(event: Json, accountId: string, out: ParsedDelivery):
     return;
   }
   const emoji = reaction.action === 'unreact' ? undefined : (storableOrNone(text(reaction.emoji)) ?? storableOrNone(text(reaction.reaction)));
-  out.events.push({ kind: 'reaction', targetExternalId: target, from: { instagramId: sender }, emoji: emoji ?? null });
+  // Instagram names no reaction by an id: its time (ms) and action stand for one, as a repeated delivery repeats them.
+  const at = typeof event.timestamp === 'number' || typeof event.timestamp === 'string' ? String(event.timestamp) : undefined;
+  const externalId = at && storableId(`ig:${at}:${text(reaction.action) ?? ''}:${emoji ?? ''}`);
+  out.events.push({ kind: 'reaction', targetExternalId: target, ...(externalId && { externalId }), from: { instagramId: sender }, emoji: emoji ?? null });
 }
 
 function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {

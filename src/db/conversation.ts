@@ -30,8 +30,18 @@ export async function lockReactionTarget(trx: Db, workspaceId: string, messageId
 }
 
 /** Statement builder: a message's reactions replaced (JSON text), returning the message (for moveMessage). */
-export function reactionsChange(trx: Db, message: { workspace_id: string; id: string }, reactions: string) {
-  return trx.updateTable('messages').set({ reactions }).where('workspace_id', '=', message.workspace_id).where('id', '=', message.id).returningAll();
+export function reactionsChange(trx: Db, message: { workspace_id: string; id: string }, reactions: string, reactionIds?: string[]) {
+  return trx
+    .updateTable('messages')
+    .set({ reactions, ...(reactionIds && { reaction_ids: reactionIds }) })
+    .where('workspace_id', '=', message.workspace_id)
+    .where('id', '=', message.id)
+    .returningAll();
+}
+
+/** The customer reactions' ids a message remembers (`reaction_ids`), its reactions unchanged. */
+export async function rememberReactions(trx: Db, message: { workspace_id: string; id: string }, reactionIds: string[]): Promise<void> {
+  await trx.updateTable('messages').set({ reaction_ids: reactionIds }).where('workspace_id', '=', message.workspace_id).where('id', '=', message.id).execute();
 }
 
 /** The latest inbound message of a thread that reached a Meta channel (it has a provider id); undefined for none. */

@@ -33,6 +33,7 @@ import * as m0029 from './migrations/0029_conversation.js';
 import * as m0030 from './migrations/0030_stream_consumer.js';
 import * as m0032 from './migrations/0032_response_time_rollups.js';
 import * as m0033 from './migrations/0033_claim_jobs_plan_cached.js';
+import * as m0034 from './migrations/0034_reaction_ids.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -67,6 +68,7 @@ export const migrations: Record<string, Migration> = {
   '0030_stream_consumer': m0030,
   '0032_response_time_rollups': m0032,
   '0033_claim_jobs_plan_cached': m0033,
+  '0034_reaction_ids': m0034,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -305,6 +305,8 @@ export interface MessageTable {
   reply_to: ColumnType<string | null, string | null | undefined, never>;
   /** jsonb: the reactions on the message, at most one per direction; written as JSON text. */
   reactions: ColumnType<Reaction[], string | undefined, string>;
+  /** The provider ids of the last customer reactions applied (at most 20): one delivered again is not applied again. */
+  reaction_ids: ColumnType<string[], string[] | undefined, string[]>;
   /** jsonb: the buttons or list an outbound message offers, or the reply an inbound one tapped; written as JSON text. */
   interactive: ColumnType<Interactive | null, string | null | undefined, never>;
   created_at: CreatedAt;

@@ -8,7 +8,7 @@ import { withinMessagingWindow } from './channel-rules.js';
 import { transact, type Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
 import type { ChannelType, Reaction } from '../db/schema.js';
-import { findQuoted, latestMetaInbound, lockInboundReactionTarget, lockReactionTarget, reactionsChange } from '../db/conversation.js';
+import { findQuoted, latestMetaInbound, lockInboundReactionTarget, lockReactionTarget, reactionsChange, rememberReactions } from '../db/conversation.js';
 import { getThread, type Thread } from '../db/threads.js';
 import { ApiError, notFound } from '../errors.js';
 import type { ConversationAction } from '../jobs/kinds.js';
@@ -91,8 +91,15 @@ export function withReaction(reactions: Reaction[], direction: Reaction['directi
 }
 
 /** A message's reactions replaced, with its message.updated (services/message-statuses.ts records it), in one statement. */
-async function setReactions(trx: Db, message: { workspace_id: string; id: string }, reactions: Reaction[], actor: Actor, now: Date): Promise<void> {
-  const change = reactionsChange(trx, message, JSON.stringify(reactions));
+async function setReactions(
+  trx: Db,
+  message: { workspace_id: string; id: string },
+  reactions: Reaction[],
+  actor: Actor,
+  now: Date,
+  reactionIds?: string[],
+): Promise<void> {
+  const change = reactionsChange(trx, message, JSON.stringify(reactions), reactionIds);
   await moveMessage(trx, message.workspace_id, change, actor, { now });
 }
 
@@ -166,23 +173,36 @@ export async function queueRead(db: Db, workspaceId: string, threadId: string, t
   return true;
 }
 
+/** The customer reactions' ids a message remembers: enough for Meta's retries, which come within hours. */
+const REMEMBERED_REACTIONS = 20;
+
 /**
  * A customer's reaction (webhook) on the message it names, of this channel and this customer:
  * their reaction replaced (removed when `emoji` is null), with message.updated by the system. A
- * reaction that changes nothing (Meta's retry) records nothing; an unknown message is ignored.
+ * reaction applied before (its provider id remembered on the message: Meta's retry, even after a
+ * newer reaction) or that changes nothing records nothing; an unknown message is ignored.
  * True when the message changed.
  */
 export async function applyInboundReaction(
   trx: Db,
   channel: { workspace_id: string; id: string },
-  event: { targetExternalId: string; from: { phone?: string; whatsappUserId?: string } | { instagramId: string }; emoji: string | null },
+  event: {
+    targetExternalId: string;
+    externalId?: string | undefined;
+    from: { phone?: string; whatsappUserId?: string } | { instagramId: string };
+    emoji: string | null;
+  },
   actor: Actor,
   now: Date,
 ): Promise<boolean> {
   const row = await lockInboundReactionTarget(trx, channel, event.targetExternalId, event.from);
-  if (!row) return false;
+  if (!row || (event.externalId !== undefined && row.reaction_ids.includes(event.externalId))) return false;
+  const ids = event.externalId === undefined ? undefined : [...row.reaction_ids, event.externalId].slice(-REMEMBERED_REACTIONS);
   const before = row.reactions.find((r) => r.direction === 'inbound');
-  if ((before?.emoji ?? null) === event.emoji) return false;
-  await setReactions(trx, row, withReaction(row.reactions, 'inbound', event.emoji ?? '', now), actor, now);
+  if ((before?.emoji ?? null) === event.emoji) {
+    if (ids) await rememberReactions(trx, row, ids);
+    return false;
+  }
+  await setReactions(trx, row, withReaction(row.reactions, 'inbound', event.emoji ?? '', now), actor, now, ids);
   return true;
 }

@@ -32,6 +32,11 @@ export type InboundEvent =
       kind: 'reaction';
       /** The provider id of the message reacted to. */
       targetExternalId: string;
+      /**
+       * The reaction's own provider id (WhatsApp's wamid; for Instagram, which gives none, its event's
+       * time and action): a reaction delivered again is applied once. Absent: applied as it comes.
+       */
+      externalId?: string | undefined;
       from: { phone?: string; whatsappUserId?: string } | { instagramId: string };
       emoji: string | null;
     }
