@@ -4147,6 +4147,13 @@ export interface operations {
                 instagramId?: components["schemas"]["InstagramId"];
                 /** @description Only the contact with this WhatsApp business-scoped user id (BSUID). */
                 whatsappUserId?: components["schemas"]["WhatsappUserId"];
+                /**
+                 * @description Only contacts whose WhatsApp username (as Meta last delivered it) is this one, case
+                 *     ignored. A username is shown, never a key: it may have changed hands since, so this may
+                 *     find none or, rarely, more than one.
+                 * @example mariana.silva
+                 */
+                whatsappUsername?: string;
                 /** @description Only the contact with this integrator's id. */
                 externalId?: components["schemas"]["ExternalId"];
                 /**

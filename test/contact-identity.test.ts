@@ -5,7 +5,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorkspace, type TestWorkspace } from './helpers/api.js';
+import { createWorkspace, request, type TestWorkspace } from './helpers/api.js';
 import { createMetaChannel, postWebhook, type MetaChannel } from './helpers/channels.js';
 import { GraphDouble, whatsappBsuidText, whatsappDelivery, whatsappText, whatsappUserIdChange } from './helpers/graph.js';
 import { waitFor } from './helpers/processes.js';
@@ -199,6 +199,20 @@ describe('inbound WhatsApp: BSUID, then phone', () => {
 
     const [contact] = await contactsOf(ws.workspaceId);
     expect([contact!.name, contact!.phone]).toEqual([phone.full, phone.full]);
+  });
+
+  it('when ?whatsappUsername= names a username in any case, then it lists the contacts Meta last delivered it for', async () => {
+    const { ws, meta } = await whatsappChannel();
+    await deliver(meta, whatsappBsuidText({ userId: bsuid(), username: 'Mariana.Silva' }, 'um'));
+    await deliver(meta, whatsappBsuidText({ userId: bsuid(), username: 'outra.pessoa' }, 'dois'));
+
+    const found = await ws.api.GET('/contacts', { params: { query: { whatsappUsername: 'mariana.SILVA' } } });
+    const none = await ws.api.GET('/contacts', { params: { query: { whatsappUsername: 'ninguem' } } });
+    const empty = await request(server, 'GET', '/v1/contacts?whatsappUsername=', { apiKey: ws.apiKey });
+
+    expect(found.data!.data.map((c) => c.whatsappUsername)).toEqual(['Mariana.Silva']);
+    expect(none.data!.data).toEqual([]);
+    expect([empty.status, empty.body.error.details[0].path]).toEqual([400, '/query/whatsappUsername']);
   });
 
   it('when Meta says user_changed_user_id, then the contact moves to its new BSUID and the next message finds it', async () => {

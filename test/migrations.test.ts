@@ -77,6 +77,7 @@ const ALL_MIGRATIONS = [
   '0032_response_time_rollups',
   '0033_claim_jobs_plan_cached',
   '0034_reaction_ids',
+  '0035_contacts_by_username',
 ];
 
 function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {

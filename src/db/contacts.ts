@@ -31,6 +31,8 @@ export interface ContactFilter {
   email?: string | undefined;
   instagramId?: string | undefined;
   whatsappUserId?: string | undefined;
+  /** Case-insensitive. */
+  whatsappUsername?: string | undefined;
   externalId?: string | undefined;
   /** Every one of these labels (case-insensitive). */
   labels?: readonly string[] | undefined;
@@ -77,6 +79,8 @@ export async function listContacts(db: Db, workspaceId: string, filter: ContactF
   if (filter.email) where.push(['lower(email) = ?', filter.email.toLowerCase()]);
   if (filter.instagramId) where.push(['instagram_id = ?', filter.instagramId]);
   if (filter.whatsappUserId) where.push(['whatsapp_user_id = ?', filter.whatsappUserId]);
+  // Its index holds only contacts with a username, lower-cased (migration 0035).
+  if (filter.whatsappUsername) where.push(['lower(whatsapp_username) = ?', filter.whatsappUsername.toLowerCase()]);
   if (filter.externalId) where.push(['external_id = ?', filter.externalId]);
   if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
   if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);

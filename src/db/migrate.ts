@@ -34,6 +34,7 @@ import * as m0030 from './migrations/0030_stream_consumer.js';
 import * as m0032 from './migrations/0032_response_time_rollups.js';
 import * as m0033 from './migrations/0033_claim_jobs_plan_cached.js';
 import * as m0034 from './migrations/0034_reaction_ids.js';
+import * as m0035 from './migrations/0035_contacts_by_username.js';
 
 /** Every migration by name, in order; the names are what kysely_migration records. */
 export const migrations: Record<string, Migration> = {
@@ -69,6 +70,7 @@ export const migrations: Record<string, Migration> = {
   '0032_response_time_rollups': m0032,
   '0033_claim_jobs_plan_cached': m0033,
   '0034_reaction_ids': m0034,
+  '0035_contacts_by_username': m0035,
 };
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -24,6 +24,7 @@ export const contactHandlers: Pick<
       email: query.email,
       instagramId: query.instagramId,
       whatsappUserId: query.whatsappUserId,
+      whatsappUsername: query.whatsappUsername,
       externalId: query.externalId,
       labels: query.label,
     };
