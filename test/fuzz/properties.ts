@@ -908,6 +908,10 @@ const plans: Partial<Record<OperationId, Plan>> = {
         if (contact.externalId) parts.query.externalId = contact.externalId;
         else delete parts.query.externalId;
       }
+      if (parts.query.whatsappUsername !== undefined) {
+        if (contact.whatsappUsername) parts.query.whatsappUsername = knobs.upper ? contact.whatsappUsername.toUpperCase() : contact.whatsappUsername;
+        else delete parts.query.whatsappUsername;
+      }
       if (parts.query.email !== undefined) parts.query.email = knobs.upper ? contact.email!.toUpperCase() : contact.email!;
       if (parts.query.label !== undefined && contact.labels.length > 0) {
         const label = contact.labels[knobs.picks[1] % contact.labels.length]!;
@@ -931,6 +935,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
         )
         .filter((c) => (!query.instagramId || c.instagramId === query.instagramId) && hasLabel(c.labels, query.label))
         .filter((c) => (!query.whatsappUserId || c.whatsappUserId === query.whatsappUserId) && (!query.externalId || c.externalId === query.externalId))
+        // Case ignored: the database's lower(), which agrees with this one on the ASCII of usernames.
+        .filter((c) => !query.whatsappUsername || c.whatsappUsername?.toLowerCase() === query.whatsappUsername.toLowerCase())
         .sort(byCreated);
       if (query.q === undefined) return same(ex, ex.res.body, pageOf(matches, query), 'the page of contacts the model holds');
       // Case folding beyond ASCII is the database's (locale, Kelvin sign...): bound the total instead
