@@ -108,6 +108,7 @@ describe('POST /messages', () => {
         attachments: [],
         reply_to: null,
         reactions: [],
+        reaction_ids: [],
         interactive: null,
         quick_replies: null,
         created_at: new Date(data!.createdAt),
