@@ -106,13 +106,13 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   if (!req.operation!.hasBody) return next();
   // A file (POST /media): its type and declared size are checked here, its bytes read after the contract's checks.
   if (req.operation!.rawBody) return next(uploadProblem(req));
+  const type = req.is('application/json');
   // No body at all (none declared, or an empty one of no type): an optional body reads as the empty object.
-  const none = req.is('application/json') === null || (req.headers['content-length'] === '0' && req.headers['content-type'] === undefined);
+  const none = type === null || (req.headers['content-length'] === '0' && req.headers['content-type'] === undefined);
   if (none && !req.operation!.bodyRequired) {
     req.body = {};
     return next();
   }
-  const type = req.is('application/json');
   if (type === null) {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }

@@ -361,9 +361,9 @@ export interface SenderSeen {
 /**
  * The contact a customer's message belongs to, locked until the transaction ends; created with its
  * event when there is none. WhatsApp: found by BSUID, then by phone (either form of a Brazilian
- * mobile); a delivery that brings both stores both on it (a phone another contact holds stays
- * there), and its username. Created in the phone's 13-digit form, named after the profile name,
- * else the username, else the phone or BSUID. The keys are held first, so concurrent messages of
+ * mobile); a delivery that brings both stores both on it in place of those it held (a phone another
+ * contact holds stays there), and its username. Created in the phone's 13-digit form, named after
+ * the profile name, else the username, else the phone (that form) or BSUID. The keys are held first, so concurrent messages of
  * one new customer make one contact; the row's key-share lock makes a merge of it wait for this
  * message, or this message wait for the merge and then find the target. Run it in the receive's transaction.
  * `seen`: the caller held the sender's keys and made the first lookup itself (services/receive.ts,
@@ -404,9 +404,8 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
     // already keep two messages of one customer apart.
     const row = first ? first.contact : await lockContact(trx, workspaceId, id, { keyShare: true });
     if (!row) continue;
-    // The delivery's phone and BSUID are stored on the contact found, in place of what it held: the
-    // BSUID is no one else's (it would have found them first), and a phone another contact holds
-    // (in either Brazilian form) is left where it is.
+    // The delivery's phone and BSUID replace what the contact held: the BSUID is no one else's (it
+    // would have found them first); a phone another contact holds (in either form) stays there.
     const values: { phone?: string; whatsappUserId?: string; username?: string } = {};
     if (whatsappUserId && whatsappUserId !== row.whatsapp_user_id && (!byBsuid || byBsuid === row.id)) values.whatsappUserId = whatsappUserId;
     if (phone && storedPhone(phone) !== row.phone && (!byPhone || byPhone === row.id)) values.phone = phone;
