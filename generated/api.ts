@@ -1685,7 +1685,7 @@ export interface components {
          *     (a reaction or a list on Instagram).
          *     `range_not_satisfiable` (416) answers a `Range` outside a media file's bytes;
          *     `attachment_not_supported` (422) an attachment its channel cannot carry (a type or size
-         *     the channel refuses).
+         *     the channel refuses, or a caption on Instagram).
          *     `request_timeout` (408) and `headers_too_large` (431) answer a connection, not an
          *     operation: a client too slow to send its request, or one whose headers are too large,
          *     gets one of them and the connection is closed. `outside_messaging_window` and
@@ -2235,7 +2235,7 @@ export interface components {
         };
         AttachmentRef: {
             mediaId: components["schemas"]["Uuid"];
-            /** @description Shown with an image, video or document (WhatsApp ignores captions of audio and stickers; Instagram has none). */
+            /** @description Shown with an image, video or document (WhatsApp ignores captions of audio and stickers; Instagram has none, and a caption there is a 422 `attachment_not_supported`). */
             caption?: string;
         };
         /** @description `content` (free text), `attachments` (files, with or without `content`), a `template` (WhatsApp only, alone) or `interactive` (buttons or a list, alone); any of them may answer a message (`replyTo`). */

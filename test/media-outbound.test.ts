@@ -155,7 +155,7 @@ describe('POST /messages with attachments', () => {
     expect((await threadMessages(ws, threads!.data[0]!.id)).filter((m) => m.direction === 'outbound')).toEqual([]);
   });
 
-  it('when a voice note or video is of a format Instagram does not play (ogg, amr, mpeg, 3gpp), then 422 and nothing is queued', async () => {
+  it('when a voice note or video is of a format Instagram does not play (ogg, amr, mpeg, 3gpp), or a file has a caption, then 422 and nothing is queued', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'instagram');
     const { event } = instagramText(meta.externalId, '8877665544', 'Oi!');
@@ -169,6 +169,11 @@ describe('POST /messages with attachments', () => {
       expect(refused.response.status, type).toBe(422);
       expect(refused.error!.error).toMatchObject({ code: 'attachment_not_supported', details: [{ path: '/body/attachments/0/mediaId' }] });
     }
+    // A file Instagram takes, with a caption it would never show: refused, not stored and dropped.
+    const image = await upload(ws, randomBytes(100), 'image/png');
+    const captioned = await ws.api.POST('/messages', { body: { ...pair, attachments: [{ mediaId: image.id, caption: 'Produto' }] } });
+    expect(captioned.response.status).toBe(422);
+    expect(captioned.error!.error).toMatchObject({ code: 'attachment_not_supported', details: [{ path: '/body/attachments/0/caption' }] });
     const { data: threads } = await ws.api.GET('/threads');
     expect((await threadMessages(ws, threads!.data[0]!.id)).filter((m) => m.direction === 'outbound')).toEqual([]);
   });

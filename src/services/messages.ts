@@ -80,6 +80,12 @@ async function attachmentsToSend(db: Db, workspaceId: string, input: MessageCrea
         { path: `/body/attachments/${i}/mediaId`, message: refused },
       ]);
     }
+    // Instagram shows a file without words: a caption would be stored and never seen.
+    if (channelType === 'instagram' && ref.caption !== undefined) {
+      throw new ApiError(422, 'attachment_not_supported', 'Instagram carries no caption with a file; send the text as content.', [
+        { path: `/body/attachments/${i}/caption`, message: 'Instagram takes no captions' },
+      ]);
+    }
     return mediaRowToAttachment(row, ref.caption ?? null);
   });
 }
