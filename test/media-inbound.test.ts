@@ -86,7 +86,8 @@ describe('inbound media on WhatsApp', () => {
         type: 'image',
         mimeType: 'image/jpeg',
         size: null,
-        sha256: null,
+        // Announced in base64, shown in the contract's lowercase hex before the bytes are fetched.
+        sha256: sha256(bytes),
         filename: null,
         caption: 'Olha o comprovante',
         status: 'pending',

@@ -31,7 +31,7 @@ import { moveMessage } from '../services/message-statuses.js';
 import { fetchShares, type FetchShares } from './fetch-shares.js';
 import { CutShortError, spool, TooLargeError, type Spooled } from './spool.js';
 import { mediaKey, type MediaStore } from './store.js';
-import { bareMimeType, inboundLimit, mediaTypeOf } from './types.js';
+import { bareMimeType, digestBytes, inboundLimit, mediaTypeOf } from './types.js';
 
 export const MEDIA_FETCH_QUEUE = 'media-fetch';
 
@@ -67,16 +67,6 @@ interface Announced {
   mimeType?: string | undefined;
   sha256?: string | undefined;
   size?: number | undefined;
-}
-
-/** A SHA-256 as Meta writes it (lowercase or uppercase hex, base64 or base64url) as its 32 bytes; undefined if it is neither. */
-export function digestBytes(text: string): Buffer | undefined {
-  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
-  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
-    const bytes = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
-    return bytes.length === 32 ? bytes : undefined;
-  }
-  return undefined;
 }
 
 const MAX_INFO_BYTES = 64 * 1024;
@@ -235,7 +225,9 @@ export function mediaFetchHandler(options: MediaFetchOptions): QueueHandler<type
    */
   const fail = async (job: HeldJob, payload: { mediaId: string; messageId: string }, reason: string): Promise<JobResult> => {
     options.logger.warn({ mediaId: payload.mediaId, reason }, 'media fetch failed');
-    await moveMessage(db, job.workspace_id, patchMessageAttachment(db, job.workspace_id, payload.messageId, payload.mediaId, { status: 'failed' }), SYSTEM, {
+    // No bytes, so no hash of them: the one Meta announced (shown while pending) goes.
+    const failed = patchMessageAttachment(db, job.workspace_id, payload.messageId, payload.mediaId, { status: 'failed', sha256: null });
+    await moveMessage(db, job.workspace_id, failed, SYSTEM, {
       also: sql`failed as (${markMediaFailed(db, job.workspace_id, payload.mediaId)}), finished as (${finishJobQuery(job)})`,
     });
     metrics.mediaFetches.inc({ outcome: 'failed' });

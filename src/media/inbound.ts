@@ -5,6 +5,7 @@ import type { Db } from '../db/database.js';
 import { insertPendingMedia } from '../db/media.js';
 import type { Attachment, MediaSource, MediaType } from '../db/schema.js';
 import { enqueue } from '../jobs/queue.js';
+import { digestBytes } from './types.js';
 
 /** A file a customer's message carries, as its channel announces it (Meta: channels/webhook.ts): where to fetch it, and what it should be. */
 export interface InboundMedia {
@@ -24,7 +25,7 @@ export interface PendingFile {
   attachment: Attachment;
 }
 
-/** The files of an inbound message, each with its new media id, as the message shows them while pending. */
+/** The files of an inbound message, each with its new media id, as the message shows them while pending (the SHA-256 Meta announced, if any). */
 export function pendingFiles(media: InboundMedia[] | undefined): PendingFile[] {
   return (media ?? []).map((m) => ({
     media: m,
@@ -33,7 +34,8 @@ export function pendingFiles(media: InboundMedia[] | undefined): PendingFile[] {
       type: m.type,
       mimeType: m.mimeType,
       size: null,
-      sha256: null,
+      // What Meta announced, in the contract's lowercase hex, until the bytes are stored (and checked against it).
+      sha256: (m.sha256 !== undefined && digestBytes(m.sha256)?.toString('hex')) || null,
       filename: m.filename ?? null,
       caption: m.caption ?? null,
       status: 'pending',

@@ -85,3 +85,13 @@ export function channelRefuses(channelType: ChannelType, media: { type: MediaTyp
   if (media.size > instagramLimit(media.type)) return `Instagram takes a ${media.type} of at most ${instagramLimit(media.type) / MB} MB`;
   return undefined;
 }
+
+/** A SHA-256 as Meta writes it (lowercase or uppercase hex, base64 or base64url) as its 32 bytes; undefined if it is neither. */
+export function digestBytes(text: string): Buffer | undefined {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
+    const bytes = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    return bytes.length === 32 ? bytes : undefined;
+  }
+  return undefined;
+}
