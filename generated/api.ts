@@ -1082,8 +1082,8 @@ export interface paths {
          *     fields at once is one entry per field, with the same `createdAt`. `actor` says who made
          *     the change: an API key (`api_key`, its key id), an agent (`agent`, its id), an automation
          *     (`automation`, its id) or the service itself (`system`, id `null`), as when a thread opened on a channel gets the channel's
-         *     default agent (`reason: channel_default_agent`) or an agent is deleted
-         *     (`reason: agent_deleted`). An AI agent's handoff is one `agentId` entry by that agent with
+         *     default agent (`reason: channel_default_agent`). An agent's deletion unassigns its threads
+         *     as the key that deleted it (`api_key`, `reason: agent_deleted`). An AI agent's handoff is one `agentId` entry by that agent with
          *     the reason it gave: to the person the round robin chose, or to `null` when nobody was
          *     eligible. A round robin with nobody eligible and no reason of its caller's (an automation's
          *     `assign_round_robin`) records `reason: no_agent_available`, from `null` to `null` when the
