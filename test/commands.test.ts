@@ -39,9 +39,9 @@ function onlyJson(stdout: string): any {
   return JSON.parse(lines[0]!);
 }
 
-async function withServer<T>(use: (server: TestServer) => Promise<T>): Promise<T> {
+async function withServer<T>(use: (server: TestServer) => Promise<T>, keyCacheTtlMs = 0): Promise<T> {
   const db: Db = createDatabase({ databaseUrl, pgliteDir: 'memory://' });
-  const server = await startServer({ db, redisUrl: false });
+  const server = await startServer({ db, redisUrl: false, config: { keyCacheTtlMs } });
   try {
     return await use(server);
   } finally {
@@ -151,6 +151,23 @@ describe.skipIf(!databaseUrl)('npm run revoke (needs PostgreSQL)', () => {
       const response = await request(server, 'GET', '/v1/agents', { apiKey: made.apiKey });
       expect(response.status).toBe(401);
     });
+  });
+
+  it('when a running instance trusts the key from its cache, then the command returns only once the cache has let it go', async () => {
+    const made = onlyJson((await npmRun('provision', ['--plan', 'pro', '--scopes', 'all'])).stdout);
+    const ttl = 1_500;
+
+    await withServer(async (server) => {
+      const before = await request(server, 'GET', '/v1/agents', { apiKey: made.apiKey });
+      const started = Date.now();
+      const result = await npmRun('revoke', ['--key-id', made.keyId], { KEY_CACHE_TTL_MS: String(ttl) });
+      const after = await request(server, 'GET', '/v1/agents', { apiKey: made.apiKey });
+
+      expect(before.status).toBe(200);
+      expect(result.code, result.stderr).toBe(0);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(ttl);
+      expect(after.status).toBe(401);
+    }, ttl);
   });
 
   it('when the key id is unknown or malformed, then it exits 2 and prints nothing on stdout', async () => {
