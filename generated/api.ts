@@ -7882,9 +7882,10 @@ export interface operations {
             };
             /**
              * @description `outside_messaging_window`: on a `meta` channel the contact last wrote more than 24 hours
-             *     ago (or never), and the channel is Instagram or the workspace has no `nps.template`.
-             *     `invalid_reference`: the thread's contact was erased, or cannot be reached on the
-             *     channel (no phone for WhatsApp, no Instagram id for Instagram).
+             *     ago (or never: on Instagram, a contact without an Instagram id), and the channel is
+             *     Instagram or the workspace has no `nps.template`. `contact_unreachable`: on WhatsApp
+             *     (sandbox channels too) the contact has neither a phone nor a `whatsappUserId`.
+             *     `invalid_reference`: the thread's contact was erased.
              *     `idempotency_key_reused`: the `Idempotency-Key` was used with another path or body.
              *     Nothing is queued and `npsRequestedAt` stays as it was.
              */

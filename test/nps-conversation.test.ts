@@ -275,6 +275,24 @@ describe('POST /threads/{id}/nps/request', () => {
     expect((await jobsOf(ws.workspaceId)).filter((j) => j.queue === 'message-delivery')).toEqual([]);
   });
 
+  it('when the contact never wrote on Instagram, then 422 outside_messaging_window; with neither phone nor BSUID on WhatsApp, 422 contact_unreachable, on a sandbox channel too', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const sandbox = ws.channels.find((c) => c.type === 'whatsapp')!;
+    const { data: contact } = await ws.api.POST('/contacts', { body: { name: 'Nunca escreveu' } });
+    const { data: onInstagram } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: meta.channel.id } });
+    const { data: onWhatsapp } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: sandbox.id } });
+
+    const instagram = await ask(ws, onInstagram!.id);
+    const whatsapp = await ask(ws, onWhatsapp!.id);
+
+    expect([instagram.status, instagram.body.error.code]).toEqual([422, 'outside_messaging_window']);
+    expect([whatsapp.status, whatsapp.body.error.code]).toEqual([422, 'contact_unreachable']);
+    expect((await getThread(ws, onInstagram!.id)).npsRequestedAt).toBeNull();
+    expect((await getThread(ws, onWhatsapp!.id)).npsRequestedAt).toBeNull();
+    expect((await jobsOf(ws.workspaceId)).filter((j) => j.queue === 'message-delivery')).toEqual([]);
+  });
+
   it('when the thread was asked and is still pending, or was answered, then 409 conflict; once expired, it may be asked again', async () => {
     const ws = await createWorkspace(server);
     const sandbox = ws.channels[0]!;

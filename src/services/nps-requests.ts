@@ -81,15 +81,16 @@ async function questionFor(
   const { type, provider } = context.channel!;
   const pair = { contactId: thread.contact_id, channelId: thread.channel_id };
   const text: OutboundMessage = { ...pair, content: nps.question, ...(type === 'instagram' && { quickReplies: [...NPS_QUICK_REPLIES] }) };
-  if (provider === 'sandbox') return text;
-  const reachable = type === 'whatsapp' ? (context.contact.phone ?? context.contact.whatsapp_user_id) : context.contact.instagram_id;
-  if (!reachable) {
-    throw unreachable(
-      `The contact cannot be reached on ${type === 'whatsapp' ? 'WhatsApp' : 'Instagram'}.`,
-      type === 'whatsapp' ? 'the contact has no phone' : 'the contact has no Instagram id (they must write first)',
-    );
+  // As any message to WhatsApp: checked before the window, on sandbox channels too.
+  if (type === 'whatsapp' && !context.contact.phone && !context.contact.whatsapp_user_id) {
+    throw new ApiError(422, 'contact_unreachable', 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.', [
+      { path: '/path/id', message: 'the contact of this thread has no phone and no whatsappUserId' },
+    ]);
   }
-  if (withinMessagingWindow(context.lastInboundAt, now)) return text;
+  if (provider === 'sandbox') return text;
+  // An Instagram contact without an Instagram id never wrote there: outside the window, as one who wrote too long ago.
+  const lastInboundAt = type === 'instagram' && !context.contact.instagram_id ? null : context.lastInboundAt;
+  if (withinMessagingWindow(lastInboundAt, now)) return text;
   if (type === 'whatsapp' && nps.template) return { ...pair, content: templateContent(nps.template), template: nps.template };
   throw new ApiError(
     422,
@@ -100,7 +101,7 @@ async function questionFor(
     [
       {
         path: '/path/id',
-        message: `the question needs the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
+        message: `the question needs the contact to have written within 24 hours (last: ${lastInboundAt?.toISOString() ?? 'never'})`,
       },
     ],
   );
