@@ -46,6 +46,8 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
   // What recording an event starts (automations, AI replies): registered once, before any request.
   registerEventConsumers(config);
   const app = express();
+  // Paths are exact: /V1/agents is no endpoint (the contract's own matching, routing.ts, is exact too).
+  app.set('case sensitive routing', true);
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('trust proxy', config.trustProxy);

@@ -25,7 +25,8 @@ const error = (code: string, message: string) => ({ error: { code, message, requ
 
 describe('error codes', () => {
   it('when the path is unknown, then 404 not_found, before authentication', async () => {
-    for (const path of ['/v1/nope', '/v2/agents', '/agents', '/v1/agents/a/b', '/v1']) {
+    // Paths are exact, the version prefix too: /V1 is not /v1.
+    for (const path of ['/v1/nope', '/v2/agents', '/agents', '/v1/agents/a/b', '/v1', '/V1/agents', '/v1/Agents']) {
       const response = await request(server, 'GET', path);
       expect(response.status, path).toBe(404);
       expect(response.body).toEqual(error('not_found', 'No such endpoint.'));
