@@ -410,6 +410,13 @@ describe('read and typing', () => {
     // Every field of the body is optional, and so is the body: none at all reads as {}.
     const bodiless = await request(server, 'POST', `/v1/threads/${latest.threadId}/read`, { apiKey: pair.ws.apiKey });
     await waitFor('the third read receipt', async () => graph.to(pair.meta.externalId).length === 3);
+    // Declared JSON and empty is no JSON: refused, nothing sent.
+    const empty = await request(server, 'POST', `/v1/threads/${latest.threadId}/read`, {
+      apiKey: pair.ws.apiKey,
+      headers: { 'content-type': 'application/json' },
+      rawBody: '',
+    });
+    expect([empty.status, empty.body.error.code]).toEqual([400, 'validation_error']);
 
     expect(res.response.status).toBe(202);
     expect(res.data!.id).toBe(latest.threadId);

@@ -107,8 +107,8 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   // A file (POST /media): its type and declared size are checked here, its bytes read after the contract's checks.
   if (req.operation!.rawBody) return next(uploadProblem(req));
   const type = req.is('application/json');
-  // No body at all (none declared, or an empty one of no type): an optional body reads as the empty object.
-  const none = type === null || (req.headers['content-length'] === '0' && req.headers['content-type'] === undefined);
+  // No body at all, and no type (an empty body declared JSON is no JSON): an optional body reads as the empty object.
+  const none = req.headers['content-type'] === undefined && (type === null || req.headers['content-length'] === '0');
   if (none && !req.operation!.bodyRequired) {
     req.body = {};
     return next();
@@ -117,6 +117,10 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
+  // Declared JSON and empty: no JSON at all (body-parser would read it as {}), whether the body is required or not.
+  if (req.headers['content-length'] === '0') {
+    return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is empty (JSON declared)' }]));
+  }
   if (declaredTooLarge(req)) return next(new ApiError(413, 'payload_too_large', 'The request body is larger than 1 MiB.'));
   // body-parser calls back from the request stream's events, outside Express's reach: anything
   // thrown here would be uncaught and end the process. It goes to next() instead, a logged 500.

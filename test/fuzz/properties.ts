@@ -1721,12 +1721,14 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const contact = model.contacts.find((c) => c.id === before.contactId);
       if (!contact) return expectError(ex, 422, 'invalid_reference', "the thread's contact was erased", '/path/id');
       let template: S['NpsTemplate'] | null = null;
+      // As any message to WhatsApp, sandbox channels too: neither phone nor BSUID reaches no one.
+      if (channel.type === 'whatsapp' && !contact.phone && !contact.whatsappUserId) {
+        return expectError(ex, 422, 'contact_unreachable', 'a WhatsApp contact with neither phone nor whatsappUserId', '/path/id');
+      }
       if (channel.provider === 'meta') {
-        if (!(channel.type === 'whatsapp' ? contact.phone : contact.instagramId)) {
-          return expectError(ex, 422, 'invalid_reference', 'a contact the channel cannot reach', '/path/id');
-        }
+        // An Instagram contact without an Instagram id never wrote there: outside the window.
         const wrote = model.threads
-          .filter((t) => t.contactId === contact.id && t.channelId === channel.id && t.lastInboundAt)
+          .filter((t) => t.contactId === contact.id && t.channelId === channel.id && t.lastInboundAt && (channel.type === 'whatsapp' || contact.instagramId))
           .map((t) => Date.parse(t.lastInboundAt!));
         if (!(wrote.length > 0 && Date.now() - Math.max(...wrote) <= 24 * 3_600_000)) {
           template = channel.type === 'whatsapp' ? model.settings.nps.template : null;
