@@ -1,7 +1,8 @@
 // Meta's messaging rules as pure functions, as the use cases apply them (sending, receiving, NPS,
 // conversation): the 24-hour window, statuses that only move forward, and how a template or a
-// non-text message reads as text. In services/, which imports no channel adapter (channels/ imports services/).
+// non-text message reads as text, and who WhatsApp cannot reach. In services/, which imports no channel adapter (channels/ imports services/).
 import type { MessageStatus } from '../db/schema.js';
+import { ApiError } from '../errors.js';
 
 export const MESSAGING_WINDOW_MS = 24 * 60 * 60 * 1000;
 
@@ -11,6 +12,19 @@ export const MESSAGING_WINDOW_MS = 24 * 60 * 60 * 1000;
  */
 export function withinMessagingWindow(lastInboundAt: Date | null, now: Date): boolean {
   return lastInboundAt !== null && now.getTime() - lastInboundAt.getTime() <= MESSAGING_WINDOW_MS;
+}
+
+/**
+ * The 422 of any message to a WhatsApp contact with neither a phone nor a BSUID (nothing to send
+ * to), checked before the window, on sandbox channels too; undefined when it has one. `detail`
+ * names where the request points at the contact.
+ */
+export function whatsappUnreachable(
+  contact: { phone: string | null; whatsapp_user_id: string | null },
+  detail: { path: string; message: string },
+): ApiError | undefined {
+  if (contact.phone || contact.whatsapp_user_id) return undefined;
+  return new ApiError(422, 'contact_unreachable', 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.', [detail]);
 }
 
 const RANK: Record<Exclude<MessageStatus, 'failed'>, number> = { queued: 0, sent: 1, delivered: 2, read: 3 };

@@ -4,7 +4,7 @@
 // default agent), with its delivery job, in one transaction. message.created is recorded here only,
 // for sent and inbound messages alike.
 import type { components } from '../../generated/api.js';
-import { withinMessagingWindow, templateContent } from './channel-rules.js';
+import { templateContent, whatsappUnreachable, withinMessagingWindow } from './channel-rules.js';
 import { automationOf, type Actor } from '../actor.js';
 import { transact, type Db } from '../db/database.js';
 import { appendToOpenThread, appendToThread, getSendContext, insertMessage, messageRowToMessage, type Message, type OutboundMessage } from '../db/messages.js';
@@ -107,11 +107,13 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
       { path: '/body/template', message: 'templates are a WhatsApp feature' },
     ]);
   }
-  if (type === 'whatsapp' && !context.contact.phone && !context.contact.whatsapp_user_id) {
-    throw new ApiError(422, 'contact_unreachable', 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.', [
-      { path: '/body/contactId', message: 'the contact has no phone and no whatsappUserId (they must write first, or be given a phone)' },
-    ]);
-  }
+  const unreachable =
+    type === 'whatsapp' &&
+    whatsappUnreachable(context.contact, {
+      path: '/body/contactId',
+      message: 'the contact has no phone and no whatsappUserId (they must write first, or be given a phone)',
+    });
+  if (unreachable) throw unreachable;
   if (input.interactive) checkInteractive(input.interactive, type);
   if (input.replyTo) await checkReplyTo(db, workspaceId, input.replyTo, input.contactId, input.channelId);
   if (provider === 'sandbox') return attachments;

@@ -4,7 +4,7 @@
 // thread even when it is closed). Which reply is a score is a pure rule, tested without I/O.
 import type { Actor } from '../actor.js';
 import { SYSTEM } from '../actor.js';
-import { templateContent, withinMessagingWindow } from './channel-rules.js';
+import { templateContent, whatsappUnreachable, withinMessagingWindow } from './channel-rules.js';
 import type { InboundEvent } from './inbound-events.js';
 import { transact, type Db } from '../db/database.js';
 import { externalIdExists, getSendContext, insertInboundMessage, type OutboundMessage } from '../db/messages.js';
@@ -66,7 +66,8 @@ export function npsRequestPending(requestedAt: Date | null, now: Date, expiresAf
   return requestedAt !== null && now.getTime() - requestedAt.getTime() < expiresAfterHours * HOUR_MS;
 }
 
-const unreachable = (message: string, detail: string): ApiError => new ApiError(422, 'invalid_reference', message, [{ path: '/path/id', message: detail }]);
+const contactErased = (): ApiError =>
+  new ApiError(422, 'invalid_reference', "The thread's contact was erased.", [{ path: '/path/id', message: 'the contact of this thread was erased' }]);
 
 /** The question as it goes out on the thread's channel, or the 422 Meta's rules give it. */
 async function questionFor(
@@ -77,16 +78,14 @@ async function questionFor(
   now: Date,
 ): Promise<OutboundMessage> {
   const context = await getSendContext(trx, workspaceId, thread.contact_id, thread.channel_id);
-  if (!context.contact) throw unreachable("The thread's contact was erased.", 'the contact of this thread was erased');
+  if (!context.contact) throw contactErased();
   const { type, provider } = context.channel!;
   const pair = { contactId: thread.contact_id, channelId: thread.channel_id };
   const text: OutboundMessage = { ...pair, content: nps.question, ...(type === 'instagram' && { quickReplies: [...NPS_QUICK_REPLIES] }) };
   // As any message to WhatsApp: checked before the window, on sandbox channels too.
-  if (type === 'whatsapp' && !context.contact.phone && !context.contact.whatsapp_user_id) {
-    throw new ApiError(422, 'contact_unreachable', 'The contact cannot be reached on WhatsApp: it has neither a phone nor a WhatsApp user id.', [
-      { path: '/path/id', message: 'the contact of this thread has no phone and no whatsappUserId' },
-    ]);
-  }
+  const noRecipient =
+    type === 'whatsapp' && whatsappUnreachable(context.contact, { path: '/path/id', message: 'the contact of this thread has no phone and no whatsappUserId' });
+  if (noRecipient) throw noRecipient;
   if (provider === 'sandbox') return text;
   // An Instagram contact without an Instagram id never wrote there: outside the window, as one who wrote too long ago.
   const lastInboundAt = type === 'instagram' && !context.contact.instagram_id ? null : context.lastInboundAt;
@@ -113,8 +112,8 @@ async function questionFor(
  * transaction: the caller's when `trx` is one (transact), so an automation's action commits with
  * its run. The thread row is locked first, so of two requests at once one asks and the other is a
  * 409. Throws ApiError 404 (no such thread), 409 `conflict` (answered already, or asked and still
- * pending), 422 `outside_messaging_window` or `invalid_reference` (contact erased or unreachable),
- * each before anything is written.
+ * pending), 422 `outside_messaging_window`, `contact_unreachable` (WhatsApp, neither phone nor BSUID) or
+ * `invalid_reference` (contact erased), each before anything is written.
  */
 export async function requestNps(trx: Db, workspaceId: string, threadId: string, actor: Actor): Promise<Thread> {
   return transact(trx, async (t) => {
@@ -132,7 +131,7 @@ export async function requestNps(trx: Db, workspaceId: string, threadId: string,
     }
     const question = await questionFor(t, workspaceId, thread, nps, now);
     const sent = await sendOnThread(t, workspaceId, thread.id, question, actor, now);
-    if (!sent) throw unreachable("The thread's contact was erased.", 'the contact of this thread was erased');
+    if (!sent) throw contactErased();
     return threadRowToThread(await setNpsRequested(t, workspaceId, thread.id, now));
   });
 }
