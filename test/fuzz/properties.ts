@@ -512,7 +512,7 @@ function expectStatus(ex: Exchange, status: number, why: string): void {
   if (ex.res.status !== status) fail(ex, `expected ${status} (${why})`);
 }
 
-/** `orItem`: the detail may name one item of the array at `detailPath` (`/query/types/2`). */
+/** `orItem`: the detail may name what is inside `detailPath`: one item of its array (`/query/types/2`), a field of its object. */
 function expectError(ex: Exchange, status: number, code: string, why: string, detailPath?: string, orItem = false): void {
   expectStatus(ex, status, why);
   const error = (ex.res.body as { error: { code: string; details?: Array<{ path: string }> } }).error;
@@ -2984,17 +2984,22 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   }
   const ex = await send(ctx, method, url, payload(inputs, broken.body));
   // The validator names path parameters /params/<name> (ErrorDetail's examples only show /body and /query).
+  // A field mixed into another branch's object may be named, or any field beside it (Mutation's `mixed`).
+  const mixed = mode.where === 'body' && mode.mutation.op === 'set' && mode.mutation.mixed === true;
+  const pointer = mode.where === 'body' ? (mixed ? mode.mutation.pointer.slice(0, -1) : mode.mutation.pointer) : [];
   const where =
     mode.where === 'body'
-      ? mode.mutation.pointer.length
-        ? `/body/${mode.mutation.pointer.join('/')}`
-        : undefined
+      ? pointer.length
+        ? `/body/${pointer.join('/')}`
+        : mixed
+          ? '/body'
+          : undefined
       : `/${mode.where === 'path' ? 'params' : 'query'}/${mode.param}`;
   const what = mode.where === 'body' ? mode.mutation.what : `${mode.where} ${mode.param}: ${mode.where === 'query' ? mode.how : 'malformed'}`;
   // A path that is not even percent-decodable has no parameter to name yet.
   const schema = mode.where === 'query' ? inputs.query[mode.param] : undefined;
   const arrayParam = schema !== undefined && ctx.tr.resolve(schema).type === 'array';
-  expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where, arrayParam);
+  expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where, arrayParam || mixed);
   return ex;
 }
 
