@@ -7,9 +7,10 @@ import fc from 'fast-check';
 export type Schema = Record<string, any>;
 
 /**
- * One change that makes a valid value invalid; plain data, so a counterexample prints readably. `mixed`: a field of one branch of a oneOf set beside another
- * branch's fields, where either is the one out of place: the validator may name the field set or any
- * field of the object beside it (`/body/trigger/minutes` for `{event: 'sla.warning', minutes, waitingOn}`).
+ * One change that makes a valid value invalid; plain data, so a counterexample prints readably.
+ * `mixed`: a field of one branch of a oneOf set beside another branch's fields, where either is the
+ * one out of place: the validator may name the field set or any field of the object beside it
+ * (`/body/trigger/minutes` for `{event: 'sla.warning', minutes, waitingOn}`).
  */
 export type Mutation = { op: 'set'; pointer: string[]; value: unknown; what: string; mixed?: true } | { op: 'delete'; pointer: string[]; what: string };
 
