@@ -93,6 +93,8 @@ interface OpInputs {
   /** Array parameters sent once per item (`?label=a&label=b`): the fuzz sends one item, and repeating it is valid. */
   repeatable: string[];
   body: Schema | undefined;
+  /** Whether the body must be sent (`requestBody.required`): an optional one may be left out. */
+  bodyRequired: boolean;
 }
 
 function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
@@ -111,6 +113,7 @@ function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
     reserved: params.filter((p) => p.in === 'query' && p.allowReserved).map((p) => p.name as string),
     repeatable: params.filter(repeatable).map((p) => p.name as string),
     body: item[op.method].requestBody?.content?.['application/json']?.schema,
+    bodyRequired: item[op.method].requestBody?.required === true,
   };
 }
 
@@ -332,7 +335,9 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
   const invalid: Array<fc.Arbitrary<Mode>> = [];
   if (inputs.body) {
     invalid.push(tr.mutations(inputs.body).map((mutation): Mode => ({ kind: 'invalid', where: 'body', mutation })));
-    invalid.push(fc.constantFrom(...RAW_BODIES).map((body): Mode => ({ kind: 'invalid', where: 'raw', body })));
+    // A body left out (no content, no type) is refused only where the body is required.
+    const raw = inputs.bodyRequired ? RAW_BODIES : RAW_BODIES.filter((body) => body.contentType !== undefined || body.raw !== undefined);
+    invalid.push(fc.constantFrom(...raw).map((body): Mode => ({ kind: 'invalid', where: 'raw', body })));
   }
   for (const [param, schema] of Object.entries(inputs.query)) {
     invalid.push(tr.invalidQuery(schema).map((value): Mode => ({ kind: 'invalid', where: 'query', how: 'value', param, value })));
@@ -2998,7 +3003,8 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
   const what = mode.where === 'body' ? mode.mutation.what : `${mode.where} ${mode.param}: ${mode.where === 'query' ? mode.how : 'malformed'}`;
   // A path that is not even percent-decodable has no parameter to name yet.
   const schema = mode.where === 'query' ? inputs.query[mode.param] : undefined;
-  const arrayParam = schema !== undefined && ctx.tr.resolve(schema).type === 'array';
+  // An array parameter, or one sent once per item (`?label=`, whose value is then the first item: /query/label/0).
+  const arrayParam = (schema !== undefined && ctx.tr.resolve(schema).type === 'array') || (mode.where === 'query' && inputs.repeatable.includes(mode.param));
   expectError(ex, 400, 'validation_error', what, mode.where === 'path' && mode.raw ? undefined : where, arrayParam || mixed);
   return ex;
 }
