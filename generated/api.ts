@@ -1650,6 +1650,52 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "sla.warning": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * sla.warning
+         * @description A thread's SLA clock (`metric`) is its policy's `warnBeforeMinutes` from its due time; the
+         *     object is the thread, with its `sla`.
+         *     Sent to each enabled endpoint subscribed to `sla.warning` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onSlaWarningEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "sla.breached": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * sla.breached
+         * @description A thread's SLA clock (`metric`) passed its due time, recorded within 5 seconds of it, once
+         *     per clock; the object is the thread, with its `sla`.
+         *     Sent to each enabled endpoint subscribed to `sla.breached` (or `*`), signed with the endpoint's
+         *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
+         */
+        post: operations["onSlaBreachedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -9469,6 +9515,76 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["AutomationRunEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onSlaWarningEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SlaWarningEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do); anything else, or no answer within 10 seconds, is retried. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onSlaBreachedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry of it; drop a delivery whose id you already processed. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /**
+                 * @description When this attempt was signed, in Unix seconds; refuse one far from your clock (replays).
+                 * @example 1763820190
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /**
+                 * @description `v1,` + base64 of HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64-decoded part of the secret after `whsec_`.
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SlaBreachedEvent"];
             };
         };
         responses: {

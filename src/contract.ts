@@ -15,7 +15,9 @@ export type WebhookEventOperationId =
   | 'onMessageCreatedEvent'
   | 'onMessageUpdatedEvent'
   | 'onNpsAnsweredEvent'
-  | 'onAutomationRunEvent';
+  | 'onAutomationRunEvent'
+  | 'onSlaWarningEvent'
+  | 'onSlaBreachedEvent';
 /** The /v1 operations: authenticated, validated and dispatched by operationId. */
 export type OperationId = Exclude<keyof operations, ServiceOperationId | WebhookEventOperationId>;
 

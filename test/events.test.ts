@@ -4,6 +4,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
+import { spec } from '../src/contract.js';
 import { purgeOldEvents } from '../src/events/record.js';
 import { bindInputs, fanOut, registerEventConsumer, statementTemplate } from '../src/events/fan-out.js';
 import { buildContact, buildPhone, createWorkspace, ISO_MS, request, UUID, type TestWorkspace } from './helpers/api.js';
@@ -100,6 +101,21 @@ describe('recording', () => {
     const updated = objectsOf(await events(ws, 'thread.updated'), 'thread.updated') as Array<components['schemas']['Thread']>;
     expect(updated).toHaveLength(1);
     expect(updated[0]).toMatchObject({ id: thread!.id, agentId: null });
+  });
+});
+
+describe('the contract', () => {
+  it("describes each event type's webhook: an entry of `webhooks` whose body is the type's Event schema", () => {
+    const types = spec.components.schemas.EventType.enum as string[];
+    const described = Object.entries<any>(spec.webhooks).map(([name, item]) => ({
+      name,
+      schema: item.post.requestBody.content['application/json'].schema.$ref as string,
+    }));
+    expect(described.map((d) => d.name).sort()).toEqual([...types].sort());
+    for (const { name, schema } of described) {
+      const event = spec.components.schemas[schema.split('/').pop()!];
+      expect(event.properties.type.const, name).toBe(name);
+    }
   });
 });
 
