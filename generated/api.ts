@@ -169,7 +169,8 @@ export interface paths {
          * Merge contacts into this one
          * @description Folds the `sourceIds` (1 to 50) into the contact `{id}`, in one transaction. The target keeps its
          *     fields and takes a source's where its own is null (sources in the order given); labels are
-         *     united (more than 20: 422 `limit_reached`), attributes merged (the target's win). Threads,
+         *     united (more than 20: 422 `limit_reached`), attributes merged (the target's win; more than 50:
+         *     422 `limit_reached`). Threads,
          *     messages, NPS answers, files and events move to the target; where the target and a source both
          *     have an open thread on one channel, the older is closed (with a history entry). Answers 200 with
          *     the target and records `contact.merged`. A merged id answers 404 `contact_merged` from then on,
@@ -1594,7 +1595,8 @@ export interface webhooks {
         put?: never;
         /**
          * message.updated
-         * @description A message's `status` moved (`sent`, `delivered`, `read`, `failed`) or it got an `error`.
+         * @description A message's `status` moved (`sent`, `delivered`, `read`, `failed`), it got an `error`, its
+         *     file was stored, or its `reactions` changed (the customer's, or the business's own).
          *     Sent to each enabled endpoint subscribed to `message.updated` (or `*`), signed with the endpoint's
          *     secret as the Standard Webhooks specification says. Answer 2xx within 10 seconds.
          */
@@ -2569,7 +2571,9 @@ export interface components {
          *     or agent whose message opened it, `system` for an inbound message); `thread.updated` is the
          *     key of `PATCH /threads/{id}` or of the `DELETE /agents/{id}` that unassigned it, or the agent
          *     that handed the thread off; `message.created` is the key of `POST /messages`, the agent of an
-         *     AI reply, or `system` for an inbound message; `message.updated` is always `system`;
+         *     AI reply, or `system` for an inbound message; `message.updated` is the key of
+         *     `POST /messages/{id}/reactions` for the business's reaction, `system` for the rest (a status,
+         *     an error, a file stored, a customer's reaction);
          *     `nps.answered` is the key of `POST /threads/{id}/nps`, or `system` for a score the contact
          *     wrote (`data.source: conversation`); the NPS question of `POST /threads/{id}/nps/request`
          *     is a `message.created` by its key, its thanks one by `system`; `automation.run` is the
@@ -2722,7 +2726,7 @@ export interface components {
                 actor: components["schemas"]["EventActor"];
             };
         };
-        /** @description A message's `status` moved (`sent`, `delivered`, `read`, `failed`) or it got an `error`. */
+        /** @description A message's `status` moved (`sent`, `delivered`, `read`, `failed`), it got an `error`, its file was stored, or its `reactions` changed. */
         MessageUpdatedEvent: {
             /** @description The event's id; a webhook's `webhook-id`. */
             id: components["schemas"]["Uuid"];
@@ -3793,7 +3797,8 @@ export interface components {
          */
         "Idempotent-Replayed": "true";
         /**
-         * @description The request's id, echoed from the request when the client sent one; quote it when reporting a problem.
+         * @description The request's id, quote it when reporting a problem: the client's own `X-Request-Id` when it sent one of 1 to 128
+         *     visible ASCII characters (no spaces), else a new UUID.
          * @example 3f0c2a3e-5d6b-4c2a-9f1e-7b8a9c0d1e2f
          */
         "X-Request-Id": string;
@@ -4662,7 +4667,7 @@ export interface operations {
             409: components["responses"]["IdempotencyKeyInProgress"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description The merged contact would have more than 20 labels (`limit_reached`), or this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`); nothing changes. */
+            /** @description The merged contact would have more than 20 labels or more than 50 attributes (`limit_reached`), or this `Idempotency-Key` was used with another path or body (`idempotency_key_reused`); nothing changes. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
