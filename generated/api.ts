@@ -1199,8 +1199,9 @@ export interface paths {
          *
          *     **Browsers.** `EventSource` sends no `Authorization` header: get a token from
          *     `POST /events/stream-tokens` (on your server, with the key) and open
-         *     `/v1/events/stream?token=...`; a token opens streams for 60 seconds. The stream answers any
-         *     origin (`Access-Control-Allow-Origin: *`): it carries no cookies.
+         *     `/v1/events/stream?token=...`; a token opens streams for 60 seconds. The stream, as every
+         *     answer of the API, allows any origin (`Access-Control-Allow-Origin: *`, its errors too): it
+         *     carries no cookies.
          *
          *     **Closing.** The server closes a stream with a comment saying why, and the client resumes with
          *     `Last-Event-ID`: when the client reads too slowly and the stream's buffer passes its limit,
@@ -3643,7 +3644,8 @@ export interface components {
         };
         /**
          * @description The key's plan limit is used up for this window (`rate_limited`), or the key already holds
-         *     its most event streams open on this instance (`too_many_streams`: close one, then open again).
+         *     its most event streams open on this instance (`too_many_streams`: close one, then open again;
+         *     `Retry-After: 5`, since no stream ends at a known time).
          */
         TooManyStreams: {
             headers: {

@@ -17,6 +17,7 @@ import type { Logger } from '../src/logger.js';
 import { jsonBody } from '../src/middleware/body.js';
 import { errorHandler } from '../src/middleware/error-handler.js';
 import { requestContext } from '../src/middleware/request-context.js';
+import { cors } from '../src/middleware/cors.js';
 import { matchOperation, pathNotFound } from '../src/middleware/routing.js';
 import { contractValidator } from '../src/middleware/validator.js';
 import { SCOPES } from '../src/provisioning.js';
@@ -27,19 +28,6 @@ const BEARER = /^bearer +(\S+)$/i;
 /** What the mock's keys can do: everything, in one workspace. */
 const MOCK_KEY = { keyId: randomUUID(), workspaceId: '01935f4b-1111-7222-8333-944455566677', plan: 'enterprise' as const, scopes: [...SCOPES] };
 const PASSED_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after', 'allow'];
-const EXPOSED_HEADERS = 'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After';
-
-/** Browsers of front-end apps on other origins may call the mock, as they may call Prism. */
-const cors: RequestHandler = (req, res, next) => {
-  res.set('Access-Control-Allow-Origin', '*').set('Access-Control-Expose-Headers', EXPOSED_HEADERS);
-  if (req.method !== 'OPTIONS' || !req.get('access-control-request-method')) return next();
-  res
-    .set('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE')
-    .set('Access-Control-Allow-Headers', req.get('access-control-request-headers') ?? 'Authorization, Content-Type')
-    .set('Access-Control-Max-Age', '600')
-    .status(204)
-    .end();
-};
 
 /**
  * Any well-formed `Bearer sfk_...` key is the mock's key, and so is any well-formed `?token=sst_...`

@@ -8,6 +8,7 @@ import { docsRouter } from './docs.js';
 import type { Logger } from './logger.js';
 import { authenticate, requireScope } from './middleware/authenticate.js';
 import { jsonBody } from './middleware/body.js';
+import { cors } from './middleware/cors.js';
 import { errorHandler } from './middleware/error-handler.js';
 import { createRateLimits } from './middleware/rate-limit.js';
 import { requestContext } from './middleware/request-context.js';
@@ -65,6 +66,7 @@ export function createApp({ config, db, logger, redis, secrets, streams, media =
   // The API first: its requests do not walk past the service endpoints' layers.
   app.use(
     '/v1',
+    cors,
     matchOperation(),
     authenticate({ db, keyCacheTtlMs: config.keyCacheTtlMs, failedAuth: limits.failedAuth, otherCredential: streamTokenCredential(db) }),
     limits.perKey,

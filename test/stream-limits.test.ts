@@ -37,6 +37,7 @@ async function fill(ws: TestWorkspace): Promise<SseStream[]> {
 
 const expectTooManyStreams = (stream: SseStream): void => {
   expect(stream.status).toBe(429);
+  expect(stream.headers['retry-after']).toBe('5');
   const body: unknown = JSON.parse(stream.body);
   checkResponse('GET', `${server.baseUrl}/v1/events/stream`, stream.status, new Headers(stream.headers as Record<string, string>), body);
   expect(body).toEqual({

@@ -12,6 +12,7 @@ export const slowTier: Record<string, string> = {
   'test/metrics-process.test.ts': 'starts clusters of service processes and scrapes them',
   'test/docs.browser.test.ts': 'drives /docs in headless Chromium',
   'test/stream.browser.test.ts': 'drives the event stream in headless Chromium',
+  'test/cors.browser.test.ts': 'calls the API from another origin in headless Chromium',
   'test/fuzz.test.ts': 'runs the property-based fuzzer over the contract',
   'test/pgbouncer.test.ts': 'starts PgBouncer and a PostgreSQL of its own',
   'test/bench-load.test.ts': 'runs the load generator against a server',

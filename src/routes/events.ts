@@ -5,8 +5,16 @@ import { answerStreamHead, serveStream } from '../stream/connection.js';
 import { createStreamToken } from '../stream/tokens.js';
 import { paging, type Handlers } from './handler.js';
 
+// Retry-After as every 429 carries it: no stream ends at a known time, so a few seconds, the least a
+// client should wait before it tries again (an EventSource does not retry a 429 by itself).
 const tooManyStreams = (perKey: number): ApiError =>
-  new ApiError(429, 'too_many_streams', `This API key already has ${perKey} event streams open on this instance, its most; close one before opening another.`);
+  new ApiError(
+    429,
+    'too_many_streams',
+    `This API key already has ${perKey} event streams open on this instance, its most; close one before opening another.`,
+    undefined,
+    { 'Retry-After': '5' },
+  );
 
 export const eventHandlers: Pick<Handlers, 'listEvents' | 'getEvent' | 'streamEvents' | 'createStreamToken'> = {
   async listEvents({ db, auth, query }) {

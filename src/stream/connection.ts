@@ -151,7 +151,6 @@ function setStreamHeaders(res: Response): void {
   // So the body ends with the connection, and needs no chunked framing (three buffers more a write).
   res.setHeader('Connection', 'close');
   res.removeHeader('Transfer-Encoding');
-  res.setHeader('Access-Control-Allow-Origin', '*');
 }
 
 /** Resolves when the response can take more, or is gone. */
