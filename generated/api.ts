@@ -2142,7 +2142,7 @@ export interface components {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
             direction: components["schemas"]["MessageDirection"];
-            /** @description The text; for a template, `[template <name>]` and its parameters; for a file (see `attachments`), its caption, or null without one; for an inbound location, contact card, reaction..., `[<kind>]` and what it says. Null once the contact was erased (`DELETE /contacts/{id}`). */
+            /** @description The text; for a template, `[template <name>]` and its parameters; for a file (see `attachments`), its caption, or null without one; for an inbound location, contact card, sticker..., `[<kind>]` and what it says (a customer's reaction is no message; it lands in the reacted message's `reactions`). Null once the contact was erased (`DELETE /contacts/{id}`). */
             content: string | null;
             status: components["schemas"]["MessageStatus"];
             /** @description The provider's id of the message (WhatsApp `wamid`, Instagram `mid`); null until it is sent. */
@@ -2153,7 +2153,7 @@ export interface components {
             template: components["schemas"]["MessageTemplate"] | null;
             /**
              * Format: uuid
-             * @description The AI agent that wrote this outbound message (the thread's agent answering the customer); null for a message sent through `POST /messages` and for inbound ones. It stays after the agent is deleted.
+             * @description Who wrote this outbound message, an agent of the workspace (an AI agent answering the customer, or the human agent named in `POST /messages` `agentId`); null for a message an API key sent without one, and for inbound ones. It stays after the agent is deleted.
              */
             agentId: string | null;
             /** @description The photos, voice notes, videos, documents or stickers the message carries (empty for text); `GET /media/{id}` serves each one's bytes once it is `stored`. */
@@ -4186,7 +4186,7 @@ export interface operations {
                  */
                 q?: string;
                 /**
-                 * @description Only the contact with this phone (E.164; send the `+` as `%2B`, a bare `+` in a query string reads as a space).
+                 * @description Only the contact with this phone (E.164). A `+` here is kept as sent (see Query strings), and `%2B` reads the same.
                  *     A Brazilian mobile matches in either form: `+55 DD 9XXXXXXXX` (13 digits) and `+55 DD XXXXXXXX`
                  *     whose first digit is 6-9 (12 digits) are one number.
                  */

@@ -1,5 +1,6 @@
 // Authentication and scopes (openapi.yaml's "Authentication and scopes"): who gets in, and what each key may do.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contractOperations, spec } from '../src/contract.js';
 import { revokeApiKey } from '../src/db/api-keys.js';
@@ -120,8 +121,11 @@ describe('the scopes as the contract documents them', () => {
     expect(contractOperations.filter((op) => op.scopes.length === 0).map((op) => op.operationId)).toEqual(['getMe']);
   });
 
-  it("when the guide's scope table is read, then it lists every operation under the scope it needs", () => {
-    const rows = [...(spec.info.description as string).matchAll(/^\| (none: any valid key|`([\w:]+)`) \| (.+) \|$/gm)];
+  it.each([
+    ["the contract's guide", () => spec.info.description as string],
+    ['README', () => /^ *\| scope \| operations \|\n(?: *\|.*\n)+/m.exec(fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8'))![0]],
+  ])('when the scope table of %s is read, then it lists every operation under the scope it needs', (_name, text) => {
+    const rows = [...text().matchAll(/^ *\| (none: any valid key|`([\w:]+)`) \| (.+) \|$/gm)];
     const table = new Map(rows.map((row) => [row[2] ?? '', [...row[3]!.matchAll(/`(\w+) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()]));
     const expected = new Map<string, string[]>();
     for (const op of contractOperations) {
