@@ -165,11 +165,40 @@ function patternExamples(spec: SpecDocument): Map<string, string> {
   return found;
 }
 
+/**
+ * The most members (an array's items, an object's properties) any object or array of a JSON request
+ * body may hold under the contract: the largest `maxItems`, `maxProperties` or number of declared
+ * properties of a schema reachable from a /v1 operation's JSON body. Every such array and open
+ * object is bounded (test/wide-json.test.ts), so a body holding a larger one is wrong wherever it is,
+ * and is refused before the contract's check walks it member by member (body.ts).
+ */
+const DATA_KEYWORDS = new Set(['example', 'examples', 'default', 'const', 'enum']);
+
+function maxBodyMembersOf(spec: SpecDocument): number {
+  let most = 0;
+  const seen = new Set<unknown>();
+  const walk = (node: unknown): void => {
+    if (typeof node !== 'object' || node === null || seen.has(node)) return;
+    seen.add(node);
+    const schema = node as Record<string, unknown>;
+    if (typeof schema.$ref === 'string') return walk(spec.components.schemas[schema.$ref.split('/').pop()!]);
+    for (const bound of [schema.maxItems, schema.maxProperties]) if (typeof bound === 'number') most = Math.max(most, bound);
+    if (typeof schema.properties === 'object' && schema.properties !== null) most = Math.max(most, Object.keys(schema.properties).length);
+    for (const [key, value] of Object.entries(schema)) if (!DATA_KEYWORDS.has(key)) walk(value);
+  };
+  for (const item of Object.values(spec.paths)) {
+    if (item.servers) continue;
+    for (const method of METHODS) walk(item[method]?.requestBody?.content?.['application/json']);
+  }
+  return most;
+}
+
 export const spec = loadSpec();
 export const specJson = JSON.stringify(spec);
 const document = spec as SpecDocument;
 export const contractOperations: readonly Operation[] = listOperations(document);
 export const literalPlusQuery: ReadonlySet<string> = literalPlusQueryParameters(document);
+export const maxBodyMembers = maxBodyMembersOf(document);
 const examplesByPattern = patternExamples(document);
 
 /**

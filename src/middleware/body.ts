@@ -5,6 +5,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
+import { maxBodyMembers } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { scanJson, tooDeep } from '../json-scan.js';
 import { uploadProblem } from '../media/upload.js';
@@ -135,8 +136,38 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   });
 };
 
-/** What is wrong with a parsed body that the contract cannot tell: a lone surrogate. */
+/**
+ * The JSON pointer and kind of the first array or object (in document order) with more members than
+ * `most`, or undefined. A loop over a stack of its own, as loneSurrogateAt's.
+ */
+function oversizedAt(body: unknown, most: number): { path: string; kind: 'items' | 'properties' } | undefined {
+  const pending: Array<{ value: unknown; path: string }> = [{ value: body, path: '/body' }];
+  while (pending.length > 0) {
+    const { value, path } = pending.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    const keys = Object.keys(value);
+    if (keys.length > most) return { path, kind: Array.isArray(value) ? 'items' : 'properties' };
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i]!;
+      pending.push({ value: (value as Record<string, unknown>)[key], path: `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}` });
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What is wrong with a parsed body that the contract cannot tell, or should not be left to: a lone
+ * surrogate; an array or object larger than any the contract takes (maxBodyMembers), refused before
+ * the contract's check, which would walk and report each of its members (50,000 attributes held
+ * the event loop for most of a second).
+ */
 function bodyProblem(req: BodyRequest & { body: unknown }): ApiError | undefined {
+  const oversized = oversizedAt(req.body, maxBodyMembers);
+  if (oversized) {
+    return new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: oversized.path, message: `must NOT have more than ${maxBodyMembers} ${oversized.kind} (no array or object of this API's bodies holds more)` },
+    ]);
+  }
   if (!req.surrogateEscapes) return undefined;
   const at = loneSurrogateAt(req.body);
   return at === undefined ? undefined : invalidText(at, 'holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)');
