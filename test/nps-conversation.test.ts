@@ -423,9 +423,30 @@ describe('a score in the conversation', () => {
 
     expect(res.status).toBe(200);
     expect(await getThread(ws, thread.id)).toMatchObject({ npsScore: 10 });
-    expect((await messagesOf(ws, thread.id)).map((m) => m.content)).toEqual(['Oi! Vocês entregam em Campinas?', QUESTION, 'Excelente', THANKS]);
+    const messages = await messagesOf(ws, thread.id);
+    expect(messages.map((m) => m.content)).toEqual(['Oi! Vocês entregam em Campinas?', QUESTION, 'Excelente', THANKS]);
+    // The answer keeps the quick reply it tapped, as any customer's message does.
+    expect(messages[2]!.interactive).toEqual({ reply: { id: 'NPS_10', title: 'Excelente' } });
     await waitForGraph(meta, THANKS);
     expect(graphSends(meta, THANKS).map((r) => r.body)).toEqual([{ recipient: { id: igsid }, message: { text: THANKS } }]);
+  });
+
+  it('when the customer answers on WhatsApp quoting the question, then the answer replies to the question', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'whatsapp');
+    const { phone, thread } = await whatsappCustomer(ws, meta);
+    await askOk(ws, thread.id);
+    await waitForGraph(meta, QUESTION);
+    await waitFor('the question sent', async () => (await messagesOf(ws, thread.id)).find((m) => m.content === QUESTION)?.externalId != null);
+    const question = (await messagesOf(ws, thread.id)).find((m) => m.content === QUESTION)!;
+    const inbound = whatsappText(phone.slice(1), '10', 'Mariana Silva');
+    (inbound.messages[0] as { context?: unknown }).context = { from: meta.externalId, id: question.externalId };
+
+    expect((await postWebhook(server, meta.channel.id, whatsappDelivery(meta.externalId, inbound), { appSecret: meta.appSecret })).status).toBe(200);
+
+    expect(await getThread(ws, thread.id)).toMatchObject({ npsScore: 10 });
+    const answer = (await messagesOf(ws, thread.id)).find((m) => m.content === '10')!;
+    expect(answer.replyTo).toBe(question.id);
   });
 
   it('when a closed thread is asked and answered " 10! ", then it stays closed, no thread opens, and question, score and thanks are its messages', async () => {

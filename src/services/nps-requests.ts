@@ -166,7 +166,16 @@ export async function answerInConversation(
   const row = await insertInboundMessage(
     trx,
     workspaceId,
-    { threadId: asked.id, contactId, channelId: channel.id, content: event.content, externalId: event.externalId },
+    {
+      threadId: asked.id,
+      contactId,
+      channelId: channel.id,
+      content: event.content,
+      externalId: event.externalId,
+      // As any customer's message (receive.ts): what it quotes (the question, often) and the quick reply it tapped.
+      replyToExternalId: event.replyToExternalId,
+      interactive: event.reply && { reply: event.reply },
+    },
     now,
   );
   if (!row) return { kind: 'duplicate' };
