@@ -4181,7 +4181,7 @@ export interface operations {
                  */
                 limit?: components["parameters"]["Limit"];
                 /**
-                 * @description Only contacts whose name, phone or email contains this text (case-insensitive).
+                 * @description Only contacts whose name, phone or email contains this text (case-insensitive; in Unicode NFC, as names are kept, so `José` typed decomposed finds it).
                  * @example silva
                  */
                 q?: string;

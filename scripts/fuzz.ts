@@ -49,7 +49,13 @@ try {
 // its own: channels' Meta ids are unique across workspaces, so rows an earlier run left in a shared
 // database would refuse the ids this run generates.
 const own = process.env.DATABASE_URL ? await ownDatabase() : undefined;
-const server = await startServer({ logs: pino.destination(2), logLevel: process.env.LOG_LEVEL ?? 'error', ...(own && { databaseUrl: own.url }) });
+// No workers and no inline automation runs, as test/fuzz.test.ts: the model keeps no automations' effects.
+const server = await startServer({
+  logs: pino.destination(2),
+  logLevel: process.env.LOG_LEVEL ?? 'error',
+  config: { automationsInline: false },
+  ...(own && { databaseUrl: own.url }),
+});
 const started = Date.now();
 let failed: boolean;
 try {

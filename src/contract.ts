@@ -35,6 +35,11 @@ export interface Operation {
   readonly bodyRequired: boolean;
   /** The body is a file with its own Content-Type (POST /media), not JSON: read as a stream. */
   readonly rawBody: boolean;
+  /**
+   * Array query parameters written as one comma-separated value (`style: form, explode: false`,
+   * `?types=a,b`): sent twice (`?types=a&types=b`), they are refused, not read as a list.
+   */
+  readonly commaListQuery: readonly string[];
 }
 
 export const specPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
@@ -71,7 +76,9 @@ interface ParameterNode {
   $ref?: string;
   in?: string;
   name?: string;
-  schema?: SchemaNode;
+  style?: string;
+  explode?: boolean;
+  schema?: SchemaNode & { type?: unknown };
 }
 interface OperationNode {
   operationId: OperationId;
@@ -103,23 +110,35 @@ function listOperations(spec: SpecDocument): Operation[] {
         hasBody: Boolean(op.requestBody),
         bodyRequired: op.requestBody?.required === true,
         rawBody: Boolean(op.requestBody?.content) && !('application/json' in op.requestBody!.content!),
+        commaListQuery: [...(item.parameters ?? []), ...(op.parameters ?? [])]
+          .map((parameter) => resolveRef<ParameterNode>(spec, parameter))
+          .filter(
+            (parameter) =>
+              parameter?.in === 'query' && parameter.explode === false && resolveRef<SchemaNode & { type?: unknown }>(spec, parameter.schema)?.type === 'array',
+          )
+          .map((parameter) => parameter!.name!),
       });
     }
   }
   return found;
 }
 
+/** A node of the document, its `$ref` followed (to the end of a chain). */
+function resolveRef<T extends { $ref?: string }>(spec: SpecDocument, node: T | undefined): T | undefined {
+  return node?.$ref
+    ? resolveRef(
+        spec,
+        node.$ref
+          .split('/')
+          .slice(1)
+          .reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], spec) as T,
+      )
+    : node;
+}
+
 /** Query parameters whose values may hold a `+` and never a space: date-times, e-mails, phones. */
 function literalPlusQueryParameters(spec: SpecDocument): Set<string> {
-  const resolve = <T extends { $ref?: string }>(node: T | undefined): T | undefined =>
-    node?.$ref
-      ? resolve(
-          node.$ref
-            .split('/')
-            .slice(1)
-            .reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], spec) as T,
-        )
-      : node;
+  const resolve = <T extends { $ref?: string }>(node: T | undefined): T | undefined => resolveRef(spec, node);
   const names = new Set<string>();
   for (const item of Object.values(spec.paths)) {
     for (const op of [item, ...METHODS.map((m) => item[m])]) {

@@ -313,6 +313,15 @@ describe('GET /contacts', () => {
     expect(data).toEqual({ data: [joao], pagination: { total: 1, page: 1, limit: 20 } });
   });
 
+  it('when q is typed decomposed (NFD), then it finds the name kept composed, as it finds it typed composed', async () => {
+    const ws = await createWorkspace(server);
+    const [jose] = await createContacts(ws, [{ name: 'José Antônio' }, { name: 'Jose Antonio' }]);
+
+    const { data } = await ws.api.GET('/contacts', { params: { query: { q: 'José Antônio'.normalize('NFD') } } });
+
+    expect(data).toEqual({ data: [jose], pagination: { total: 1, page: 1, limit: 20 } });
+  });
+
   it('when q is part of a phone, then it lists the contacts whose phone contains it', async () => {
     const ws = await createWorkspace(server);
     const [match] = await createContacts(ws, [

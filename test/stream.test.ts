@@ -148,6 +148,16 @@ describe('GET /events/stream', () => {
     expect(JSON.stringify(response.body.error.details)).toContain('/query/types');
   });
 
+  it('when ?types= is sent twice instead of comma-separated, then it is a 400 naming the parameter, not a list of both', async () => {
+    const ws = await createWorkspace(server);
+    const response = await request(server, 'GET', '/v1/events/stream?types=contact.created&types=contact.updated', {
+      headers: { authorization: `Bearer ${ws.apiKey}` },
+    });
+
+    expect(response.status).toBe(400);
+    expect(response.body.error.details).toEqual([{ path: '/query/types', message: 'must be sent once, its values comma-separated (a,b)' }]);
+  });
+
   it('when the client reconnects with Last-Event-ID again and again while changes keep committing, then it gets every event once, in one order', async () => {
     const ws = await createWorkspace(server);
     let writing = true;

@@ -10,6 +10,7 @@ import type { ContactAttributes, ContactRow, ContactTable, Database } from './sc
 import { hasLabels, labelKeys } from './labels.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
 import { phoneForms, storedPhone } from '../phones.js';
+import { normalizeText } from '../text.js';
 
 export type Contact = components['schemas']['Contact'];
 type ContactCreate = components['schemas']['ContactCreate'];
@@ -83,7 +84,8 @@ export async function listContacts(db: Db, workspaceId: string, filter: ContactF
   if (filter.whatsappUsername) where.push(['lower(whatsapp_username) = ?', filter.whatsappUsername.toLowerCase()]);
   if (filter.externalId) where.push(['external_id = ?', filter.externalId]);
   if (filter.labels?.length) where.push(hasLabels(workspaceId, filter.labels));
-  if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(filter.q)}%`]);
+  // In NFC, as names are kept: a name typed decomposed finds its composed twin.
+  if (filter.q) where.push(['(name ilike ? or phone ilike ? or email ilike ?)', `%${likeEscape(normalizeText(filter.q))}%`]);
   // A label's matches come from its GIN index first (pagination.ts says why).
   return listPage(db, contactList, where, { page, limit, matchesFirst: Boolean(filter.labels?.length) });
 }

@@ -48,6 +48,20 @@ const percentEncodingCheck: RequestHandler = (req, _res, next) => {
 };
 
 /**
+ * 400 for a comma-separated list parameter sent more than once (`?types=a&types=b`): the parser
+ * makes the repeats an array, which the validator would take as the list.
+ */
+const repeatedListCheck: RequestHandler = (req, _res, next) => {
+  const repeated = req.operation?.commaListQuery.find((name) => Array.isArray(req.query[name]));
+  if (repeated === undefined) return next();
+  next(
+    new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path: `/query/${repeated}`, message: 'must be sent once, its values comma-separated (a,b)' },
+    ]),
+  );
+};
+
+/**
  * The validator's middleware, made once per process for each setting: it reads the contract and
  * compiles each operation's schemas on that operation's first request, work every app of the process
  * (several in one test file, or one per test file in a worker) shares instead of redoing. It keeps no
@@ -62,7 +76,7 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
     validator = compileValidator(options);
     validators.set(options.validateResponses, validator);
   }
-  return [percentEncodingCheck, ...validator];
+  return [percentEncodingCheck, repeatedListCheck, ...validator];
 }
 
 /** express-openapi-validator's options: the service's and the mock's (the contract as the validator reads it). */
