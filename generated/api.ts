@@ -3411,6 +3411,8 @@ export interface components {
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                /** @description `Bearer`: send the key as `Authorization: Bearer sfk_...`. */
+                "WWW-Authenticate": "Bearer";
                 [name: string]: unknown;
             };
             content: {
@@ -8453,7 +8455,7 @@ export interface operations {
     streamEvents: {
         parameters: {
             query?: {
-                /** @description Only events of these types (a comma-separated list). An unknown type is a 400. */
+                /** @description Only events of these types (a comma-separated list; the parameter sent once per type, as generic clients send arrays, reads the same). An unknown type is a 400. */
                 types?: components["schemas"]["EventType"][];
                 /** @description A stream token from `POST /events/stream-tokens`, in place of the `Authorization` header. */
                 token?: string;

@@ -35,11 +35,6 @@ export interface Operation {
   readonly bodyRequired: boolean;
   /** The body is a file with its own Content-Type (POST /media), not JSON: read as a stream. */
   readonly rawBody: boolean;
-  /**
-   * Array query parameters written as one comma-separated value (`style: form, explode: false`,
-   * `?types=a,b`): sent twice (`?types=a&types=b`), they are refused, not read as a list.
-   */
-  readonly commaListQuery: readonly string[];
 }
 
 export const specPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
@@ -110,13 +105,6 @@ function listOperations(spec: SpecDocument): Operation[] {
         hasBody: Boolean(op.requestBody),
         bodyRequired: op.requestBody?.required === true,
         rawBody: Boolean(op.requestBody?.content) && !('application/json' in op.requestBody!.content!),
-        commaListQuery: [...(item.parameters ?? []), ...(op.parameters ?? [])]
-          .map((parameter) => resolveRef<ParameterNode>(spec, parameter))
-          .filter(
-            (parameter) =>
-              parameter?.in === 'query' && parameter.explode === false && resolveRef<SchemaNode & { type?: unknown }>(spec, parameter.schema)?.type === 'array',
-          )
-          .map((parameter) => parameter!.name!),
       });
     }
   }

@@ -15,5 +15,7 @@ declare module 'express-serve-static-core' {
     openapi?: OpenApiRequestMetadata;
     /** A raw body (POST /media), spooled to disk by the upload middleware. */
     upload?: Upload;
+    /** A HEAD request, checked by the contract's validator as its GET (middleware/validator.ts). */
+    headRequest?: boolean;
   }
 }

@@ -29,10 +29,11 @@ describe('authentication', () => {
     ['a key with characters outside base62', `Bearer sfk_${'a'.repeat(30)}-+/=`],
     ['two tokens', `Bearer sfk_${'a'.repeat(40)} sfk_${'b'.repeat(40)}`],
     ['an unknown well-formed key', `Bearer sfk_${'A1b2C3d4'.repeat(6)}`],
-  ])('when the request carries %s, then it answers 401 unauthorized', async (_case, header) => {
+  ])('when the request carries %s, then it answers 401 unauthorized, with the bearer challenge', async (_case, header) => {
     const response = await request(server, 'GET', '/v1/agents', header === undefined ? {} : { headers: { authorization: header } });
 
     expect(response.status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe('Bearer');
     expect(response.body).toEqual(UNAUTHORIZED);
   });
 

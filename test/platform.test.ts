@@ -41,6 +41,22 @@ describe('error codes', () => {
     expect(response.body).toEqual(error('method_not_allowed', 'DELETE is not allowed on this path; use GET, PATCH.'));
   });
 
+  it('when a GET path is asked with HEAD, then it answers as its GET without the body (RFC 9110), the checks included', async () => {
+    const head = (path: string, key?: string) => fetch(`${server.baseUrl}${path}`, { method: 'HEAD', headers: key ? { authorization: `Bearer ${key}` } : {} });
+    await workspace.api.POST('/contacts', { body: buildContact() });
+    const get = await fetch(`${server.baseUrl}/v1/contacts`, { headers: { authorization: `Bearer ${workspace.apiKey}` } });
+    const asked = await head('/v1/contacts', workspace.apiKey);
+    expect(asked.status).toBe(200);
+    expect(asked.headers.get('content-type')).toBe(get.headers.get('content-type'));
+    expect(asked.headers.get('content-length')).toBe(String(Buffer.byteLength(await get.text())));
+    expect(await asked.text()).toBe('');
+    expect((await head('/v1/contacts')).status).toBe(401);
+    expect((await head('/v1/contacts?limit=0', workspace.apiKey)).status).toBe(400);
+    const stream = await head('/v1/events/stream', workspace.apiKey);
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+  });
+
   it('when the body is not JSON, then 415 unsupported_media_type', async () => {
     const response = await request(server, 'POST', '/v1/agents', {
       apiKey: workspace.apiKey,

@@ -16,7 +16,8 @@ const BEARER = /^bearer +(\S+)$/i;
 const MAX_CACHED_KEYS = 10_000;
 
 function unauthorized(): ApiError {
-  return new ApiError(401, 'unauthorized', 'Missing or invalid API key.');
+  // The challenge RFC 9110 §11.6.1 asks of a 401: a bearer token (RFC 6750).
+  return new ApiError(401, 'unauthorized', 'Missing or invalid API key.', undefined, { 'WWW-Authenticate': 'Bearer' });
 }
 
 /** Cache of verified keys by hash; negative answers are never cached. */

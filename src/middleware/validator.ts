@@ -48,17 +48,20 @@ const percentEncodingCheck: RequestHandler = (req, _res, next) => {
 };
 
 /**
- * 400 for a comma-separated list parameter sent more than once (`?types=a&types=b`): the parser
- * makes the repeats an array, which the validator would take as the list.
+ * HEAD is GET without the body (RFC 9110 §9.3.2): the contract declares GET alone, so the validator
+ * checks a HEAD request as its GET (and Node leaves the answer's body out, whatever is written).
+ * The method is HEAD again after it, for the handlers that answer HEAD themselves (the stream).
  */
-const repeatedListCheck: RequestHandler = (req, _res, next) => {
-  const repeated = req.operation?.commaListQuery.find((name) => Array.isArray(req.query[name]));
-  if (repeated === undefined) return next();
-  next(
-    new ApiError(400, 'validation_error', 'The request does not match the contract.', [
-      { path: `/query/${repeated}`, message: 'must be sent once, its values comma-separated (a,b)' },
-    ]),
-  );
+const headAsGet: RequestHandler = (req, _res, next) => {
+  if (req.method === 'HEAD') {
+    req.method = 'GET';
+    req.headRequest = true;
+  }
+  next();
+};
+const headRestored: RequestHandler = (req, _res, next) => {
+  if (req.headRequest) req.method = 'HEAD';
+  next();
 };
 
 /**
@@ -76,7 +79,7 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
     validator = compileValidator(options);
     validators.set(options.validateResponses, validator);
   }
-  return [percentEncodingCheck, repeatedListCheck, ...validator];
+  return [percentEncodingCheck, headAsGet, ...validator, headRestored];
 }
 
 /** express-openapi-validator's options: the service's and the mock's (the contract as the validator reads it). */

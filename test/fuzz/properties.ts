@@ -100,7 +100,9 @@ interface OpInputs {
 function inputsOf(spec: Schema, tr: Translator, op: Operation): OpInputs {
   const item = spec.paths[op.path];
   const params = [...(item.parameters ?? []), ...(item[op.method].parameters ?? [])].map((p: Schema) => tr.resolve(p));
-  const repeatable = (p: Schema) => p.in === 'query' && p.explode === true && tr.resolve(p.schema as Schema).type === 'array';
+  // Array parameters: sent once per item (explode), or comma-separated (`?types=a,b`), which the
+  // service also reads sent once per item, as generic clients send arrays.
+  const repeatable = (p: Schema) => p.in === 'query' && tr.resolve(p.schema as Schema).type === 'array';
   const of = (where: string) =>
     Object.fromEntries(
       params.filter((p) => p.in === where).map((p) => [p.name as string, (repeatable(p) ? tr.resolve(p.schema as Schema).items : p.schema) as Schema]),

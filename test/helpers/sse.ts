@@ -25,10 +25,11 @@ export interface SseStream {
 
 export async function openStream(
   baseUrl: string,
-  options: { key?: string; token?: string; types?: string; lastEventId?: string; query?: Record<string, string> } = {},
+  /** `types`: one comma-separated value, or (an array) one `types=` per type, as generic clients send arrays. */
+  options: { key?: string; token?: string; types?: string | string[]; lastEventId?: string; query?: Record<string, string> } = {},
 ): Promise<SseStream> {
   const url = new URL(`${baseUrl}/v1/events/stream`);
-  if (options.types !== undefined) url.searchParams.set('types', options.types);
+  for (const types of [options.types ?? []].flat()) url.searchParams.append('types', types);
   if (options.token !== undefined) url.searchParams.set('token', options.token);
   for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, value);
   const headers: Record<string, string> = { accept: 'text/event-stream' };
