@@ -7041,7 +7041,9 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The file's name, as the recipient sees it for a document.
+                 * @description The file's name, as the recipient sees it for a document. Cleaned as a received file's is:
+                 *     control characters and bidirectional controls removed, `/` and `\` made `_`, in NFC,
+                 *     trimmed; a name left empty by that is none (`filename: null`).
                  * @example comprovante.pdf
                  */
                 filename?: string;

@@ -71,6 +71,22 @@ async function until(check: () => Promise<boolean>, what: string, timeoutMs = 5_
 }
 
 describe('POST /media', () => {
+  it.each([
+    ['a slash and a backslash', 'notas/2026\\marco.pdf', 'notas_2026_marco.pdf'],
+    ['a line break and a bidirectional override', 'fatura\n\u202Efdp.exe', 'faturafdp.exe'],
+    ['only control characters', '\u0001\u0002', null],
+  ])('when the file name holds %s, then it is cleaned as a received name is, not refused', async (_case, sent, kept) => {
+    const ws = await createWorkspace(server);
+    const res = await request(server, 'POST', `/v1/media?filename=${encodeURIComponent(sent)}`, {
+      apiKey: ws.apiKey,
+      rawBody: Buffer.from('%PDF-1.4 nota'),
+      headers: { 'content-type': 'application/pdf' },
+    });
+
+    expect(res.status).toBe(201);
+    expect((res.body as { filename: string | null }).filename).toBe(kept);
+  });
+
   it('when a JPEG is uploaded with the typed client, then it answers the stored attachment and GET /media/{id} serves the same bytes', async () => {
     const ws = await createWorkspace(server);
     const bytes = randomBytes(200_000);

@@ -25,8 +25,8 @@ const error = (code: string, message: string) => ({ error: { code, message, requ
 
 describe('error codes', () => {
   it('when the path is unknown, then 404 not_found, before authentication', async () => {
-    // Paths are exact, the version prefix too: /V1 is not /v1.
-    for (const path of ['/v1/nope', '/v2/agents', '/agents', '/v1/agents/a/b', '/v1', '/V1/agents', '/v1/Agents']) {
+    // Paths are exact, the version prefix too: /V1 is not /v1, and /v1/agents/ is not /v1/agents.
+    for (const path of ['/v1/nope', '/v2/agents', '/agents', '/v1/agents/a/b', '/v1', '/V1/agents', '/v1/Agents', '/v1/agents/', '/v1/threads/stats/nps/']) {
       const response = await request(server, 'GET', path);
       expect(response.status, path).toBe(404);
       expect(response.body).toEqual(error('not_found', 'No such endpoint.'));

@@ -45,11 +45,9 @@ export const pathNotFound = (): ApiError => new ApiError(404, 'not_found', 'No s
 export function matchOperation(): RequestHandler {
   const routes = buildRoutes();
   return (req, _res, next) => {
-    // req.path is relative to the /v1 mount; one trailing slash is tolerated, as Express does.
-    const segments = req.path
-      .replace(/(.)\/$/, '$1')
-      .split('/')
-      .slice(1);
+    // req.path is relative to the /v1 mount. Exact, as the contract writes it: a trailing slash
+    // (an empty last segment) is another path, a 404, as /V1 is.
+    const segments = req.path.split('/').slice(1);
     const route = routes.find((r) => matches(r, segments));
     if (!route || segments.some((s) => s === '')) return next(pathNotFound());
     const op = route.byMethod.get(req.method);
