@@ -20,7 +20,9 @@ export class ApiError extends Error {
   /** The response body; `requestId` is the response's X-Request-Id. */
   toBody(requestId: string): ErrorBody {
     const error: ErrorBody['error'] = { code: this.code, message: this.message, requestId };
-    if (this.details) error.details = this.details;
+    // A path may name a key the client sent with a lone surrogate (`/body/\ud800`): the answer holds
+    // only well-formed text (U+FFFD in its place), which every JSON parser and UTF-8 encoder takes.
+    if (this.details) error.details = this.details.map((d) => (d.path.isWellFormed() ? d : { ...d, path: d.path.toWellFormed() }));
     return { error };
   }
 }

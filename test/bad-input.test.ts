@@ -249,7 +249,8 @@ describe('body encodings and text', () => {
     ['a lone high surrogate in name', '{"name":"Ana \\ud800","instructions":"x","model":"m"}', '/body/name'],
     ['a lone low surrogate in instructions', '{"name":"Ana","instructions":"x\\uDC00y","model":"m"}', '/body/instructions'],
     ['reversed surrogates', '{"name":"\\udc00\\ud800","instructions":"x","model":"m"}', '/body/name'],
-    ['a lone surrogate in a key', '{"name":"Ana","instructions":"x","model":"m","\\ud800":1}', '/body/\ud800'],
+    // The answer holds no lone surrogate itself: U+FFFD stands in for it in the key's path.
+    ['a lone surrogate in a key', '{"name":"Ana","instructions":"x","model":"m","\\ud800":1}', '/body/\ufffd'],
   ])('when the JSON holds %s, then 400 validation_error names it and nothing is stored', async (_label, rawBody, path) => {
     const ws = await arrange();
     const before = await snapshot(ws.workspaceId);
@@ -521,6 +522,18 @@ describe('query strings with invalid percent-encoding', () => {
     ['an encoded lone surrogate', '/v1/contacts?label=%ED%A0%80', '/query/label'],
     ['a parameter name', '/v1/contacts?%E0%A4=1', '/query/%E0%A4'],
   ])('when a query has %s, then it answers 400 validation_error naming the parameter', async (_case, url, path) => {
+    const ws = await arrange();
+
+    const response = await request(server, 'GET', url, { apiKey: ws.apiKey });
+
+    expect(response.status).toBe(400);
+    expect(response.body).toEqual(validationError([{ path, message: 'has invalid percent-encoding' }]));
+  });
+
+  it.each([
+    ['a % without two hex digits', '/v1/contacts/%ZZ', '/params/id'],
+    ['bytes that are not UTF-8', '/v1/threads/%FF%FE/messages', '/params/threadId'],
+  ])('when a path parameter has %s, then it answers 400 validation_error naming the parameter', async (_case, url, path) => {
     const ws = await arrange();
 
     const response = await request(server, 'GET', url, { apiKey: ws.apiKey });

@@ -3,7 +3,7 @@
 // query with invalid percent-encoding is refused first: the parser would keep it as text.
 import type { RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
-import { loadSpec } from '../contract.js';
+import { loadSpec, type Operation } from '../contract.js';
 import { ApiError } from '../errors.js';
 import { badlyEncodedParameter } from '../query.js';
 import { installValidatorShortcuts } from './validator-shortcuts.js';
@@ -48,6 +48,30 @@ const percentEncodingCheck: RequestHandler = (req, _res, next) => {
 };
 
 /**
+ * A 400 naming the first path parameter whose percent-encoding is invalid (`/contacts/%ZZ`), as a
+ * query's is (validator.ts); undefined when all decode. The validator would answer it unnamed.
+ */
+function badlyEncodedPathParameter(op: Operation, path: string): ApiError | undefined {
+  const names = op.path.split('/').slice(1);
+  const segments = path.split('/').slice(1);
+  for (let i = 0; i < names.length; i++) {
+    const name = /^\{(\w+)\}$/.exec(names[i]!)?.[1];
+    if (name === undefined || !segments[i]!.includes('%')) continue;
+    try {
+      decodeURIComponent(segments[i]!);
+    } catch {
+      return new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+        { path: `/params/${name}`, message: 'has invalid percent-encoding' },
+      ]);
+    }
+  }
+  return undefined;
+}
+
+/** 400 for a path parameter whose percent-encoding is invalid. */
+const pathEncodingCheck: RequestHandler = (req, _res, next) => next(badlyEncodedPathParameter(req.operation!, req.path));
+
+/**
  * HEAD is GET without the body (RFC 9110 §9.3.2): the contract declares GET alone, so the validator
  * checks a HEAD request as its GET (and Node leaves the answer's body out, whatever is written).
  * The method is HEAD again after it, for the handlers that answer HEAD themselves (the stream).
@@ -79,7 +103,7 @@ export function contractValidator(options: { validateResponses: boolean }): Requ
     validator = compileValidator(options);
     validators.set(options.validateResponses, validator);
   }
-  return [percentEncodingCheck, headAsGet, ...validator, headRestored];
+  return [percentEncodingCheck, pathEncodingCheck, headAsGet, ...validator, headRestored];
 }
 
 /** express-openapi-validator's options: the service's and the mock's (the contract as the validator reads it). */
