@@ -1428,8 +1428,10 @@ export interface paths {
          *     id (`wamid`, `mid`) seen before is skipped. Inbound messages find their contact by phone
          *     (`+{from}`, named after `contacts[].profile.name` when new) or Instagram id (`sender.id`),
          *     join the open thread of the pair (one is opened if none is) and move `lastInboundAt`;
-         *     non-text messages keep a readable `content` (`[image] caption`). Statuses move a message
-         *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`. A status
+         *     a file's `content` is its caption (null without one; the file is in `attachments`), and other
+         *     non-text messages keep a readable `content` (`[location] ...`). Statuses move a message
+         *     forward only (`sent` < `delivered` < `read`), and `failed` records `errors[0]`; an Instagram
+         *     `read` (`messaging_seen`, `read.mid`) is the `read` status of the message it names. A status
          *     of a message whose send Meta has not yet answered (a callback can overtake the answer) is
          *     held and applied once the message has its id, in the order the statuses came; one that
          *     still names no message after about 16 seconds is dropped. Instagram echoes (`is_echo`) are

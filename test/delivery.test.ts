@@ -163,6 +163,27 @@ describe('Instagram Messaging API', () => {
     expect(sent.externalId).toBe((request!.answer as { body: { message_id: string } }).body.message_id);
   });
 
+  it('when the customer reads the answer (messaging_seen: read.mid), then the message is read, with message.updated; a read of an unknown mid changes nothing', async () => {
+    const ws = await createWorkspace(server);
+    const meta = await createMetaChannel(ws, 'instagram');
+    const customer = `17842${Date.now() % 1e10}`;
+    const inbound = instagramText(meta.externalId, customer, 'Vocês entregam hoje?');
+    expect((await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [inbound.event]), { appSecret: meta.appSecret })).status).toBe(200);
+    const { data: contacts } = await ws.api.GET('/contacts', { params: { query: { instagramId: customer } } });
+    const sent = await waitForStatus(ws, await send(ws, { contactId: contacts!.data[0]!.id, channelId: meta.channel.id, content: 'Entregamos sim!' }), 'sent');
+    const seen = (mid: string) => ({ sender: { id: customer }, recipient: { id: meta.externalId }, timestamp: Date.now(), read: { mid } });
+
+    const res = await postWebhook(server, meta.channel.id, instagramDelivery(meta.externalId, [seen('aWdfZAG1faXRlbToxOnVua25vd24'), seen(sent.externalId!)]), {
+      appSecret: meta.appSecret,
+    });
+
+    expect(res.status).toBe(200);
+    const { data: read } = await ws.api.GET('/threads/{threadId}/messages', { params: { path: { threadId: sent.threadId } } });
+    expect(read!.data.find((m) => m.id === sent.id)!.status).toBe('read');
+    const { data: events } = await ws.api.GET('/events', { params: { query: { type: 'message.updated' } } });
+    expect(events!.data.map((e) => e.data.object as { id: string; status: string }).filter((m) => m.id === sent.id)[0]).toMatchObject({ status: 'read' });
+  });
+
   it('when a template is sent on Instagram, then it answers 422 template_not_supported and nothing is queued', async () => {
     const ws = await createWorkspace(server);
     const meta = await createMetaChannel(ws, 'instagram');

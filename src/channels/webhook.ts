@@ -306,10 +306,30 @@ function instagramReaction(event: Json, accountId: string, out: ParsedDelivery):
   out.events.push({ kind: 'reaction', targetExternalId: target, ...(externalId && { externalId }), from: { instagramId: sender }, emoji: emoji ?? null });
 }
 
+/**
+ * An Instagram `read` event (`messaging_seen`: `{read: {mid}}`) of a customer to the account: the
+ * message it names, the last they saw, is read, as a WhatsApp `read` status says.
+ */
+function instagramRead(event: Json, accountId: string, out: ParsedDelivery): void {
+  const read = event.read as Json;
+  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
+  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
+  const target = storableId(text(read.mid));
+  if (recipient !== accountId || !sender || !INSTAGRAM_SCOPED_ID.test(sender) || !target) {
+    out.ignored.push('an Instagram read not from a customer to this account, or without the mid of its message');
+    return;
+  }
+  out.events.push({ kind: 'status', externalId: target, status: 'read', error: undefined });
+}
+
 function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {
   const message = isObject(event.message) ? event.message : undefined;
   if (!message && isObject(event.reaction)) {
     instagramReaction(event, accountId, out);
+    return;
+  }
+  if (!message && isObject(event.read)) {
+    instagramRead(event, accountId, out);
     return;
   }
   if (!message) {
