@@ -1875,7 +1875,7 @@ export interface components {
              */
             whatsappUserId?: string | null;
             /**
-             * @description The customer's WhatsApp username, as Meta last delivered it. Shown, never a key.
+             * @description The customer's WhatsApp username, as Meta last delivered it (a delivery whose profile of them shows none clears it). Shown, never a key.
              * @example mariana.silva
              */
             whatsappUsername?: string | null;

@@ -143,6 +143,23 @@ describe('inbound WhatsApp: BSUID, then phone', () => {
     expect(new Set((await messagesOf(ws.workspaceId)).map((m) => m.contact_id))).toEqual(new Set([contacts[0]!.id]));
   });
 
+  it('when a later delivery profiles the customer without a username, then the username shown is cleared; a delivery without a profile leaves it', async () => {
+    const { ws, meta } = await whatsappChannel();
+    const userId = bsuid();
+    await deliver(meta, whatsappBsuidText({ userId, username: 'joana2', name: 'Joana' }, 'primeira'));
+    const noProfile = whatsappBsuidText({ userId }, 'segunda');
+    noProfile.contacts = [];
+    await deliver(meta, noProfile);
+    expect((await contactsOf(ws.workspaceId))[0]).toMatchObject({ whatsapp_username: 'joana2' });
+
+    await deliver(meta, whatsappBsuidText({ userId, name: 'Joana' }, 'terceira'));
+
+    const [contact] = await contactsOf(ws.workspaceId);
+    expect(contact).toMatchObject({ whatsapp_user_id: userId, whatsapp_username: null, name: 'Joana' });
+    const { data: updated } = await ws.api.GET('/events', { params: { query: { type: 'contact.updated' } } });
+    expect(updated!.data.map((e) => (e.data.object as { whatsappUsername: string | null }).whatsappUsername)).toEqual([null]);
+  });
+
   it('when the integrator created the contact with the 13-digit phone and WhatsApp reports the 12-digit one, then the message lands on that contact', async () => {
     const { ws, meta } = await whatsappChannel();
     const phone = brazilianMobile();

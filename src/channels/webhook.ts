@@ -181,7 +181,8 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
     return;
   }
   // `contacts[]` names each sender: `wa_id` (the phone, when Meta shares it), `user_id` (the BSUID), `profile.name` and `profile.username`.
-  const people: Array<{ waId?: string | undefined; userId?: string | undefined; name?: string | undefined; username?: string | undefined }> = [];
+  // A profile without `username`: the customer shows none (null), as Meta leaves the field out then.
+  const people: Array<{ waId?: string | undefined; userId?: string | undefined; name?: string | undefined; username?: string | null | undefined }> = [];
   for (const contact of objects(value.contacts)) {
     const profile = isObject(contact.profile) ? contact.profile : {};
     let name = text(profile.name);
@@ -194,7 +195,13 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       waId: text(contact.wa_id)?.replace(/^\+/, ''),
       userId: text(contact.user_id),
       name,
-      username: username && storable(username) && username.length <= MAX_USERNAME_CHARS ? username : undefined,
+      username: !isObject(contact.profile)
+        ? undefined
+        : username === undefined
+          ? null
+          : storable(username) && username.length <= MAX_USERNAME_CHARS
+            ? username
+            : undefined,
     });
   }
   for (const message of objects(value.messages)) {
@@ -252,7 +259,7 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       from: {
         ...(phoneDigits && { phone: `+${phoneDigits}` }),
         ...(whatsappUserId && { whatsappUserId }),
-        ...(person?.username && { username: person.username }),
+        ...(person?.username !== undefined && { username: person.username }),
       },
       name: person?.name,
       content,

@@ -351,7 +351,7 @@ const INSERT_WHATSAPP_CONTACT = `
 export async function insertWhatsappContact(
   trx: Db,
   workspaceId: string,
-  sender: { phone?: string | undefined; whatsappUserId?: string | undefined; username?: string | undefined },
+  sender: { phone?: string | undefined; whatsappUserId?: string | undefined; username?: string | null | undefined },
   name: string,
   now: Date,
 ): Promise<ContactRow> {

@@ -344,7 +344,7 @@ export async function mergeContacts(
 
 /** Who wrote on a channel, as Meta's delivery names them. */
 export type InboundSender =
-  | { whatsappUserId?: string | undefined; phone?: string | undefined; username?: string | undefined; name?: string | undefined }
+  | { whatsappUserId?: string | undefined; phone?: string | undefined; username?: string | null | undefined; name?: string | undefined }
   | { instagramId: string; name?: string | undefined };
 
 const MAX_FOLLOWS = 5;
@@ -406,10 +406,11 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
     if (!row) continue;
     // The delivery's phone and BSUID replace what the contact held: the BSUID is no one else's (it
     // would have found them first); a phone another contact holds (in either form) stays there.
-    const values: { phone?: string; whatsappUserId?: string; username?: string } = {};
+    const values: { phone?: string; whatsappUserId?: string; username?: string | null } = {};
     if (whatsappUserId && whatsappUserId !== row.whatsapp_user_id && (!byBsuid || byBsuid === row.id)) values.whatsappUserId = whatsappUserId;
     if (phone && storedPhone(phone) !== row.phone && (!byPhone || byPhone === row.id)) values.phone = phone;
-    if (username && username !== row.whatsapp_username) values.username = username;
+    // Refreshed from each delivery: a profile showing no username clears the one shown before.
+    if (username !== undefined && username !== row.whatsapp_username) values.username = username;
     if (Object.keys(values).length > 0) {
       const written = await writeWhatsappIdentity(trx, workspaceId, row.id, values, now);
       await contactUpdated(trx, workspaceId, contactRowToContact(written), SYSTEM, now);

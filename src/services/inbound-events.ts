@@ -44,9 +44,13 @@ export type InboundEvent =
   /** Meta's `system` message `user_changed_user_id`: the customer known by `previous` now has the BSUID `current`. */
   | { kind: 'user_id_changed'; externalId: string; previous: string; current: string };
 
-/** A WhatsApp customer as a delivery names them: a phone, a BSUID or both, and the username they show. */
+/**
+ * A WhatsApp customer as a delivery names them: a phone, a BSUID or both, and the username they
+ * show: null when the delivery's profile of them shows none (they have none now), undefined when
+ * the delivery has no profile of them.
+ */
 export interface WhatsappSender {
   phone?: string | undefined;
   whatsappUserId?: string | undefined;
-  username?: string | undefined;
+  username?: string | null | undefined;
 }
