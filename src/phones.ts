@@ -47,12 +47,18 @@ function formsOf(phone: string): { stored: string; forms: readonly string[] } {
   return known;
 }
 
+/** A phone as the contract takes it (Phone's pattern: E.164, 8 to 15 digits). */
+const CONTRACT_PHONE = /^\+[1-9]\d{7,14}$/;
+
 function storedForm(phone: string, p: ReturnType<typeof parts>): string {
   if (!p) return phone;
   if (p.countryCallingCode === BRAZIL && isBrazilianMobileWithoutNine(p.nationalNumber)) {
     return e164(BRAZIL, `${p.nationalNumber.slice(0, 2)}9${p.nationalNumber.slice(2)}`);
   }
-  return e164(p.countryCallingCode, p.nationalNumber);
+  // libphonenumber drops a national trunk prefix written after the country code (`+44 0 20...`), which
+  // may leave fewer digits than a phone of the contract has: such a phone is kept as given.
+  const formatted = e164(p.countryCallingCode, p.nationalNumber);
+  return CONTRACT_PHONE.test(formatted) ? formatted : phone;
 }
 
 /**

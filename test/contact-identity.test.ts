@@ -63,6 +63,19 @@ describe('phones: the Brazilian ninth digit', () => {
     expect(await contactsOf(ws.workspaceId)).toHaveLength(1);
   });
 
+  it('when a phone is written with a trunk 0 after the country code, then it is stored in E.164 without it, unless that would leave it shorter than a phone (kept as given)', async () => {
+    const { ws } = await whatsappChannel();
+    const london = `+440207${String(randomInt(1e7)).padStart(7, '0')}`;
+    const short = `+640${String(randomInt(1e5)).padStart(5, '0')}`;
+
+    const uk = await ws.api.POST('/contacts', { body: { name: 'Londres', phone: london } });
+    const nz = await ws.api.POST('/contacts', { body: { name: 'Curto', phone: short } });
+
+    expect(uk.data!.phone).toBe(`+44${london.slice(4)}`);
+    expect(nz.response.status).toBe(201);
+    expect(nz.data!.phone).toBe(short);
+  });
+
   it('when a landline (8 digits starting 2-5) is stored, then it never gains a 9 and its 13-digit look-alike is another number', async () => {
     const { ws } = await whatsappChannel();
     const landline = `+55113${String(randomInt(1e7)).padStart(7, '0')}`;
