@@ -7,22 +7,24 @@
 // fresh id and timestamps, echoes the fields it was sent and has the service's value for those left
 // out (null, [], {}), a record read or changed by id carries that id and the changes, and a 404 names
 // the record asked for. No database, no rate limits, no scopes.
-import { randomUUID } from 'node:crypto';
-import express, { type Express, type Request, type RequestHandler } from 'express';
+import { createHash, randomUUID } from 'node:crypto';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { v7 as uuidv7 } from 'uuid';
 import { literalPlusQuery, spec } from '../src/contract.js';
 import { ApiError } from '../src/errors.js';
 import { API_KEY_PATTERN } from '../src/keys.js';
 import type { Logger } from '../src/logger.js';
+import { bareMimeType, mediaTypeOf } from '../src/media/types.js';
 import { jsonBody } from '../src/middleware/body.js';
 import { errorHandler } from '../src/middleware/error-handler.js';
-import { requestContext } from '../src/middleware/request-context.js';
 import { cors } from '../src/middleware/cors.js';
+import { requestContext } from '../src/middleware/request-context.js';
 import { matchOperation, pathNotFound } from '../src/middleware/routing.js';
 import { contractValidator } from '../src/middleware/validator.js';
 import { SCOPES } from '../src/provisioning.js';
 import { createQueryParser } from '../src/query.js';
 import { STREAM_TOKEN_PATTERN } from '../src/stream/tokens.js';
+import { cleanFilename } from '../src/text.js';
 
 const BEARER = /^bearer +(\S+)$/i;
 /** What the mock's keys can do: everything, in one workspace. */
@@ -214,9 +216,54 @@ function fromPrism(prismUrl: string): RequestHandler {
     if (response.ok && !stream && !type.startsWith('application/json')) return res.type(type).send(Buffer.from(await response.arrayBuffer()));
     const text = await response.text();
     if (text === '') return res.end();
-    if (stream && response.ok) return res.type('text/event-stream; charset=utf-8').send(text);
+    if (stream && response.ok) return serveExampleStream(req, res, text);
+    if (req.operation!.operationId === 'uploadMedia' && response.status === 201) return res.json(uploadAnswer(req, JSON.parse(text) as Json));
     res.json(asAnswer(req, response.status, JSON.parse(text)));
   };
+}
+
+/** The upload as the service would answer it: the example's shape, the file's own facts (type, size, digest, cleaned name). */
+function uploadAnswer(req: Request, example: Json): Json {
+  const bytes = req.body as Buffer;
+  const mimeType = bareMimeType(req.get('content-type'))!;
+  const filename = (req.query as { filename?: string }).filename;
+  return {
+    ...example,
+    id: uuidv7(),
+    type: mediaTypeOf(mimeType) ?? example.type,
+    mimeType,
+    size: bytes.length,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    filename: filename === undefined ? null : cleanFilename(filename),
+    caption: null,
+    status: 'stored',
+  };
+}
+
+/** How often an open example stream says it is alive, as the service's does. */
+const STREAM_KEEPALIVE_MS = 15_000;
+
+/**
+ * The contract's example events as the service would stream them: only the `types` asked for, those
+ * after `Last-Event-ID` (header or `lastEventId`; an id not among them is `event: reset`), then the
+ * stream stays open with a keep-alive comment every 15 s until the client leaves (an EventSource
+ * would otherwise reconnect and get the same events again).
+ */
+function serveExampleStream(req: Request, res: Response, example: string): void {
+  const frames = example
+    .split(/\n\n+/)
+    .map((frame) => frame.trim())
+    .filter((frame) => frame !== '' && !frame.startsWith(':'))
+    .map((frame) => ({ text: `${frame}\n\n`, id: /^id: (.*)$/m.exec(frame)?.[1], event: /^event: (.*)$/m.exec(frame)?.[1] }));
+  const types = [(req.query as { types?: string | string[] }).types ?? []].flat().flatMap((t) => t.split(','));
+  const wanted = frames.filter((frame) => types.length === 0 || (frame.event !== undefined && types.includes(frame.event)));
+  const last = req.get('last-event-id') ?? (req.query as { lastEventId?: string }).lastEventId;
+  const at = last === undefined ? -1 : frames.findIndex((frame) => frame.id === last);
+  const sent = last === undefined ? wanted : at === -1 ? [] : wanted.filter((frame) => frames.indexOf(frame) > at);
+  res.status(200).type('text/event-stream; charset=utf-8').setHeader('X-Accel-Buffering', 'no');
+  res.write(`${last !== undefined && at === -1 ? 'event: reset\ndata: {}\n\n' : ''}${sent.map((frame) => frame.text).join('')}`);
+  const keepalive = setInterval(() => res.write(': keepalive\n\n'), STREAM_KEEPALIVE_MS);
+  res.once('close', () => clearInterval(keepalive));
 }
 
 /**

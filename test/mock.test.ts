@@ -4,6 +4,7 @@
 // included); a request without a well-formed key gets 401; a bad request gets the very 400 the
 // service gives, naming the wrong fields; created records get fresh ids, echo what was sent and hold
 // what the service holds for what was left out; a 404 names the record asked for, as the service's does.
+import { createHash } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SupportFunnelClient } from '../client/index.js';
@@ -94,7 +95,12 @@ const calls: Record<OperationId, Call> = {
   listThreadMessages: (api) => api.GET('/threads/{threadId}/messages', { params: { path: { threadId: THREAD_ID }, query: { page: 1, limit: 20 } } }),
   listEvents: (api) => api.GET('/events', { params: { query: { type: 'message.created', page: 1, limit: 20 } } }),
   getEvent: (api) => api.GET('/events/{id}', { params: { path: { id: EVENT_ID } } }),
-  streamEvents: (api) => api.GET('/events/stream', { params: { query: { types: ['message.created', 'thread.updated'] } }, parseAs: 'text' }),
+  // The stream stays open: its answer is the status and headers, then the client leaves.
+  streamEvents: async (api) => {
+    const answer = await api.GET('/events/stream', { params: { query: { types: ['message.created', 'thread.updated'] } }, parseAs: 'stream' });
+    if (answer.response.ok) await answer.response.body?.cancel();
+    return answer;
+  },
   createStreamToken: (api) => api.POST('/events/stream-tokens'),
   listWebhookEndpoints: (api) => api.GET('/webhook-endpoints', { params: { query: { page: 1, limit: 20 } } }),
   createWebhookEndpoint: (api) =>
@@ -216,14 +222,59 @@ describe('npm run mock', () => {
     },
   );
 
-  it('when a browser opens the event stream with a stream token, then the mock answers the example events as text/event-stream', async () => {
-    const response = await fetch(`${baseUrl}/events/stream?token=sst_${'T0ken'.repeat(8)}abc`);
-    const text = await response.text();
+  /** The stream's first `frames` frames (each ending at a blank line), read as they come; the stream is left open. */
+  async function streamed(query: string, frames: number, headers: Record<string, string> = {}): Promise<{ response: Response; text: string }> {
+    const response = await fetch(`${baseUrl}/events/stream?token=sst_${'T0ken'.repeat(8)}abc${query}`, { headers });
+    const reader = response.body!.getReader();
+    let text = '';
+    while (text.split('\n\n').length <= frames) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+    }
+    await reader.cancel();
+    return { response, text };
+  }
+
+  it('when a browser opens the event stream with a stream token, then the mock answers the example events as text/event-stream, and keeps it open', async () => {
+    const { response, text } = await streamed('', 2);
 
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-    expect(text).toContain('id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c\nevent: message.created\ndata: {');
-    expect(text).toContain('event: thread.updated');
+    expect(text).toMatch(
+      /^id: 01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c\nevent: message.created\ndata: \{.*\}\n\nid: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f\nevent: thread.updated\ndata: \{.*\}\n\n$/,
+    );
+  });
+
+  it('when the mock stream is asked for some types, or to resume after an id, then it sends those, and an unknown id is event: reset', async () => {
+    const threads = await streamed('&types=thread.updated,contact.created', 1);
+    const resumed = await streamed('', 1, { 'last-event-id': '01936a12-4d5e-7f6a-8b7c-9d0e1f2a3b4c' });
+    const unknown = await streamed('&lastEventId=01936a12-0000-7000-8000-000000000000', 1);
+
+    expect(threads.text).toMatch(/^id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f\nevent: thread.updated\n/);
+    expect(resumed.text).toMatch(/^id: 01936a12-5a6b-7c8d-9e0f-1a2b3c4d5e6f\nevent: thread.updated\n/);
+    expect(unknown.text).toBe('event: reset\ndata: {}\n\n');
+  });
+
+  it('when a file is uploaded to the mock, then the answer holds its own type, size, digest and cleaned name', async () => {
+    const bytes = Buffer.from('%PDF-1.4 nota fiscal');
+    const response = await fetch(`${baseUrl}/media?filename=${encodeURIComponent('notas/nota.pdf')}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/pdf' },
+      body: bytes,
+    });
+
+    expect(response.status).toBe(201);
+    expect(await response.json()).toEqual({
+      id: expect.stringMatching(UUID),
+      type: 'document',
+      mimeType: 'application/pdf',
+      size: bytes.length,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+      filename: 'notas_nota.pdf',
+      caption: null,
+      status: 'stored',
+    });
   });
 
   it("when Meta's webhook paths are called at the root, outside /v1, then the mock answers them as documented", async () => {

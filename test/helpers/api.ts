@@ -29,7 +29,9 @@ export function checkedClient(baseUrl: string, apiKey?: string, headers?: Record
   const client = createSupportFunnelClient({ baseUrl, ...(apiKey && { apiKey }), ...(headers && { headers }) });
   client.use({
     async onResponse({ request, response }) {
-      checkResponse(request.method, request.url, response.status, response.headers, await readBody(response.clone()));
+      // An event stream never ends by itself: its answer is the status and headers, as request() checks it.
+      const stream = response.ok && response.headers.get('content-type')?.startsWith('text/event-stream');
+      checkResponse(request.method, request.url, response.status, response.headers, stream ? '' : await readBody(response.clone()));
       return response;
     },
   });
