@@ -5039,8 +5039,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             /**
              * @description `conflict`: the Meta account (`meta.externalId` of this `type`) is already connected to
-             *     another channel, of this workspace or another; an account connects to one channel only
-             *     (turn the other back to the `sandbox` first). `idempotency_key_in_progress`: a request
+             *     another channel, of this workspace (`details[0].existingId` names it) or another (not
+             *     named); an account connects to one channel only (turn the other back to the `sandbox` first). `idempotency_key_in_progress`: a request
              *     with this `Idempotency-Key` is still running; retry shortly. Nothing is stored.
              */
             409: {
@@ -5167,7 +5167,8 @@ export interface operations {
             /**
              * @description `conflict`: the request would change the channel's `type`, or connect it to a Meta account
              *     (`meta.externalId` of the channel's type) already connected to another channel, of this
-             *     workspace or another; an account connects to one channel only. Nothing changes.
+             *     workspace (`details[0].existingId` names it) or another (not named); an account connects
+             *     to one channel only. Nothing changes.
              */
             409: {
                 headers: {

@@ -192,19 +192,19 @@ describe('POST /channels', () => {
   });
 });
 
-/** The 409 of a Meta account another channel holds. */
-const taken = (error: unknown) =>
+/** The 409 of a Meta account another channel holds: named (`existingId`) when it is the workspace's own. */
+const taken = (error: unknown, existingId?: string) =>
   expect(error).toEqual({
     error: {
       code: 'conflict',
       message: 'This Meta account is already connected to another channel.',
-      details: [{ path: '/body/meta/externalId', message: 'is connected to another channel' }],
+      details: [{ path: '/body/meta/externalId', message: 'is connected to another channel', ...(existingId && { existingId }) }],
       requestId: expect.any(String),
     },
   });
 
 describe('POST /channels: one channel per Meta account', () => {
-  it('when the Meta account is connected to a channel of another workspace, or of the same one, then it answers 409 conflict and stores nothing', async () => {
+  it('when the Meta account is connected to a channel of another workspace, or of the same one (then named), then it answers 409 conflict and stores nothing', async () => {
     const first = await createWorkspace(server);
     const second = await createWorkspace(server);
     const meta = metaSettings();
@@ -220,7 +220,7 @@ describe('POST /channels: one channel per Meta account', () => {
     expect(created.response.status).toBe(201);
     expect([elsewhere.response.status, again.response.status]).toEqual([409, 409]);
     taken(elsewhere.error);
-    taken(again.error);
+    taken(again.error, created.data!.id);
     expect(await storedChannels(second.workspaceId)).toHaveLength(2);
     expect((await storedChannels(first.workspaceId)).map((r) => r.external_id)).toEqual([null, null, meta.externalId]);
   });
@@ -390,9 +390,9 @@ describe('PATCH /channels/{id}', () => {
     });
 
     expect([fromSandbox.response.status, repointed.response.status, same.response.status]).toEqual([409, 409, 200]);
-    for (const { error } of [fromSandbox, repointed]) {
-      taken(error);
-    }
+    // Another workspace's channel is not named; the workspace's own is.
+    taken(fromSandbox.error);
+    taken(repointed.error, channel.id);
     expect((await storedChannels(other.workspaceId))[0]).toMatchObject({ provider: 'sandbox', external_id: null, secrets: null });
     expect((await storedChannels(ws.workspaceId)).find((r) => r.id === sibling.id)).toMatchObject({
       external_id: sibling.externalId,

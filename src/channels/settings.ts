@@ -6,6 +6,7 @@ import {
   getChannelRow,
   insertChannel,
   listChannelsWithStaleSecrets,
+  metaAccountHolder,
   resealChannelSecrets,
   updateChannelRow,
   type Channel,
@@ -45,26 +46,38 @@ export function openMetaSecrets(box: SecretBox | undefined, row: Pick<ChannelRow
 /** The unique index that keeps a Meta account (type, externalId) on one channel of all workspaces. */
 const ONE_CHANNEL_PER_META_ACCOUNT = 'channels_meta_account_key';
 
+const accountTaken = (existingId?: string): ApiError =>
+  new ApiError(409, 'conflict', 'This Meta account is already connected to another channel.', [
+    { path: '/body/meta/externalId', message: 'is connected to another channel', ...(existingId && { existingId }) },
+  ]);
+
 /**
- * 409 for a Meta account another channel holds, in this workspace or another (which one is not
- * said: another workspace's channel is not the caller's to know of). The index decides, so two
- * requests racing for one account get a 201 and a 409.
+ * 409 for a Meta account another channel holds: naming it (`existingId`) when it is one of this
+ * workspace's, as every 409 names the record holding the value; not when it is another workspace's,
+ * which is not the caller's to know of. The index decides, so two requests racing for one account
+ * get a 201 and a 409.
  */
-async function oneChannelPerMetaAccount<T>(write: Promise<T>): Promise<T> {
+async function oneChannelPerMetaAccount<T>(
+  db: Db,
+  account: { workspaceId: string; type: string; externalId: string | null; self?: string },
+  write: () => Promise<T>,
+): Promise<T> {
+  if (account.externalId !== null) {
+    const holder = await metaAccountHolder(db, account.workspaceId, account.type, account.externalId, account.self);
+    if (holder) throw accountTaken(holder);
+  }
   try {
-    return await write;
+    return await write();
   } catch (err) {
     if (!isConstraintError(err, '23505', ONE_CHANNEL_PER_META_ACCOUNT)) throw err;
-    throw new ApiError(409, 'conflict', 'This Meta account is already connected to another channel.', [
-      { path: '/body/meta/externalId', message: 'is connected to another channel' },
-    ]);
+    throw accountTaken();
   }
 }
 
 export async function createChannel(db: Db, box: SecretBox | undefined, workspaceId: string, input: ChannelCreate): Promise<Channel> {
   const meta = input.provider === 'meta' ? input.meta : undefined;
   const sealed = meta && requireBox(box).seal(JSON.stringify({ accessToken: meta.accessToken, appSecret: meta.appSecret, verifyToken: meta.verifyToken }));
-  const row = await oneChannelPerMetaAccount(
+  const row = await oneChannelPerMetaAccount(db, { workspaceId, type: input.type, externalId: meta?.externalId ?? null }, () =>
     insertChannel(db, workspaceId, {
       type: input.type,
       name: input.name,
@@ -112,7 +125,7 @@ export async function updateChannel(db: Db, box: SecretBox | undefined, workspac
         { path: '/body/meta', message: 'is only allowed on a meta channel' },
       ]);
     }
-    const updated = await oneChannelPerMetaAccount(
+    const updated = await oneChannelPerMetaAccount(trx, { workspaceId, type: row.type, externalId, self: id }, () =>
       updateChannelRow(trx, workspaceId, id, {
         name: patch.name ?? row.name,
         provider,
