@@ -1,7 +1,8 @@
 // npx tsx bench/run-writes.ts: what PostgreSQL spends on a matching label run's writes (the thread's
 // new labels, its history row, thread.updated and automation.run, the run's record), one run per
-// transaction as the service writes them today against twenty runs per transaction in one
-// multi-row statement per table, as a batch of messages' runs could. pgbench (one connection,
+// transaction as the service writes them today against twenty runs per transaction, each with its
+// own statements (a batch of messages' runs in one transaction) or in one multi-row statement per
+// table (a batch written together). pgbench (one connection,
 // prepared statements, synchronous_commit off: an inline run shares its message's commit, so its
 // WAL flush is not the run's) replays copies of the rows a real run wrote, in a database of its own
 // on DATABASE_URL's server: 25 sandbox inbounds from new contacts, each run by a label automation.
@@ -70,6 +71,14 @@ try {
     'one run a transaction, four statements (as today)': {
       sql: `\\set n random(1, 25)\n\\set k random(1, 1000000)\nbegin;\nupdate threads t set ${label('0')} where x.n = :n and t.workspace_id = x.workspace_id and t.id = x.id;\n${one.hist};\n${one.events};\n${one.runs};\ncommit;`,
       runs: 1,
+    },
+    [`${BATCH} runs a transaction, four statements each`]: {
+      sql: `\\set k random(1, 1000000)\nbegin;\n${Array.from(
+        { length: BATCH },
+        (_, i) =>
+          `update threads t set ${label(String(i))} where x.n = ${i + 1} and t.workspace_id = x.workspace_id and t.id = x.id;\n${one.hist};\n${one.events};\n${one.runs};`,
+      ).join('\n')}\ncommit;`,
+      runs: BATCH,
     },
     [`${BATCH} runs a transaction, one multi-row statement a table`]: {
       sql: `\\set k random(1, 1000000)\nbegin;\nupdate threads t set ${label('x.n')} where x.n <= ${BATCH} and t.workspace_id = x.workspace_id and t.id = x.id;\n${many.hist};\n${many.events};\n${many.runs};\ncommit;`,
