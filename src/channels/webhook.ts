@@ -296,16 +296,28 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
   for (const error of objects(value.errors)) out.ignored.push(`a WhatsApp error notification (code ${clip(String(error.code))})`);
 }
 
+/**
+ * The customer (`sender.id`) and the message (`mid` of `part`) of an Instagram event about one of
+ * the account's messages (a reaction, a read); undefined, and the event ignored as `what`, when it
+ * is not a customer's to this account or names no message.
+ */
+function customerEventOn(event: Json, part: Json, accountId: string, out: ParsedDelivery, what: string): { sender: string; target: string } | undefined {
+  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
+  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
+  const target = storableId(text(part.mid));
+  if (recipient !== accountId || !sender || !INSTAGRAM_SCOPED_ID.test(sender) || !target) {
+    out.ignored.push(`an Instagram ${what} not from a customer to this account, or without the mid of its message`);
+    return undefined;
+  }
+  return { sender, target };
+}
+
 /** An Instagram `reaction` event (`{mid, action: react|unreact, reaction, emoji}`) of a customer to the account. */
 function instagramReaction(event: Json, accountId: string, out: ParsedDelivery): void {
   const reaction = event.reaction as Json;
-  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
-  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
-  const target = storableId(text(reaction.mid));
-  if (recipient !== accountId || !sender || !INSTAGRAM_SCOPED_ID.test(sender) || !target) {
-    out.ignored.push('an Instagram reaction not from a customer to this account, or without the mid of its message');
-    return;
-  }
+  const about = customerEventOn(event, reaction, accountId, out, 'reaction');
+  if (!about) return;
+  const { sender, target } = about;
   const emoji = reaction.action === 'unreact' ? undefined : (storableOrNone(text(reaction.emoji)) ?? storableOrNone(text(reaction.reaction)));
   // Instagram names no reaction by an id: its time (ms) and action stand for one, as a repeated delivery repeats them.
   const at = typeof event.timestamp === 'number' || typeof event.timestamp === 'string' ? String(event.timestamp) : undefined;
@@ -318,15 +330,8 @@ function instagramReaction(event: Json, accountId: string, out: ParsedDelivery):
  * message it names, the last they saw, is read, as a WhatsApp `read` status says.
  */
 function instagramRead(event: Json, accountId: string, out: ParsedDelivery): void {
-  const read = event.read as Json;
-  const sender = isObject(event.sender) ? text(event.sender.id) : undefined;
-  const recipient = isObject(event.recipient) ? text(event.recipient.id) : undefined;
-  const target = storableId(text(read.mid));
-  if (recipient !== accountId || !sender || !INSTAGRAM_SCOPED_ID.test(sender) || !target) {
-    out.ignored.push('an Instagram read not from a customer to this account, or without the mid of its message');
-    return;
-  }
-  out.events.push({ kind: 'status', externalId: target, status: 'read', error: undefined });
+  const about = customerEventOn(event, event.read as Json, accountId, out, 'read');
+  if (about) out.events.push({ kind: 'status', externalId: about.target, status: 'read', error: undefined });
 }
 
 function instagramMessaging(event: Json, accountId: string, out: ParsedDelivery): void {
