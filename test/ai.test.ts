@@ -283,6 +283,32 @@ describe.skipIf(!databaseUrl)('AI agents (needs DATABASE_URL)', () => {
     ]);
   });
 
+  it('when the message to answer was created before an answer that did not see it (it committed after), then the AI is told it last', async () => {
+    const setup = await withAgent();
+    ai.answerFor(setup.model, (request) => textAnswer(`Resposta ${ai.forModel(setup.model).indexOf(request) + 1}`)(request));
+    const phone = buildPhone();
+    const first = await inbound(setup, phone, 'Oi');
+    await waitFor('the first answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 2);
+    const answer = (await messagesOf(setup.ws, first.threadId))[1]!;
+
+    // Two messages of a burst, the second committed after the first's answer: created before that answer.
+    const late = await inbound(setup, phone, 'E o prazo de entrega?');
+    await server.db
+      .updateTable('messages')
+      .set({ created_at: new Date(Date.parse(answer.createdAt) - 1) })
+      .where('workspace_id', '=', setup.ws.workspaceId)
+      .where('id', '=', late.id)
+      .execute();
+
+    await waitFor('the second answer', async () => (await messagesOf(setup.ws, first.threadId)).length === 4);
+    expect(ai.forModel(setup.model)[1]!.body.messages).toEqual([
+      { role: 'system', content: setup.instructions },
+      { role: 'user', content: 'Oi' },
+      { role: 'assistant', content: 'Resposta 1' },
+      { role: 'user', content: 'E o prazo de entrega?' },
+    ]);
+  });
+
   it('when the AI calls handoff_to_human and no person is online, then the thread loses its agent with the reason in its history, by the agent, and nothing is sent', async () => {
     const setup = await withAgent();
     ai.answerFor(setup.model, toolCallAnswer({ reason: 'Cliente pediu para falar com um atendente' }));

@@ -35,9 +35,16 @@ export async function readReplyContext(db: Db, workspaceId: string, threadId: st
   };
 }
 
-/** The thread's last `limit` messages, oldest first, as the AI is told of them. */
-export async function recentLines(db: Db, workspaceId: string, threadId: string, limit: number): Promise<ThreadLine[]> {
-  const rows = await readRecentMessages(db, workspaceId, threadId, limit);
+/**
+ * The thread's last `limit` messages, oldest first, as the AI is told of them, the one it answers
+ * (`answering`) last: messages of one thread arriving at once may commit in another order than they
+ * were created, and a customer's message created before an answer that did not see it is still
+ * the one to answer now, after that answer.
+ */
+export async function recentLines(db: Db, workspaceId: string, threadId: string, limit: number, answering: string): Promise<ThreadLine[]> {
+  const recent = await readRecentMessages(db, workspaceId, threadId, limit);
+  const at = recent.findIndex((row) => row.id === answering);
+  const rows = at === -1 ? recent : [...recent.slice(0, at), ...recent.slice(at + 1), recent[at]!];
   return rows.map((row) => ({
     direction: row.direction,
     content: row.content,

@@ -126,7 +126,7 @@ export function aiReplyHandler(options: { db: Db; config: ReplyConfig; logger: L
       if (!stillAnswering(context, payload)) return { kind: 'done' };
       // The agent takes the message: the customer sees it read, and the agent typing while it writes.
       await queueRead(db, job.workspace_id, payload.threadId, true, new Date());
-      const lines = await recentLines(db, job.workspace_id, payload.threadId, CONTEXT_MESSAGES);
+      const lines = await recentLines(db, job.workspace_id, payload.threadId, CONTEXT_MESSAGES, payload.messageId);
       const answer = await completeChat({
         baseUrl: config.aiBaseUrl!,
         apiKey: config.aiApiKey,

@@ -38,10 +38,10 @@ export async function readRecentMessages(
   workspaceId: string,
   threadId: string,
   limit: number,
-): Promise<Array<Pick<MessageRow, 'direction' | 'content' | 'attachments'>>> {
+): Promise<Array<Pick<MessageRow, 'id' | 'direction' | 'content' | 'attachments'>>> {
   const rows = await db
     .selectFrom('messages')
-    .select(['direction', 'content', 'attachments'])
+    .select(['id', 'direction', 'content', 'attachments'])
     .where('workspace_id', '=', workspaceId)
     .where('thread_id', '=', threadId)
     .orderBy('created_at', 'desc')
