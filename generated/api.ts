@@ -2144,7 +2144,7 @@ export interface components {
             contactId: components["schemas"]["Uuid"];
             channelId: components["schemas"]["Uuid"];
             direction: components["schemas"]["MessageDirection"];
-            /** @description The text; for a template, `[template <name>]` and its parameters; for a file (see `attachments`), its caption, or null without one; for an inbound location, contact card, sticker..., `[<kind>]` and what it says (a customer's reaction is no message; it lands in the reacted message's `reactions`). Null once the contact was erased (`DELETE /contacts/{id}`). */
+            /** @description The text; for a template, `[template <name>]` and its parameters; for a file (a photo, voice note, video, document or sticker, in `attachments`), its caption, or null without one; for an inbound location, contact card or another kind, `[<kind>]` and what it says (a customer's reaction is no message; it lands in the reacted message's `reactions`). Null once the contact was erased (`DELETE /contacts/{id}`). */
             content: string | null;
             status: components["schemas"]["MessageStatus"];
             /** @description The provider's id of the message (WhatsApp `wamid`, Instagram `mid`); null until it is sent. */
@@ -6918,11 +6918,14 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
-             * @description `invalid_reference`: the contact or channel does not exist in the workspace, or the
-             *     contact cannot be reached on it (no phone for WhatsApp, no Instagram id for Instagram).
-             *     `outside_messaging_window`: free text on a `meta` channel more than 24 hours after the
-             *     contact last wrote there (or before they ever did). `template_not_supported`: a
-             *     template on Instagram. `unsupported_on_channel`: a list on Instagram. `invalid_reply`:
+             * @description `invalid_reference`: the contact, channel, `agentId` (a person) or an attachment's file
+             *     does not exist in the workspace, or the contact cannot be reached on a `meta` Instagram
+             *     channel (no Instagram id). `contact_unreachable`: WhatsApp to a contact with neither a
+             *     phone nor a `whatsappUserId` (sandbox channels too). `outside_messaging_window`: free
+             *     text, files or buttons on a `meta` channel more than 24 hours after the contact last
+             *     wrote there (or before they ever did). `template_not_supported`: a template on
+             *     Instagram. `unsupported_on_channel`: a list on Instagram. `attachment_not_supported`: a
+             *     file the channel cannot carry, or a caption with a file on Instagram. `invalid_reply`:
              *     `replyTo` is not a message of this contact and channel that reached the channel.
              *     Nothing is queued.
              */

@@ -158,6 +158,17 @@ describe('POST /media', () => {
     expect(outside.status).toBe(416);
     expect(outside.body.error.code).toBe('range_not_satisfiable');
     expect(outside.headers.get('content-range')).toBe('bytes */10000');
+
+    // If-Range: the range holds for the file the client has (its ETag); another, or a date, gets the whole file.
+    const same = await fetch(`${server.baseUrl}${url}`, {
+      headers: { authorization: `Bearer ${ws.apiKey}`, range: 'bytes=0-9', 'if-range': `"${sha256(bytes)}"` },
+    });
+    expect([same.status, same.headers.get('content-range')]).toEqual([206, 'bytes 0-9/10000']);
+    for (const ifRange of ['"another"', 'Sun, 06 Dec 2026 17:00:00 GMT']) {
+      const whole = await fetch(`${server.baseUrl}${url}`, { headers: { authorization: `Bearer ${ws.apiKey}`, range: 'bytes=0-9', 'if-range': ifRange } });
+      expect([whole.status, whole.headers.get('content-length'), whole.headers.get('content-range')]).toEqual([200, '10000', null]);
+      await whole.arrayBuffer();
+    }
   });
 
   it('when clients leave downloads (after every byte, or midway), then nothing is logged as a fault of the store', async () => {

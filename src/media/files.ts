@@ -90,7 +90,10 @@ export async function serveFile(store: MediaStore, row: MediaRow & { storage_key
     res.status(304).end();
     return;
   }
-  const range = parseRange(req.get('range'), size);
+  // If-Range (RFC 9110 §13.1.5): the range is for the file the client holds; another (its ETag
+  // differs, or a date, as no Last-Modified is sent) gets the whole file, 200.
+  const ifRange = req.get('if-range');
+  const range = ifRange === undefined || ifRange === etag ? parseRange(req.get('range'), size) : undefined;
   if (range === 'unsatisfiable') {
     throw new ApiError(416, 'range_not_satisfiable', `The range lies outside the file's ${size} bytes.`, undefined, { 'Content-Range': `bytes */${size}` });
   }

@@ -36,7 +36,7 @@ export function uploadProblem(req: IncomingMessage): ApiError | undefined {
     return new ApiError(
       415,
       'unsupported_media_type',
-      `Files of type ${bareMimeType(req.headers['content-type']) ?? '(none)'} are not taken; see POST /media for the types (image/jpeg, image/png, image/webp, audio/*, video/mp4, video/3gpp, PDF, text, Office).`,
+      `Files of type ${bareMimeType(req.headers['content-type']) ?? '(none)'} are not taken; see POST /media for the types (image/jpeg, image/png, image/webp, audio/aac, audio/mp4, audio/mpeg, audio/amr, audio/ogg, video/mp4, video/3gpp, PDF, text, Office).`,
     );
   }
   const declared = req.headers['content-length'];

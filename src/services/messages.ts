@@ -123,7 +123,8 @@ async function checkSendable(db: Db, workspaceId: string, input: MessageCreate, 
     ]);
   }
   if (!input.template && !withinMessagingWindow(context.lastInboundAt, now)) {
-    throw new ApiError(422, 'outside_messaging_window', 'The contact last wrote on this channel more than 24 hours ago (or never); send a template instead.', [
+    const instead = type === 'whatsapp' ? 'send a template instead' : 'Instagram has no templates: wait for the contact to write';
+    throw new ApiError(422, 'outside_messaging_window', `The contact last wrote on this channel more than 24 hours ago (or never); ${instead}.`, [
       {
         path: input.interactive ? '/body/interactive' : input.content === undefined ? '/body/attachments' : '/body/content',
         message: `free text and files need the contact to have written within 24 hours (last: ${context.lastInboundAt?.toISOString() ?? 'never'})`,
