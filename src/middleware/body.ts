@@ -108,8 +108,9 @@ export const jsonBody: RequestHandler = (req, res, next) => {
   // A file (POST /media): its type and declared size are checked here, its bytes read after the contract's checks.
   if (req.operation!.rawBody) return next(uploadProblem(req));
   const type = req.is('application/json');
-  // No body at all, and no type (an empty body declared JSON is no JSON): an optional body reads as the empty object.
-  const none = req.headers['content-type'] === undefined && (type === null || req.headers['content-length'] === '0');
+  // No body, whatever its declared type (clients often declare JSON on every request): an optional
+  // body reads as the empty object.
+  const none = type === null || req.headers['content-length'] === '0';
   if (none && !req.operation!.bodyRequired) {
     req.body = {};
     return next();
@@ -118,7 +119,7 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is required' }]));
   }
   if (type === false) return next(new ApiError(415, 'unsupported_media_type', 'Send the body as application/json.'));
-  // Declared JSON and empty: no JSON at all (body-parser would read it as {}), whether the body is required or not.
+  // A required body declared JSON and empty: no JSON at all (body-parser would read it as {}).
   if (req.headers['content-length'] === '0') {
     return next(new ApiError(400, 'validation_error', 'The request does not match the contract.', [{ path: '/body', message: 'is empty (JSON declared)' }]));
   }

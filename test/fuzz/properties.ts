@@ -337,8 +337,8 @@ function caseArbitrary(tr: Translator, inputs: OpInputs): fc.Arbitrary<FuzzCase>
   const invalid: Array<fc.Arbitrary<Mode>> = [];
   if (inputs.body) {
     invalid.push(tr.mutations(inputs.body).map((mutation): Mode => ({ kind: 'invalid', where: 'body', mutation })));
-    // A body left out (no content, no type) is refused only where the body is required.
-    const raw = inputs.bodyRequired ? RAW_BODIES : RAW_BODIES.filter((body) => body.contentType !== undefined || body.raw !== undefined);
+    // A body left out (no content, whatever its declared type) is refused only where the body is required.
+    const raw = inputs.bodyRequired ? RAW_BODIES : RAW_BODIES.filter((body) => body.raw !== undefined);
     invalid.push(fc.constantFrom(...raw).map((body): Mode => ({ kind: 'invalid', where: 'raw', body })));
   }
   for (const [param, schema] of Object.entries(inputs.query)) {
