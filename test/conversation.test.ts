@@ -375,6 +375,29 @@ describe('reactions are annotations of the message', () => {
     expect(await byExternalId(pair.ws, question.externalId!)).toMatchObject({ status: 'delivered', error: null, reactions: [] });
   });
 
+  it('when our reaction would change nothing ("" on none, the same emoji again), then it answers 202 and records and sends nothing', async () => {
+    const pair = await whatsappPair();
+    const question = await whatsappInbound(pair);
+    const updates = async () => {
+      const { data } = await pair.ws.api.GET('/events', { params: { query: { type: 'message.updated', limit: 100 } } });
+      return data!.data.length;
+    };
+    const before = await updates();
+
+    const none = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: '' } });
+    const first = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: '👍' } });
+    const again = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: '👍' } });
+    await waitFor('the reaction sent', async () => graph.to(pair.meta.externalId).length === 1);
+
+    expect([none.response.status, first.response.status, again.response.status]).toEqual([202, 202, 202]);
+    expect(none.data!.reactions).toEqual([]);
+    expect(again.data!.reactions).toEqual(first.data!.reactions);
+    expect(await updates()).toBe(before + 1);
+    // The one send, settled: nothing else follows it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(graph.to(pair.meta.externalId).map((r) => (r.body as { reaction: unknown }).reaction)).toEqual([{ message_id: question.externalId, emoji: '👍' }]);
+  });
+
   it('when the same reaction is posted twice with an Idempotency-Key, then the second is replayed and Graph gets one request', async () => {
     const pair = await whatsappPair();
     const question = await whatsappInbound(pair);

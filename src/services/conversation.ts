@@ -120,7 +120,8 @@ export async function enqueueAction(
 
 /**
  * Our reaction on a message (`""` removes it): recorded on the message (message.updated) and queued
- * for WhatsApp, in one transaction. 404 for a message the workspace lacks; 422 on Instagram, for a
+ * for WhatsApp, in one transaction; the reaction it already has (or `""` on none) changes nothing,
+ * and records and sends nothing. 404 for a message the workspace lacks; 422 on Instagram, for a
  * message not on the channel yet (no externalId) or of an erased contact, or outside the window.
  */
 export async function reactToMessage(db: Db, workspaceId: string, messageId: string, emoji: string, actor: Actor): Promise<Message> {
@@ -145,9 +146,13 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
         { path: '/path/id', message: `a reaction needs the contact to have written within 24 hours (last: ${row.last_inbound_at?.toISOString() ?? 'never'})` },
       ]);
     }
-    await setReactions(trx, row, withReaction(row.reactions, 'outbound', emoji, now), actor, now);
+    // The reaction it has already (or none, to remove none): nothing changes, nothing is recorded or sent.
+    const current = row.reactions.find((r) => r.direction === 'outbound')?.emoji ?? '';
+    if (emoji === current) return messageRowToMessage(row);
+    const reactions = withReaction(row.reactions, 'outbound', emoji, now);
+    await setReactions(trx, row, reactions, actor, now);
     if (row.provider === 'meta') await enqueueAction(trx, row, { type: 'reaction', emoji }, now);
-    return messageRowToMessage({ ...row, reactions: withReaction(row.reactions, 'outbound', emoji, now) });
+    return messageRowToMessage({ ...row, reactions });
   });
 }
 
