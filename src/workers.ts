@@ -94,6 +94,7 @@ export function startWorkers(options: {
         graphTimeoutMs: config.metaGraphTimeoutMs,
         maxAttempts: config.retryMaxAttempts,
         retryBaseMs: config.retryBaseMs,
+        logger,
       }),
       concurrency: config.deliveryConcurrency,
     },

@@ -398,6 +398,22 @@ describe('reactions are annotations of the message', () => {
     expect(graph.to(pair.meta.externalId).map((r) => (r.body as { reaction: unknown }).reaction)).toEqual([{ message_id: question.externalId, emoji: '👍' }]);
   });
 
+  it('when Meta refuses our reaction for good, then it is taken off the message again, with message.updated by the system', async () => {
+    const pair = await whatsappPair();
+    const question = await whatsappInbound(pair);
+    graph.answer((r) => (r.externalId === pair.meta.externalId ? graphError(131009, 'Parameter value is not valid', 400) : undefined));
+    try {
+      const reacted = await pair.ws.api.POST('/messages/{id}/reactions', { params: { path: { id: question.id } }, body: { emoji: '🔥' } });
+      expect(reacted.data!.reactions).toMatchObject([{ emoji: '🔥', direction: 'outbound' }]);
+
+      await waitFor('the reaction withdrawn', async () => (await byExternalId(pair.ws, question.externalId!))?.reactions.length === 0);
+    } finally {
+      graph.answer(undefined);
+    }
+    const { data } = await pair.ws.api.GET('/events', { params: { query: { type: 'message.updated', limit: 2 } } });
+    expect(data!.data[0]!.data).toMatchObject({ object: { id: question.id, reactions: [] }, actor: { type: 'system', id: null } });
+  });
+
   it('when the same reaction is posted twice with an Idempotency-Key, then the second is replayed and Graph gets one request', async () => {
     const pair = await whatsappPair();
     const question = await whatsappInbound(pair);

@@ -2,7 +2,8 @@
 // messages (services/conversation.ts queues them): our reaction (WhatsApp `type: reaction`) and
 // marking the customer's message read (WhatsApp `status: read`, with `typing_indicator`; Instagram
 // `sender_action` mark_seen, then typing_on). Neither changes the message's status: a failure is
-// retried while passing (as a message is) and otherwise logged and dropped.
+// retried while passing (as a message is) and otherwise logged and dropped; a reaction that never
+// reached the customer is taken off the message again.
 import type { Db } from '../db/database.js';
 import { getDeliveryTarget, type DeliveryTarget } from '../db/messages.js';
 import type { ConversationAction } from '../jobs/kinds.js';
@@ -11,6 +12,7 @@ import type { JobResult } from '../jobs/worker.js';
 import type { Logger } from '../logger.js';
 import { instagramSenderActionBody, sendGraphMessage, whatsappReactionBody, whatsappReadBody } from './graph.js';
 import type { SecretBox } from '../secrets.js';
+import { withdrawRefusedReaction } from '../services/conversation.js';
 import { openMetaSecrets } from './settings.js';
 
 export interface ActionOptions {
@@ -39,6 +41,15 @@ export function actionBodies(target: DeliveryTarget, action: ConversationAction)
   ];
 }
 
+/**
+ * An action Meta refused for good, or that failed every attempt: logged, and a reaction taken off
+ * the message again (services/conversation.ts), since the customer never sees it.
+ */
+export async function actionRefused(options: ActionOptions, job: Job<'message-delivery'>, action: ConversationAction, error: unknown): Promise<void> {
+  options.logger?.warn({ workspaceId: job.workspace_id, messageId: job.payload.messageId, action: action.type, error }, 'conversation action refused by Meta');
+  if (action.type === 'reaction') await withdrawRefusedReaction(options.db, job.workspace_id, job.payload.messageId, action.emoji);
+}
+
 /** Runs the action of a delivery job: its Graph requests one after the other; a passing failure retries them all. */
 export async function runConversationAction(
   options: ActionOptions,
@@ -62,10 +73,7 @@ export async function runConversationAction(
       if (result.ok) continue;
       const error = { code: result.code, message: result.message };
       if (result.transient) return { kind: 'retry', error: JSON.stringify(error) };
-      options.logger?.warn(
-        { workspaceId: job.workspace_id, messageId: job.payload.messageId, action: action.type, error },
-        'conversation action refused by Meta',
-      );
+      await actionRefused(options, job, action, error);
       break;
     }
   }

@@ -21,10 +21,11 @@ import {
   whatsappTemplateBody,
   whatsappTextBody,
 } from './graph.js';
-import { runConversationAction } from './conversation.js';
+import { actionRefused, runConversationAction } from './conversation.js';
 import { findMedia } from '../db/media.js';
 import type { MediaStore } from '../media/store.js';
 import type { SecretBox } from '../secrets.js';
+import type { Logger } from '../logger.js';
 import { openMetaSecrets } from './settings.js';
 import { enqueue, finishJob, finishJobQuery, type HeldJob } from '../jobs/queue.js';
 import type { JobResult, QueueHandler } from '../jobs/worker.js';
@@ -43,6 +44,8 @@ export interface DeliveryOptions {
   graphTimeoutMs: number;
   maxAttempts: number;
   retryBaseMs: number;
+  /** Where an action Meta refuses is logged. */
+  logger?: Logger | undefined;
 }
 
 const asError = (text: string): MessageError => {
@@ -168,8 +171,11 @@ export function deliveryHandler(options: DeliveryOptions): QueueHandler<typeof D
     },
 
     async giveUp(job, lastError) {
-      // An action (a reaction, a read) is not the message: its failure leaves the message as it is.
-      if (job.payload.action) return void (await finishJob(db, job));
+      // An action (a reaction, a read) is not the message: its failure leaves the message's status as it is.
+      if (job.payload.action) {
+        await actionRefused(options, job, job.payload.action, asError(lastError));
+        return void (await finishJob(db, job));
+      }
       const { messageId } = job.payload;
       await fail(db, job, { workspaceId: job.workspace_id, messageId }, asError(lastError));
     },

@@ -3,7 +3,7 @@
 // read (with typing). Reactions and reads are actions on a message, never messages: each is queued
 // on the contact's delivery order (jobs/kinds.ts ConversationAction), sent by channels/conversation.ts.
 import type { components } from '../../generated/api.js';
-import type { Actor } from '../actor.js';
+import { SYSTEM, type Actor } from '../actor.js';
 import { withinMessagingWindow } from './channel-rules.js';
 import { transact, type Db } from '../db/database.js';
 import { messageRowToMessage, type Message } from '../db/messages.js';
@@ -153,6 +153,23 @@ export async function reactToMessage(db: Db, workspaceId: string, messageId: str
     await setReactions(trx, row, reactions, actor, now);
     if (row.provider === 'meta') await enqueueAction(trx, row, { type: 'reaction', emoji }, now);
     return messageRowToMessage({ ...row, reactions });
+  });
+}
+
+/**
+ * Our reaction that Meta refused for good (or after every attempt), taken off the message again,
+ * with its message.updated by the system: the message shows what the customer sees. Not when the
+ * message bears another reaction of ours by now (a newer one, whose own send decides), nor for a
+ * refused removal (the reaction it removed is not known any more). True when the message changed.
+ */
+export async function withdrawRefusedReaction(db: Db, workspaceId: string, messageId: string, emoji: string): Promise<boolean> {
+  if (emoji === '') return false;
+  return transact(db, async (trx) => {
+    const row = (await lockReactionTarget(trx, workspaceId, messageId)).rows[0];
+    if (!row || row.reactions.find((r) => r.direction === 'outbound')?.emoji !== emoji) return false;
+    const now = new Date();
+    await setReactions(trx, row, withReaction(row.reactions, 'outbound', '', now), SYSTEM, now);
+    return true;
   });
 }
 
