@@ -757,10 +757,10 @@ export interface paths {
          *     of its own: the answer is the message with our reaction in `reactions` (direction
          *     `outbound`), recorded as `message.updated`, and the reaction is sent to Meta through the
          *     delivery queue, in order with the contact's messages; one Meta refuses for good (or after
-         *     every attempt) is taken off the message again (`message.updated` by `system`). The reaction the message already has
-         *     (or `""` when it has none of ours) changes nothing: 202 with the message, nothing recorded
-         *     or sent. A customer's reaction arrives the same way, as `message.updated` with their
-         *     reaction (`inbound`) added or removed.
+         *     every attempt) is taken off the message again (`message.updated` by `system`). The
+         *     reaction the message already has (or `""` when it has none of ours) changes nothing: 202
+         *     with the message, nothing recorded or sent. A customer's reaction arrives the same way, as
+         *     `message.updated` with their reaction (`inbound`) added or removed.
          *
          *     The message must have reached the channel (`externalId`, else 422 `invalid_reference`);
          *     on a `meta` channel the 24-hour window applies as for text (422
