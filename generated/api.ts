@@ -3224,7 +3224,7 @@ export interface components {
             type: "add_labels" | "remove_labels";
             /** @enum {string} */
             target: "thread" | "contact";
-            labels: string[];
+            labels: components["schemas"]["Label"][];
         };
         /**
          * Set a contact attribute

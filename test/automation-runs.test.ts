@@ -259,6 +259,91 @@ describe('automations on events', () => {
     expect(sent).toEqual([{ type: 'automation', id: fallback.id }]);
   });
 
+  it('when an Instagram message has a fallback template outside the window, then it is skipped outside_messaging_window (Instagram has no templates)', async () => {
+    const ws = await createWorkspace(server);
+    const instagram = await createMetaChannel(ws, 'instagram');
+    const { data: contact } = await ws.api.POST('/contacts', { body: { ...buildContact(), instagramId: `17843${Date.now() % 1e10}` } });
+    const { data: opened } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: instagram.channel.id } });
+    const automation = await create(ws, {
+      name: 'Boas-vindas no Instagram',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.labels', operator: 'contains', value: 'boas-vindas' }] },
+      actions: [{ type: 'send_message', content: 'Olá!', fallbackTemplate: { name: 'boas_vindas', language: 'pt_BR' } }],
+    });
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened!.id } }, body: { labels: ['boas-vindas'] } });
+    await settled(ws);
+
+    expect((await runsOf(ws, automation.id))[0]).toMatchObject({
+      status: 'succeeded',
+      actions: [{ type: 'send_message', status: 'skipped', reason: 'outside_messaging_window' }],
+    });
+  });
+
+  it('when request_nps meets a contact it cannot reach, then it is skipped contact_unreachable, not failed', async () => {
+    const ws = await createWorkspace(server);
+    const whatsapp = ws.channels.find((c) => c.type === 'whatsapp')!;
+    const { data: contact } = await ws.api.POST('/contacts', { body: { name: 'Só e-mail', email: `so.email.${Date.now()}@exemplo.com.br` } });
+    const { data: opened } = await ws.api.POST('/threads', { body: { contactId: contact!.id, channelId: whatsapp.id } });
+    const automation = await create(ws, {
+      name: 'NPS ao fechar',
+      trigger: { event: 'thread.updated' },
+      conditions: { all: [{ field: 'thread.status', operator: 'equals', value: 'closed' }] },
+      actions: [{ type: 'request_nps' }],
+    });
+
+    await ws.api.PATCH('/threads/{id}', { params: { path: { id: opened!.id } }, body: { status: 'closed' } });
+    await settled(ws);
+
+    expect((await runsOf(ws, automation.id))[0]).toMatchObject({
+      status: 'succeeded',
+      actions: [{ type: 'request_nps', status: 'skipped', reason: 'contact_unreachable' }],
+    });
+  });
+
+  it('when labels or attributes would pass their bounds, then the action fails limit_reached (no database text), and a blank label is refused at create', async () => {
+    const ws = await createWorkspace(server);
+    const blank = await ws.api.POST('/automations', {
+      body: { name: 'Vazio', trigger: { event: 'message.received' }, actions: [{ type: 'add_labels', target: 'thread', labels: [' ', 'ok'] }] },
+    });
+    expect(blank.response.status).toBe(400);
+    expect(blank.error!.error.details!.map((d) => d.path)).toContain('/body/actions/0/labels/0');
+
+    const { threadId } = await inbound(ws, 'Oi');
+    const contactId = (await thread(ws, threadId)).contactId;
+    const full = await ws.api.PATCH('/contacts/{id}', {
+      params: { path: { id: contactId } },
+      body: {
+        labels: Array.from({ length: 20 }, (_, i) => `l${i}`),
+        attributes: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`a${i}`, i])),
+      },
+    });
+    expect(full.response.status).toBe(200);
+    const automation = await create(ws, {
+      name: 'Além dos limites',
+      trigger: { event: 'message.received' },
+      actions: [
+        { type: 'add_labels', target: 'contact', labels: ['novo'] },
+        { type: 'set_attribute', key: 'outro', value: 'x' },
+        { type: 'add_labels', target: 'thread', labels: Array.from({ length: 20 }, (_, i) => `t${i}`) },
+        { type: 'add_labels', target: 'thread', labels: ['mais'] },
+      ],
+    });
+
+    await inbound(ws, 'De novo');
+    await settled(ws);
+
+    const [run] = await runsOf(ws, automation.id);
+    expect(run!.actions.map((a) => [a.type, a.status, a.reason])).toEqual([
+      ['add_labels', 'failed', 'limit_reached: The contact would have 21 labels; at most 20.'],
+      ['set_attribute', 'failed', 'limit_reached: The contact has 50 attributes, its most; this one would be one more.'],
+      ['add_labels', 'succeeded', null],
+      ['add_labels', 'failed', 'limit_reached: The thread would have 21 labels; at most 20.'],
+    ]);
+    expect(run!.status).toBe('failed');
+    expect((await thread(ws, threadId)).labels).toHaveLength(20);
+  });
+
   it('when an automation triggers itself, then the loop guard records loop_prevented and it stops', async () => {
     const ws = await createWorkspace(server);
     const selfish = await create(ws, {

@@ -17,7 +17,7 @@ import type { ThreadRow } from '../db/schema.js';
 import type { VersionedThread } from '../db/threads.js';
 import { ApiError } from '../errors.js';
 import { updateContact } from '../services/contacts.js';
-import { normalizeLabels } from '../services/labels.js';
+import { MAX_ATTRIBUTES, MAX_LABELS, normalizeLabels } from '../services/labels.js';
 import { sendMessage } from '../services/messages.js';
 import { requestNps } from '../services/nps-requests.js';
 import { assignRoundRobin } from '../services/round-robin.js';
@@ -103,11 +103,19 @@ async function changeTheThread(
   if (!row) throw new ApiError(404, 'not_found', 'The thread no longer exists.');
 }
 
-/** A labels action applied to a list of labels. */
-const editLabels = (action: components['schemas']['LabelsAction'], current: readonly string[]): string[] =>
-  action.type === 'add_labels'
-    ? normalizeLabels([...current, ...action.labels])
-    : current.filter((label) => !action.labels.some((gone) => sameLabel(gone, label.trim())));
+/**
+ * A labels action applied to a list of labels. A label blank once trimmed adds nothing (the contract
+ * refuses one at create; an automation stored before it did may hold one); more than MAX_LABELS is
+ * the action's 422 `limit_reached`, as a merge's.
+ */
+function editLabels(action: components['schemas']['LabelsAction'], current: readonly string[]): string[] {
+  if (action.type === 'remove_labels') return current.filter((label) => !action.labels.some((gone) => sameLabel(gone, label.trim())));
+  const labels = normalizeLabels([...current, ...action.labels]).filter((label) => label !== '');
+  if (labels.length > MAX_LABELS) {
+    throw new ApiError(422, 'limit_reached', `The ${action.target} would have ${labels.length} labels; at most ${MAX_LABELS}.`);
+  }
+  return labels;
+}
 
 type ThreadFieldAction = Extract<Action, { type: 'assign_agent' | 'unassign' | 'move_stage' | 'set_status' | 'add_labels' | 'remove_labels' }>;
 
@@ -199,8 +207,16 @@ async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: Aut
     case 'remove_labels':
       return changeLabels(trx, workspaceId, target, actor, action, read);
     case 'set_attribute':
-      if (!(await updateContact(trx, workspaceId, target.contactId, { attributes: { [action.key]: action.value } }, actor))) {
-        throw new ApiError(404, 'not_found', 'The contact no longer exists.');
+      try {
+        if (!(await updateContact(trx, workspaceId, target.contactId, { attributes: { [action.key]: action.value } }, actor))) {
+          throw new ApiError(404, 'not_found', 'The contact no longer exists.');
+        }
+      } catch (err) {
+        // The one rule a valid attribute can break here: the contact's attributes are full.
+        if (err instanceof ApiError && err.code === 'validation_error') {
+          throw new ApiError(422, 'limit_reached', `The contact has ${MAX_ATTRIBUTES} attributes, its most; this one would be one more.`);
+        }
+        throw err;
       }
       return;
     case 'send_message':
@@ -209,7 +225,13 @@ async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: Aut
       } catch (err) {
         if (!(err instanceof ApiError && err.code === 'outside_messaging_window')) throw err;
         if (!action.fallbackTemplate) throw new Skipped('outside_messaging_window');
-        return send(trx, workspaceId, target, actor, { template: action.fallbackTemplate });
+        try {
+          return await send(trx, workspaceId, target, actor, { template: action.fallbackTemplate });
+        } catch (fallback) {
+          // Instagram has no templates: outside the window, nothing can be sent there.
+          if (fallback instanceof ApiError && fallback.code === 'template_not_supported') throw new Skipped('outside_messaging_window');
+          throw fallback;
+        }
       }
     case 'send_template':
       return send(trx, workspaceId, target, actor, {
@@ -221,8 +243,11 @@ async function apply(trx: Db, workspaceId: string, target: RunTarget, actor: Aut
         await requestNps(trx, workspaceId, target.threadId, actor);
         return;
       } catch (err) {
-        // Asked already (or answered), or no way to ask now: nothing to do, as send_message outside its window.
-        if (err instanceof ApiError && (err.code === 'conflict' || err.code === 'outside_messaging_window')) throw new Skipped(err.code);
+        // Asked already (or answered), or no way to ask now or ever (no phone nor BSUID, the contact
+        // erased): nothing to do, as send_message outside its window.
+        if (err instanceof ApiError && ['conflict', 'outside_messaging_window', 'contact_unreachable', 'invalid_reference'].includes(err.code)) {
+          throw new Skipped(err.code);
+        }
         throw err;
       }
     case 'stop':

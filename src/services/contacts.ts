@@ -37,7 +37,7 @@ import { ApiError } from '../errors.js';
 import { moveContactEvents, recordEvent, scrubContactEvents } from '../events/record.js';
 import { eraseContactMedia } from '../media/erase.js';
 import { storedPhone } from '../phones.js';
-import { mergeAttributes, normalizeLabels, sameAttributes, sameLabels } from './labels.js';
+import { MAX_ATTRIBUTES, MAX_LABELS, mergeAttributes, normalizeLabels, sameAttributes, sameLabels } from './labels.js';
 import { planThreadChange, threadUpdated } from './threads.js';
 import { normalizeText } from '../text.js';
 
@@ -45,10 +45,6 @@ type ContactCreate = components['schemas']['ContactCreate'];
 type ContactUpdate = components['schemas']['ContactUpdate'];
 type ContactUpsert = components['schemas']['ContactUpsert'];
 type MergePreview = components['schemas']['ContactMergePreview'];
-
-/** A contact's labels are at most 20, its attributes at most 50 (the contract's bounds). */
-const MAX_LABELS = 20;
-const MAX_ATTRIBUTES = 50;
 
 /** 409 `conflict`: `value` of `field` is another contact's. */
 function keyTaken(field: 'phone' | 'externalId' | 'instagramId', holder: string): ApiError {

@@ -7,6 +7,8 @@ import { foldCase, normalizeText } from '../text.js';
 
 /** At most this many attributes a contact keeps after a merge (the contract bounds each request). */
 export const MAX_ATTRIBUTES = 50;
+/** A contact's, or a thread's, labels are at most this many (the contract's bound). */
+export const MAX_LABELS = 20;
 
 /** Labels in NFC and trimmed, each once ignoring case (foldCase; the first spelling wins), in the order given. */
 export function normalizeLabels(labels: readonly string[]): string[] {
