@@ -178,6 +178,24 @@ describe('labels and names as text (NFC, case folding, code points)', () => {
     expect(data!.name).toBe('Jo\u00e3o');
   });
 
+  it('when a stage, an SLA policy or an automation is named or renamed in NFD, then it is kept in NFC', async () => {
+    const ws = await createWorkspace(server);
+    const nfd = 'Cafe\u0301 da manha\u0303';
+    const nfc = nfd.normalize('NFC');
+
+    const { data: stage } = await ws.api.POST('/stages', { body: { name: nfd } });
+    const { data: policy } = await ws.api.POST('/sla-policies', { body: { name: nfd, targets: { firstResponseMinutes: 30 } } });
+    const { data: automation } = await ws.api.POST('/automations', {
+      body: { name: nfd, trigger: { event: 'thread.created' }, actions: [{ type: 'add_labels', target: 'thread', labels: ['x'] }] },
+    });
+    const { data: renamed } = await ws.api.PATCH('/stages/{id}', { params: { path: { id: stage!.id } }, body: { name: `${nfd}!` } });
+    const { data: repolicy } = await ws.api.PATCH('/sla-policies/{id}', { params: { path: { id: policy!.id } }, body: { name: `${nfd}!` } });
+    const { data: reautomation } = await ws.api.PATCH('/automations/{id}', { params: { path: { id: automation!.id } }, body: { name: `${nfd}!` } });
+
+    expect([stage!.name, policy!.name, automation!.name]).toEqual([nfc, nfc, nfc]);
+    expect([renamed!.name, repolicy!.name, reautomation!.name]).toEqual([`${nfc}!`, `${nfc}!`, `${nfc}!`]);
+  });
+
   it('when a label is 26 emoji (52 UTF-16 units, 26 code points), then a contact keeps it and an automation condition takes it', async () => {
     const ws = await createWorkspace(server);
     const emoji = '😀'.repeat(26);
