@@ -170,7 +170,15 @@ describe('reading webhooks', () => {
     );
     expect(parsed).toEqual({
       events: [
-        { kind: 'message', externalId: 'wamid.A', from: { phone: '+16505551234' }, name: 'Sheena Nelson', content: 'Oi', sentAt: new Date(1_749_416_383_000) },
+        // A profile without a username: the customer shows none now (null clears one shown before).
+        {
+          kind: 'message',
+          externalId: 'wamid.A',
+          from: { phone: '+16505551234', username: null },
+          name: 'Sheena Nelson',
+          content: 'Oi',
+          sentAt: new Date(1_749_416_383_000),
+        },
         { kind: 'status', externalId: 'wamid.B', status: 'failed', error: { code: '131026', message: 'Message undeliverable' } },
       ],
       ignored: ['a change of field account_update'],
