@@ -71,9 +71,7 @@ interface ParameterNode {
   $ref?: string;
   in?: string;
   name?: string;
-  style?: string;
-  explode?: boolean;
-  schema?: SchemaNode & { type?: unknown };
+  schema?: SchemaNode;
 }
 interface OperationNode {
   operationId: OperationId;
@@ -172,6 +170,9 @@ function patternExamples(spec: SpecDocument): Map<string, string> {
   return found;
 }
 
+/** Keywords whose values are data, not schemas: the walk below does not read them as schemas. */
+const DATA_KEYWORDS = new Set(['example', 'examples', 'default', 'const', 'enum']);
+
 /**
  * The most members (an array's items, an object's properties) any object or array of a JSON request
  * body may hold under the contract: the largest `maxItems`, `maxProperties` or number of declared
@@ -179,8 +180,6 @@ function patternExamples(spec: SpecDocument): Map<string, string> {
  * object is bounded (test/wide-json.test.ts), so a body holding a larger one is wrong wherever it is,
  * and is refused before the contract's check walks it member by member (body.ts).
  */
-const DATA_KEYWORDS = new Set(['example', 'examples', 'default', 'const', 'enum']);
-
 function maxBodyMembersOf(spec: SpecDocument): number {
   let most = 0;
   const seen = new Set<unknown>();
