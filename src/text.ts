@@ -1,10 +1,31 @@
 // The service's one way with people's text: labels and names kept in NFC, one case fold for every
 // comparison that ignores case (labels, the automations' text conditions), lengths counted in code
 // points as the contract counts them, and file names cleaned alike whether uploaded or received.
+import { ApiError } from './errors.js';
 
 /** Text as it is kept: NFC, so a name typed decomposed (NFD) is the same name as its composed twin. */
 export function normalizeText(text: string): string {
   return text.normalize('NFC');
+}
+
+/** The contract's bound on a name (an agent's, stage's, SLA policy's, automation's), and on a contact's. */
+export const NAME_MAX = 120;
+export const CONTACT_NAME_MAX = 200;
+
+/**
+ * A name as it is kept (NFC), refused with a 400 naming `path` when NFC makes it longer than `max`
+ * characters, the contract's bound for it: a few letters decompose in NFC (`ज़`, `הּ`), so a name
+ * within the bound as sent may pass it as kept, and nothing stored may break the contract.
+ */
+export function normalizedName(name: string, max: number, path = '/body/name'): string {
+  const kept = normalizeText(name);
+  const length = codePointLength(kept);
+  if (length > max) {
+    throw new ApiError(400, 'validation_error', 'The request does not match the contract.', [
+      { path, message: `must NOT have more than ${max} characters once in Unicode NFC (it has ${length})` },
+    ]);
+  }
+  return kept;
 }
 
 /**

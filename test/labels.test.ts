@@ -178,6 +178,28 @@ describe('labels and names as text (NFC, case folding, code points)', () => {
     expect(data!.name).toBe('Jo\u00e3o');
   });
 
+  it('when a name within its bound as sent would pass it in NFC (ज़ decomposes), then it is a 400 naming it, and nothing is stored', async () => {
+    const ws = await createWorkspace(server);
+    const long = '\u095b'.repeat(70); // 70 characters sent, 140 in NFC (120 at most)
+    const tooLong = {
+      code: 'validation_error',
+      details: [{ path: '/body/name', message: 'must NOT have more than 120 characters once in Unicode NFC (it has 140)' }],
+    };
+
+    const stage = await ws.api.POST('/stages', { body: { name: long } });
+    const agent = await ws.api.POST('/agents', { body: { type: 'human', name: long } });
+    const policy = await ws.api.POST('/sla-policies', { body: { name: long, targets: { firstResponseMinutes: 30 } } });
+    const contact = await ws.api.POST('/contacts', { body: { name: '\u095b'.repeat(101) } });
+
+    for (const { response, error } of [stage, agent, policy]) {
+      expect(response.status).toBe(400);
+      expect(error!.error).toMatchObject(tooLong);
+    }
+    expect(contact.error!.error.details).toEqual([{ path: '/body/name', message: 'must NOT have more than 200 characters once in Unicode NFC (it has 202)' }]);
+    const { data: stages } = await ws.api.GET('/stages');
+    expect(stages!.data.map((s) => s.name)).not.toContain(long.normalize('NFC'));
+  });
+
   it('when a stage, an SLA policy or an automation is named or renamed in NFD, then it is kept in NFC', async () => {
     const ws = await createWorkspace(server);
     const nfd = 'Cafe\u0301 da manha\u0303';

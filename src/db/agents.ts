@@ -7,7 +7,7 @@ import type { Actor } from '../actor.js';
 import type { AgentAvailability, AgentRow, AgentType, ThreadRow } from './schema.js';
 import { HISTORY_ID_SQL } from './history.js';
 import { listPage, listSource, type Condition, type PageText } from './pagination.js';
-import { normalizeText } from '../text.js';
+import { NAME_MAX, normalizedName } from '../text.js';
 
 export type Agent = components['schemas']['Agent'];
 type AgentCreate = components['schemas']['AgentCreate'];
@@ -73,7 +73,7 @@ export async function createAgent(db: Db, workspaceId: string, input: AgentCreat
     .values({
       workspace_id: workspaceId,
       id: uuidv7(),
-      name: normalizeText(input.name),
+      name: normalizedName(input.name, NAME_MAX),
       status: 'active',
       ...(input.type === 'human'
         ? { type: 'human', instructions: null, model: null, availability: input.availability ?? 'offline', capacity: input.capacity ?? null }
@@ -90,7 +90,7 @@ export async function updateAgent(db: Db, workspaceId: string, id: string, patch
   const row = await db
     .updateTable('agents')
     .set({
-      ...(patch.name !== undefined && { name: normalizeText(patch.name) }),
+      ...(patch.name !== undefined && { name: normalizedName(patch.name, NAME_MAX) }),
       ...(patch.instructions !== undefined && { instructions: patch.instructions }),
       ...(patch.model !== undefined && { model: patch.model }),
       ...(patch.status !== undefined && { status: patch.status }),

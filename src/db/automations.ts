@@ -9,7 +9,7 @@ import type { Db } from './database.js';
 import { readWithNext, type ReadWithNext } from './pg-driver.js';
 import type { AutomationRow, Database, ThreadStatus } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
-import { normalizeText } from '../text.js';
+import { NAME_MAX, normalizedName } from '../text.js';
 
 export type Automation = components['schemas']['Automation'];
 /** What is stored of an automation's rule: its trigger, conditions and actions, and the conditions folded (foldConditions; without them, runs fold). */
@@ -102,7 +102,7 @@ export async function insertAutomation(
     .values({
       workspace_id: workspaceId,
       id: uuidv7(),
-      name: normalizeText(automation.name),
+      name: normalizedName(automation.name, NAME_MAX),
       enabled: automation.enabled,
       position: automation.position,
       trigger: JSON.stringify(automation.trigger),
@@ -141,7 +141,7 @@ export async function updateAutomation(
   const row = await trx
     .updateTable('automations')
     .set({
-      ...(change.name !== undefined && { name: normalizeText(change.name) }),
+      ...(change.name !== undefined && { name: normalizedName(change.name, NAME_MAX) }),
       ...(change.enabled !== undefined && { enabled: change.enabled }),
       ...(change.trigger !== undefined && { trigger: JSON.stringify(change.trigger) }),
       ...(change.conditions !== undefined && { conditions: JSON.stringify(change.conditions) }),

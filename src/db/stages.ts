@@ -8,7 +8,7 @@ import type { components } from '../../generated/api.js';
 import type { Db } from './database.js';
 import type { StageRow } from './schema.js';
 import { listPage, listSource, type PageText } from './pagination.js';
-import { normalizeText } from '../text.js';
+import { NAME_MAX, normalizedName } from '../text.js';
 
 export type Stage = components['schemas']['Stage'];
 
@@ -67,7 +67,7 @@ export async function insertStage(trx: Db, workspaceId: string, name: string, po
     .execute();
   const row = await trx
     .insertInto('stages')
-    .values({ workspace_id: workspaceId, id: uuidv7(), name: normalizeText(name), position, created_at: now, updated_at: now })
+    .values({ workspace_id: workspaceId, id: uuidv7(), name: normalizedName(name, NAME_MAX), position, created_at: now, updated_at: now })
     .returningAll()
     .executeTakeFirstOrThrow();
   return stageRowToStage(row);
@@ -100,7 +100,7 @@ export async function updateStage(
   }
   const row = await trx
     .updateTable('stages')
-    .set({ ...(change.name !== undefined && { name: normalizeText(change.name) }), position: to, updated_at: now })
+    .set({ ...(change.name !== undefined && { name: normalizedName(change.name, NAME_MAX) }), position: to, updated_at: now })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', stage.id)
     .returningAll()

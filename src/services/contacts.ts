@@ -39,7 +39,7 @@ import { eraseContactMedia } from '../media/erase.js';
 import { storedPhone } from '../phones.js';
 import { MAX_ATTRIBUTES, MAX_LABELS, mergeAttributes, normalizeLabels, sameAttributes, sameLabels } from './labels.js';
 import { planThreadChange, threadUpdated } from './threads.js';
-import { normalizeText } from '../text.js';
+import { CONTACT_NAME_MAX, normalizedName, normalizeText } from '../text.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 type ContactUpdate = components['schemas']['ContactUpdate'];
@@ -94,7 +94,7 @@ export async function createContact(trx: Db, workspaceId: string, input: Contact
   const contact = await insertContact(
     trx,
     workspaceId,
-    { ...input, name: normalizeText(input.name), ...(input.labels && { labels: normalizeLabels(input.labels) }) },
+    { ...input, name: normalizedName(input.name, CONTACT_NAME_MAX), ...(input.labels && { labels: normalizeLabels(input.labels) }) },
     now,
   );
   if (contact) await contactCreated(trx, workspaceId, contact, actor, now);
@@ -107,7 +107,7 @@ export async function createContact(trx: Db, workspaceId: string, input: Contact
  */
 export function planContactChange(row: ContactRow, patch: ContactUpdate): ContactValues {
   const values: ContactValues = {};
-  const name = patch.name === undefined ? undefined : normalizeText(patch.name);
+  const name = patch.name === undefined ? undefined : normalizedName(patch.name, CONTACT_NAME_MAX);
   if (name !== undefined && name !== row.name) values.name = name;
   const phone = patch.phone === undefined || patch.phone === null ? patch.phone : storedPhone(patch.phone);
   if (phone !== undefined && phone !== row.phone) values.phone = phone;
@@ -211,7 +211,7 @@ export async function upsertContact(trx: Db, workspaceId: string, input: Contact
     const { whatsappUserId, attributes, ...fields } = input;
     const create = {
       ...fields,
-      name: normalizeText(input.name),
+      name: normalizedName(input.name, CONTACT_NAME_MAX),
       ...(input.labels && { labels: normalizeLabels(input.labels) }),
       attributes: withoutNulls(attributes),
     };

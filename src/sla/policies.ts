@@ -14,7 +14,7 @@ import { listPage, listSource, type PageText } from '../db/pagination.js';
 import type { SlaPolicyRow } from '../db/schema.js';
 import { ApiError } from '../errors.js';
 import type { Settings } from '../services/settings.js';
-import { normalizeText } from '../text.js';
+import { NAME_MAX, normalizedName } from '../text.js';
 
 export type SlaPolicy = components['schemas']['SlaPolicy'];
 type Conditions = components['schemas']['AutomationConditions'];
@@ -105,7 +105,7 @@ export async function insertPolicy(trx: Db, workspaceId: string, fields: PolicyF
     .values({
       workspace_id: workspaceId,
       id: uuidv7(),
-      name: normalizeText(fields.name),
+      name: normalizedName(fields.name, NAME_MAX),
       enabled: fields.enabled,
       position: fields.position,
       conditions: JSON.stringify(fields.conditions),
@@ -142,7 +142,7 @@ export async function updatePolicy(
   const row = await trx
     .updateTable('sla_policies')
     .set({
-      ...(change.name !== undefined && { name: normalizeText(change.name) }),
+      ...(change.name !== undefined && { name: normalizedName(change.name, NAME_MAX) }),
       ...(change.enabled !== undefined && { enabled: change.enabled }),
       ...(change.conditions !== undefined && { conditions: JSON.stringify(change.conditions) }),
       ...(change.targets !== undefined && { targets: JSON.stringify(change.targets) }),

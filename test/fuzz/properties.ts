@@ -19,7 +19,7 @@ import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
 import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
-import { cleanFilename, normalizeText } from '../../src/text.js';
+import { cleanFilename, CONTACT_NAME_MAX, NAME_MAX, normalizeText } from '../../src/text.js';
 import { phoneForms, storedPhone } from '../../src/phones.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
@@ -528,6 +528,8 @@ function expectError(ex: Exchange, status: number, code: string, why: string, de
   if (detailPath !== undefined && !error.details?.some((d) => names(d.path))) fail(ex, `expected a detail at ${detailPath} (${why})`);
 }
 
+/** A value as JSON carries it (a -0 is 0 there). */
+const asJson = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 const firstStage = (model: Model): Stage => model.stages[0]!;
 const pick = <T>(items: readonly T[], n: number): T | undefined => (items.length === 0 ? undefined : items[n % items.length]);
 const byCreated = (a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number =>
@@ -1812,7 +1814,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       if (position > model.stages.length + 1) return expectError(ex, 400, 'validation_error', 'a position past the last place', '/body/position');
       expectStatus(ex, 201, 'a stage at a place in range');
       const stage = ex.res.body as Stage;
-      same(ex, stage, { id: stage.id, name: input.name, position, createdAt: stage.createdAt, updatedAt: stage.createdAt }, 'the added stage');
+      same(ex, stage, { id: stage.id, name: normalizeText(input.name), position, createdAt: stage.createdAt, updatedAt: stage.createdAt }, 'the added stage');
       for (const other of model.stages.slice(position - 1)) Object.assign(other, { position: other.position + 1, updatedAt: stage.createdAt });
       model.stages.splice(position - 1, 0, stage);
       await readBack(ctx, '/v1/stages?limit=100', pageOf(model.stages, { limit: '100' }), 'the funnel with the stage');
@@ -1837,7 +1839,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const index = model.stages.findIndex((s) => s.id === path.id!.toLowerCase());
       const before = model.stages[index]!;
       const to = input.position ?? before.position;
-      same(ex, after, { ...before, ...(input.name !== undefined && { name: input.name }), position: to, updatedAt: after.updatedAt }, 'the changed stage');
+      same(
+        ex,
+        after,
+        { ...before, ...(input.name !== undefined && { name: normalizeText(input.name) }), position: to, updatedAt: after.updatedAt },
+        'the changed stage',
+      );
       model.stages.splice(index, 1);
       model.stages.splice(to - 1, 0, after);
       model.stages.forEach((stage, i) => {
@@ -2349,7 +2356,8 @@ const plans: Partial<Record<OperationId, Plan>> = {
     },
     async check(ctx, ex, { body }) {
       const { model } = ctx;
-      const input = body as S['AutomationCreate'];
+      // As the wire carries it (JSON has no -0: a value -0 is sent, and stored, as 0).
+      const input = asJson(body) as S['AutomationCreate'];
       const position = input.position ?? model.automations.length + 1;
       if (position > model.automations.length + 1) return expectError(ex, 400, 'validation_error', 'a position past the last place', '/body/position');
       if (model.automations.length >= 100) return expectError(ex, 422, 'limit_reached', 'the workspace has 100 automations');
@@ -2357,7 +2365,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const made = ex.res.body as Automation;
       const expected: Automation = {
         id: made.id,
-        name: input.name,
+        name: normalizeText(input.name),
         enabled: input.enabled ?? true,
         position,
         trigger: input.trigger,
@@ -2400,7 +2408,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
     refuse: refuseId('automation', 'id'),
     async check(ctx, ex, { path, body }) {
       const { model } = ctx;
-      const input = body as S['AutomationUpdate'];
+      const input = asJson(body) as S['AutomationUpdate'];
       if (input.position !== undefined && input.position > model.automations.length) {
         return expectError(ex, 400, 'validation_error', 'a position past the last automation', '/body/position');
       }
@@ -2409,7 +2417,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const index = model.automations.findIndex((a) => a.id === path.id!.toLowerCase());
       const before = model.automations[index]!;
       const to = input.position ?? before.position;
-      same(ex, after, { ...before, ...input, position: to, updatedAt: after.updatedAt }, 'the changed automation');
+      same(
+        ex,
+        after,
+        { ...before, ...input, ...(input.name !== undefined && { name: normalizeText(input.name) }), position: to, updatedAt: after.updatedAt },
+        'the changed automation',
+      );
       model.automations.splice(index, 1);
       model.automations.splice(to - 1, 0, after);
       model.automations.forEach((automation, i) => {
@@ -2459,7 +2472,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const position = input.position ?? model.slaPolicies.length + 1;
       const expected: SlaPolicy = {
         id: made.id,
-        name: input.name,
+        name: normalizeText(input.name),
         enabled: input.enabled ?? true,
         position,
         conditions: {},
@@ -2508,7 +2521,12 @@ const plans: Partial<Record<OperationId, Plan>> = {
       const index = model.slaPolicies.findIndex((p) => p.id === path.id!.toLowerCase());
       const before = model.slaPolicies[index]!;
       const to = input.position ?? before.position;
-      same(ex, after, { ...before, ...input, position: to, updatedAt: after.updatedAt }, 'the changed SLA policy');
+      same(
+        ex,
+        after,
+        { ...before, ...input, ...(input.name !== undefined && { name: normalizeText(input.name) }), position: to, updatedAt: after.updatedAt },
+        'the changed SLA policy',
+      );
       model.slaPolicies.splice(index, 1);
       model.slaPolicies.splice(to - 1, 0, after);
       renumber(model.slaPolicies, after.updatedAt);
@@ -2953,6 +2971,20 @@ function payload(inputs: OpInputs, body: unknown): { body?: unknown; rawBody?: B
   return inputs.body ? { body } : {};
 }
 
+/** The contract's bound on the `name` of each operation that keeps its name in NFC (src/text.ts normalizedName). */
+const NAME_BOUNDS: Partial<Record<OperationId, number>> = {
+  createAgent: NAME_MAX,
+  updateAgent: NAME_MAX,
+  createStage: NAME_MAX,
+  updateStage: NAME_MAX,
+  createSlaPolicy: NAME_MAX,
+  updateSlaPolicy: NAME_MAX,
+  createAutomation: NAME_MAX,
+  updateAutomation: NAME_MAX,
+  createContact: CONTACT_NAME_MAX,
+  updateContact: CONTACT_NAME_MAX,
+};
+
 async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, counts: OperationCounts): Promise<Exchange> {
   const parts: Parts = structuredClone(c.parts);
   await plan.bind?.(ctx, parts, c.knobs, c.mode.kind === 'valid');
@@ -2961,6 +2993,15 @@ async function runCase(ctx: Ctx, inputs: OpInputs, plan: Plan, c: FuzzCase, coun
     counts.valid++;
     if (!requestIsValid(ctx.tr, inputs, parts)) throw new PropertyFailure(`translator bug: generated an invalid request ${JSON.stringify(parts)}`);
     const ex = await send(ctx, method, urlOf(inputs, parts), payload(inputs, parts.body));
+    // A name within its bound as sent may pass it in NFC, as names are kept: refused, nothing stored.
+    const bound = NAME_BOUNDS[inputs.op.operationId];
+    const name = (parts.body as { name?: unknown } | undefined)?.name;
+    if (bound !== undefined && typeof name === 'string' && [...normalizeText(name)].length > bound) {
+      // That 400, or the one of a check that comes first (a position out of range): never a success.
+      if (ex.res.status < 300) fail(ex, `a name over ${bound} characters in NFC was taken`);
+      const details = (ex.res.body as S['ErrorResponse']).error?.details ?? [];
+      if (ex.res.status === 400 && details.some((d) => d.path === '/body/name')) return ex;
+    }
     await plan.check(ctx, ex, parts, c.knobs);
     return ex;
   }
