@@ -13,6 +13,16 @@ export const NAME_MAX = 120;
 export const CONTACT_NAME_MAX = 200;
 
 /**
+ * A name a customer's message brings (Meta's profile name, the sandbox's `name`), as it is kept:
+ * NFC, cut to `max` characters when NFC lengthened it past them. A message is never refused for its
+ * sender's name, and nothing stored may break the contract.
+ */
+export function clippedName(name: string, max: number): string {
+  const kept = normalizeText(name);
+  return codePointLength(kept) <= max ? kept : [...kept].slice(0, max).join('');
+}
+
+/**
  * A name as it is kept (NFC), refused with a 400 naming `path` when NFC makes it longer than `max`
  * characters, the contract's bound for it: a few letters decompose in NFC (`ज़`, `הּ`), so a name
  * within the bound as sent may pass it as kept, and nothing stored may break the contract.

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../generated/api.js';
-import { buildContact, createWorkspace, ISO_MS, request, type TestWorkspace } from './helpers/api.js';
+import { buildContact, buildPhone, createWorkspace, ISO_MS, request, type TestWorkspace } from './helpers/api.js';
 import { WebhookReceiver } from './helpers/receiver.js';
 import { databaseUrl, ownDatabase, startServer, type OwnDatabase, type TestServer } from './helpers/server.js';
 
@@ -198,6 +198,21 @@ describe('labels and names as text (NFC, case folding, code points)', () => {
     expect(contact.error!.error.details).toEqual([{ path: '/body/name', message: 'must NOT have more than 200 characters once in Unicode NFC (it has 202)' }]);
     const { data: stages } = await ws.api.GET('/stages');
     expect(stages!.data.map((s) => s.name)).not.toContain(long.normalize('NFC'));
+  });
+
+  it("when a customer's message brings a name past its bound once in NFC, then the message is taken and the name cut to the bound", async () => {
+    const ws = await createWorkspace(server);
+    const whatsapp = ws.channels.find((c) => c.type === 'whatsapp')!;
+
+    const { data: message, response } = await ws.api.POST('/channels/{id}/sandbox/inbound', {
+      params: { path: { id: whatsapp.id } },
+      body: { from: buildPhone(), content: 'Oi', name: '\u095b'.repeat(101) },
+    });
+
+    expect(response.status).toBe(201);
+    const { data: contact } = await ws.api.GET('/contacts/{id}', { params: { path: { id: message!.contactId } } });
+    expect([...contact!.name]).toHaveLength(200);
+    expect(contact!.name).toBe('\u095b'.repeat(101).normalize('NFC').slice(0, 200));
   });
 
   it('when a stage, an SLA policy or an automation is named or renamed in NFD, then it is kept in NFC', async () => {

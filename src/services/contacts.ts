@@ -39,7 +39,7 @@ import { eraseContactMedia } from '../media/erase.js';
 import { storedPhone } from '../phones.js';
 import { MAX_ATTRIBUTES, MAX_LABELS, mergeAttributes, normalizeLabels, sameAttributes, sameLabels } from './labels.js';
 import { planThreadChange, threadUpdated } from './threads.js';
-import { CONTACT_NAME_MAX, normalizedName, normalizeText } from '../text.js';
+import { clippedName, CONTACT_NAME_MAX, normalizedName } from '../text.js';
 
 type ContactCreate = components['schemas']['ContactCreate'];
 type ContactUpdate = components['schemas']['ContactUpdate'];
@@ -148,7 +148,7 @@ export async function updateContact(trx: Db, workspaceId: string, id: string, pa
 export async function findOrCreateContact(trx: Db, workspaceId: string, key: ContactKey, name: string, now: Date, actor: Actor): Promise<string> {
   const found = await findContactIdByKey(trx, workspaceId, key);
   if (found) return found;
-  const inserted = await insertContactByKey(trx, workspaceId, key, normalizeText(name), now);
+  const inserted = await insertContactByKey(trx, workspaceId, key, clippedName(name, CONTACT_NAME_MAX), now);
   if (inserted) {
     await contactCreated(trx, workspaceId, contactRowToContact(inserted), actor, now);
     return inserted.id;
@@ -389,7 +389,7 @@ export async function findOrCreateInboundContact(trx: Db, workspaceId: string, s
     }
     if (!id) {
       // Named after the phone as it is stored (a Brazilian mobile's 13-digit form), as its `phone` reads.
-      const name = normalizeText(sender.name ?? username ?? (phone && storedPhone(phone)) ?? whatsappUserId!);
+      const name = clippedName(sender.name ?? username ?? (phone && storedPhone(phone)) ?? whatsappUserId!, CONTACT_NAME_MAX);
       const row = await insertWhatsappContact(trx, workspaceId, { phone, whatsappUserId, username }, name, now);
       // The message's statements follow in this transaction: its event goes with the next of them.
       await contactCreated(trx, workspaceId, contactRowToContact(row), SYSTEM, now, true);
