@@ -19,7 +19,7 @@ import { channelRowToChannel } from '../../src/db/channels.js';
 import { listWorkspaceChannels } from '../../src/db/workspaces.js';
 import { createEndpoint } from '../../src/events/endpoints.js';
 import { DEFAULT_SETTINGS } from '../../src/services/settings.js';
-import { cleanFilename, CONTACT_NAME_MAX, NAME_MAX, normalizeText } from '../../src/text.js';
+import { cleanFilename, clippedName, CONTACT_NAME_MAX, NAME_MAX, normalizeText } from '../../src/text.js';
 import { phoneForms, storedPhone } from '../../src/phones.js';
 import { createWorkspace, ISO_MS, request, type RawResponse } from '../helpers/api.js';
 import type { TestServer } from '../helpers/server.js';
@@ -1358,7 +1358,7 @@ const plans: Partial<Record<OperationId, Plan>> = {
         const created = await send(ctx, 'get', `/v1/contacts/${message.contactId}`);
         expectStatus(created, 200, 'the contact the customer became');
         contact = created.res.body as Contact;
-        const name = normalizeText(input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`));
+        const name = clippedName(input.name ?? (channel.type === 'whatsapp' ? input.from : `Instagram ${input.from}`), CONTACT_NAME_MAX);
         const expectedContact = {
           id: contact.id,
           name,
