@@ -19,6 +19,11 @@ export interface JsonScan {
    * need a look once parsed (or an escaped backslash before such text: the look then finds nothing).
    */
   surrogateEscape: boolean;
+  /**
+   * The text holds at least `maxMembers` commas, so an array or object in it may hold more members
+   * than that (one of N members has N - 1 commas): its parsed value needs a look. Fewer never does.
+   */
+  mayBeWider: boolean;
 }
 
 const QUOTE = 0x22;
@@ -27,6 +32,7 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
+const COMMA = 0x2c;
 
 /** How often `byte` occurs, counted up to `atMost` (Buffer#indexOf searches natively). */
 function countUpTo(bytes: Buffer, byte: number, atMost: number): number {
@@ -68,9 +74,13 @@ function nestsDeeperThan(bytes: Buffer, maxDepth: number): boolean {
  * another character). Exact for valid JSON; on broken JSON the answer does not matter, JSON.parse
  * refuses it. Most bodies hold fewer brackets than the limit, anywhere: those are not walked.
  */
-export function scanJson(bytes: Buffer, maxDepth: number = MAX_JSON_DEPTH): JsonScan {
+export function scanJson(bytes: Buffer, maxDepth: number = MAX_JSON_DEPTH, maxMembers: number = Infinity): JsonScan {
   const openers = countUpTo(bytes, OPEN_ARRAY, maxDepth + 1) + countUpTo(bytes, OPEN_OBJECT, maxDepth + 1);
-  return { tooDeep: openers > maxDepth && nestsDeeperThan(bytes, maxDepth), surrogateEscape: hasSurrogateEscape(bytes) };
+  return {
+    tooDeep: openers > maxDepth && nestsDeeperThan(bytes, maxDepth),
+    surrogateEscape: hasSurrogateEscape(bytes),
+    mayBeWider: maxMembers !== Infinity && countUpTo(bytes, COMMA, maxMembers) >= maxMembers,
+  };
 }
 
 /** The 400 for a body nested deeper than MAX_JSON_DEPTH (a body check, before the contract's). */

@@ -59,7 +59,7 @@ const accountTaken = (existingId?: string): ApiError =>
  */
 async function oneChannelPerMetaAccount<T>(
   db: Db,
-  account: { workspaceId: string; type: string; externalId: string | null; self?: string },
+  account: { workspaceId: string; type: ChannelRow['type']; externalId: string | null; self?: string },
   write: () => Promise<T>,
 ): Promise<T> {
   if (account.externalId !== null) {

@@ -169,6 +169,16 @@ function instagramMedia(attachments: Json[]): InboundMedia[] {
   });
 }
 
+/**
+ * The username a WhatsApp profile shows: null when it shows none (Meta leaves the field out then,
+ * and a username shown before is cleared), undefined when it cannot be stored (nothing changes).
+ */
+function shownUsername(profile: Json): string | null | undefined {
+  const username = text(profile.username);
+  if (username === undefined) return null;
+  return storable(username) && username.length <= MAX_USERNAME_CHARS ? username : undefined;
+}
+
 function whatsappChange(value: Json, channelExternalId: string | null, out: ParsedDelivery): void {
   // Every messages change names its number; one that does not may be any number's.
   const phoneNumberId = isObject(value.metadata) ? text(value.metadata.phone_number_id) : undefined;
@@ -181,7 +191,6 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
     return;
   }
   // `contacts[]` names each sender: `wa_id` (the phone, when Meta shares it), `user_id` (the BSUID), `profile.name` and `profile.username`.
-  // A profile without `username`: the customer shows none (null), as Meta leaves the field out then.
   const people: Array<{ waId?: string | undefined; userId?: string | undefined; name?: string | undefined; username?: string | null | undefined }> = [];
   for (const contact of objects(value.contacts)) {
     const profile = isObject(contact.profile) ? contact.profile : {};
@@ -190,18 +199,11 @@ function whatsappChange(value: Json, channelExternalId: string | null, out: Pars
       out.ignored.push('a profile name that cannot be stored (U+0000, a lone surrogate, or too long): the phone names the contact');
       name = undefined;
     }
-    const username = text(profile.username);
     people.push({
       waId: text(contact.wa_id)?.replace(/^\+/, ''),
       userId: text(contact.user_id),
       name,
-      username: !isObject(contact.profile)
-        ? undefined
-        : username === undefined
-          ? null
-          : storable(username) && username.length <= MAX_USERNAME_CHARS
-            ? username
-            : undefined,
+      username: isObject(contact.profile) ? shownUsername(contact.profile) : undefined,
     });
   }
   for (const message of objects(value.messages)) {

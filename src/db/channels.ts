@@ -142,13 +142,14 @@ export async function resealChannelSecrets(db: Db, workspaceId: string, id: stri
 
 /** Whether any channel is connected to Meta (its secrets then need SECRETS_KEY). */
 /** The id of the workspace's channel (other than `except`) connected to this Meta account, if one is. */
-export async function metaAccountHolder(db: Db, workspaceId: string, type: string, externalId: string, except?: string): Promise<string | undefined> {
-  let query = db
-    .selectFrom('channels')
-    .select('id')
-    .where('workspace_id', '=', workspaceId)
-    .where('type', '=', type as ChannelRow['type'])
-    .where('external_id', '=', externalId);
+export async function metaAccountHolder(
+  db: Db,
+  workspaceId: string,
+  type: ChannelRow['type'],
+  externalId: string,
+  except?: string,
+): Promise<string | undefined> {
+  let query = db.selectFrom('channels').select('id').where('workspace_id', '=', workspaceId).where('type', '=', type).where('external_id', '=', externalId);
   if (except !== undefined) query = query.where('id', '<>', except);
   return (await query.executeTakeFirst())?.id;
 }

@@ -7,12 +7,14 @@ import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import { maxBodyMembers } from '../contract.js';
 import { ApiError } from '../errors.js';
-import { scanJson, tooDeep } from '../json-scan.js';
+import { MAX_JSON_DEPTH, scanJson, tooDeep } from '../json-scan.js';
 import { uploadProblem } from '../media/upload.js';
 
 interface BodyRequest extends IncomingMessage {
   /** Set while reading: the raw text holds a `\uD800`-style escape, so its strings need a look. */
   surrogateEscapes?: boolean;
+  /** Set while reading: the raw text holds enough commas for an array or object wider than any of the contract's. */
+  mayBeWider?: boolean;
 }
 
 const notUtf8 = (): ApiError => new ApiError(415, 'unsupported_media_type', 'Send the body as application/json in UTF-8.');
@@ -47,11 +49,15 @@ const parseJson = express.json({
   verify(req: BodyRequest, _res, buf, encoding) {
     if (encoding !== 'utf-8') throw notUtf8();
     if (!isUtf8(buf)) throw invalidText('/body', `is not valid UTF-8 (byte ${firstInvalidByte(buf)})`);
-    const scan = scanJson(buf);
+    const scan = scanJson(buf, MAX_JSON_DEPTH, maxBodyMembers);
     if (scan.tooDeep) throw tooDeep();
     req.surrogateEscapes = scan.surrogateEscape;
+    req.mayBeWider = scan.mayBeWider;
   },
 });
+
+/** The JSON pointer of `key` inside the value at `path` (RFC 6901: `~` and `/` escaped). */
+const pointerTo = (path: string, key: string): string => `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
 
 /**
  * The JSON pointer of the first string (or key) holding a lone surrogate, in document order, or
@@ -70,7 +76,7 @@ function loneSurrogateAt(body: unknown): string | undefined {
     // Pushed last to first, each key above its value, so they come off in document order.
     for (let i = entries.length - 1; i >= 0; i--) {
       const [key, item] = entries[i]!;
-      const at = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+      const at = pointerTo(path, key);
       pending.push({ value: item, path: at }, { value: key, path: at });
     }
   }
@@ -150,7 +156,7 @@ function oversizedAt(body: unknown, most: number): { path: string; kind: 'items'
     if (keys.length > most) return { path, kind: Array.isArray(value) ? 'items' : 'properties' };
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i]!;
-      pending.push({ value: (value as Record<string, unknown>)[key], path: `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}` });
+      pending.push({ value: (value as Record<string, unknown>)[key], path: pointerTo(path, key) });
     }
   }
   return undefined;
@@ -163,7 +169,8 @@ function oversizedAt(body: unknown, most: number): { path: string; kind: 'items'
  * the event loop for most of a second).
  */
 function bodyProblem(req: BodyRequest & { body: unknown }): ApiError | undefined {
-  const oversized = oversizedAt(req.body, maxBodyMembers);
+  // Walked only when the bytes hold enough commas for it (json-scan.ts): most bodies are not.
+  const oversized = req.mayBeWider ? oversizedAt(req.body, maxBodyMembers) : undefined;
   if (oversized) {
     return new ApiError(400, 'validation_error', 'The request does not match the contract.', [
       { path: oversized.path, message: `must NOT have more than ${maxBodyMembers} ${oversized.kind} (no array or object of this API's bodies holds more)` },

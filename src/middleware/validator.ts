@@ -69,7 +69,7 @@ function badlyEncodedPathParameter(op: Operation, path: string): ApiError | unde
 }
 
 /** 400 for a path parameter whose percent-encoding is invalid. */
-const pathEncodingCheck: RequestHandler = (req, _res, next) => next(badlyEncodedPathParameter(req.operation!, req.path));
+const pathEncodingCheck: RequestHandler = (req, _res, next) => next(req.path.includes('%') ? badlyEncodedPathParameter(req.operation!, req.path) : undefined);
 
 /**
  * HEAD is GET without the body (RFC 9110 §9.3.2): the contract declares GET alone, so the validator
